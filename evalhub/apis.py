@@ -1,0 +1,437 @@
+"""REST API v1. Thin: validate input, call a service or selector, serialize the result."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evalhub.errors import ApplicationError, NotFoundError
+from evalhub.models import GateRun, LayerResult, ModelVersion
+from evalhub.roles import RELEASE_MANAGER
+from evalhub.selectors.gate_runs import gate_run_get, gate_run_list, sample_result_list
+from evalhub.selectors.suites import eval_suite_get, eval_suite_list
+from evalhub.selectors.versions import model_version_get, model_version_list
+from evalhub.services.gate_runs import gate_run_start
+from evalhub.services.suites import eval_suite_import, suite_items_parse
+from evalhub.services.versions import model_version_register, model_version_transition
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses keys it does not know, instead of silently dropping them."""
+
+    def to_internal_value(self, data):
+        unknown = sorted(set(data.keys()) - set(self.fields)) if hasattr(data, "keys") else []
+        errors = {key: ["Unknown field."] for key in unknown}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            raise serializers.ValidationError({**exc.detail, **errors}) from None
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
+
+
+class VersionRefField(serializers.Field):
+    """A model version given by id or "family:label"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, (str, int)) or isinstance(data, bool):
+            raise serializers.ValidationError("Give an id or family:label.")
+        try:
+            return model_version_get(ref=data)
+        except NotFoundError as exc:
+            raise serializers.ValidationError(exc.message) from None
+
+    def to_representation(self, value):
+        return value.ref
+
+
+def filter_params(request, serializer_class) -> dict:
+    serializer = serializer_class(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def paginated(request, view, queryset, serializer_class) -> Response:
+    paginator = LimitOffsetPagination()
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(
+        serializer_class(page, many=True, context={"request": request}).data
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Model versions
+# ---------------------------------------------------------------------------------------------
+class ModelVersionOutputSerializer(serializers.ModelSerializer):
+    ref = serializers.CharField(read_only=True)
+    baseline = serializers.CharField(source="baseline.ref", default=None)
+    has_api_key = serializers.SerializerMethodField()
+    created_by = serializers.CharField(source="created_by.username", default=None)
+
+    class Meta:
+        model = ModelVersion
+        fields = [
+            "id",
+            "ref",
+            "family",
+            "label",
+            "description",
+            "backend_kind",
+            "backend_config",
+            "has_api_key",
+            "baseline",
+            "status",
+            "is_demo",
+            "created_by",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_has_api_key(self, obj) -> bool:
+        return bool(obj.api_key)
+
+
+class ModelVersionListApi(APIView):
+    class FilterSerializer(serializers.Serializer):
+        family = serializers.CharField(required=False)
+        label = serializers.CharField(required=False)
+        status = serializers.ChoiceField(choices=ModelVersion.Status.choices, required=False)
+        backend_kind = serializers.ChoiceField(choices=ModelVersion.BackendKind.choices, required=False)
+        limit = serializers.IntegerField(required=False, min_value=1)
+        offset = serializers.IntegerField(required=False, min_value=0)
+
+    class InputSerializer(StrictSerializer):
+        family = serializers.CharField(max_length=100)
+        label = serializers.CharField(max_length=100)
+        backend_kind = serializers.ChoiceField(choices=ModelVersion.BackendKind.choices)
+        backend_config = serializers.DictField()
+        api_key = serializers.CharField(required=False, allow_blank=True, write_only=True, max_length=500)
+        baseline = VersionRefField(required=False, allow_null=True)
+        description = serializers.CharField(required=False, allow_blank=True)
+        status = serializers.ChoiceField(choices=["registered", "promoted"], required=False)
+
+    @extend_schema(parameters=[FilterSerializer], responses=ModelVersionOutputSerializer(many=True))
+    def get(self, request):
+        filters = filter_params(request, self.FilterSerializer)
+        return paginated(request, self, model_version_list(filters=filters), ModelVersionOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={201: ModelVersionOutputSerializer})
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        version = model_version_register(actor=request.user, **serializer.validated_data)
+        return Response(ModelVersionOutputSerializer(version).data, status=status.HTTP_201_CREATED)
+
+
+class ModelVersionDetailApi(APIView):
+    @extend_schema(responses=ModelVersionOutputSerializer)
+    def get(self, request, ref: str):
+        return Response(ModelVersionOutputSerializer(model_version_get(ref=ref)).data)
+
+
+class ModelVersionTransitionApi(APIView):
+    """Move a version along its lifecycle (release managers only)."""
+
+    write_roles = frozenset({RELEASE_MANAGER})
+
+    class InputSerializer(StrictSerializer):
+        status = serializers.ChoiceField(choices=ModelVersion.Status.choices)
+        reason = serializers.CharField(max_length=2000)
+
+    @extend_schema(request=InputSerializer, responses=ModelVersionOutputSerializer)
+    def post(self, request, ref: str):
+        version = model_version_get(ref=ref)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        version = model_version_transition(
+            version=version,
+            to_status=serializer.validated_data["status"],
+            reason=serializer.validated_data["reason"],
+            actor=request.user,
+        )
+        return Response(ModelVersionOutputSerializer(version).data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Eval suites
+# ---------------------------------------------------------------------------------------------
+class EvalSuiteOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    version = serializers.IntegerField()
+    ref = serializers.SerializerMethodField()
+    description = serializers.CharField()
+    content_hash = serializers.CharField()
+    item_count = serializers.IntegerField()
+    is_demo = serializers.BooleanField()
+    locked = serializers.BooleanField(help_text="Used by a gate run, so immutable.")
+    created_at = serializers.DateTimeField()
+
+    def get_ref(self, obj) -> str:
+        return f"{obj.name}@{obj.version}"
+
+
+class EvalItemOutputSerializer(serializers.Serializer):
+    id = serializers.CharField(source="external_id")
+    input = serializers.CharField()
+    label = serializers.CharField()
+    reference = serializers.CharField()
+    language = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+    metadata = serializers.DictField()
+
+
+class EvalSuiteListApi(APIView):
+    parser_classes = [MultiPartParser, JSONParser]
+
+    class FilterSerializer(serializers.Serializer):
+        name = serializers.CharField(required=False)
+        limit = serializers.IntegerField(required=False, min_value=1)
+        offset = serializers.IntegerField(required=False, min_value=0)
+
+    class UploadSerializer(StrictSerializer):
+        name = serializers.SlugField(max_length=100)
+        description = serializers.CharField(required=False, allow_blank=True)
+        format = serializers.ChoiceField(choices=["jsonl", "csv"], required=False)
+        file = serializers.FileField(required=False)
+        items = serializers.JSONField(required=False)
+
+        def validate(self, data):
+            if ("file" in data) == ("items" in data):
+                raise serializers.ValidationError({"file": ["Send either a file or items, not both."]})
+            return data
+
+    @extend_schema(parameters=[FilterSerializer], responses=EvalSuiteOutputSerializer(many=True))
+    def get(self, request):
+        filters = filter_params(request, self.FilterSerializer)
+        return paginated(request, self, eval_suite_list(name=filters.get("name")), EvalSuiteOutputSerializer)
+
+    @extend_schema(
+        request={"multipart/form-data": UploadSerializer, "application/json": UploadSerializer},
+        responses={201: EvalSuiteOutputSerializer, 200: EvalSuiteOutputSerializer},
+    )
+    def post(self, request):
+        limit = settings.EVALHUB_MAX_UPLOAD_BYTES
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        is_json = request.content_type.startswith("application/json")
+        if length > limit:
+            field = "items" if is_json else "file"
+            raise ApplicationError(
+                f"The upload is {length} bytes, over the limit of {limit}.",
+                code="too_large",
+                fields={field: [f"at most {limit} bytes"]},
+                status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
+        serializer = self.UploadSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if "file" in data:
+            upload = data["file"]
+            if upload.size > limit:
+                raise ApplicationError(
+                    f"{upload.name} is {upload.size} bytes, over the limit of {limit}.",
+                    code="too_large",
+                    fields={"file": [f"at most {limit} bytes"]},
+                    status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+                )
+            fmt = data.get("format") or ("csv" if upload.name.lower().endswith(".csv") else "jsonl")
+            items = suite_items_parse(content=upload.read(), fmt=fmt)
+        else:
+            items = suite_items_parse(records=data["items"])
+        suite, created = eval_suite_import(
+            name=data["name"], items=items, description=data.get("description", ""), actor=request.user
+        )
+        suite = eval_suite_get(ref=suite.pk)
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(EvalSuiteOutputSerializer(suite).data, status=code)
+
+
+class EvalSuiteDetailApi(APIView):
+    @extend_schema(responses=EvalSuiteOutputSerializer)
+    def get(self, request, ref: str):
+        return Response(EvalSuiteOutputSerializer(eval_suite_get(ref=ref)).data)
+
+
+class EvalSuiteItemsApi(APIView):
+    @extend_schema(responses=EvalItemOutputSerializer(many=True))
+    def get(self, request, ref: str):
+        suite = eval_suite_get(ref=ref)
+        return paginated(request, self, suite.items.all(), EvalItemOutputSerializer)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gate runs
+# ---------------------------------------------------------------------------------------------
+class LayerResultOutputSerializer(serializers.ModelSerializer):
+    samples_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = LayerResult
+        fields = [
+            "layer",
+            "verdict",
+            "metric",
+            "estimate",
+            "ci_low",
+            "ci_high",
+            "threshold",
+            "reasons",
+            "details",
+            "wall_seconds",
+            "device",
+            "samples_url",
+        ]
+
+    def get_samples_url(self, obj) -> str:
+        url = reverse("api:gate-run-samples", kwargs={"pk": obj.gate_run_id}) + f"?layer={obj.layer}"
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request else url
+
+
+class GateRunOutputSerializer(serializers.ModelSerializer):
+    candidate = serializers.CharField(source="candidate.ref")
+    baseline = serializers.CharField(source="baseline.ref", default=None)
+    suite = serializers.SerializerMethodField()
+    policy = serializers.CharField(source="policy.name", default=None)
+    layers = LayerResultOutputSerializer(many=True, read_only=True)
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = GateRun
+        fields = [
+            "id",
+            "url",
+            "candidate",
+            "baseline",
+            "suite",
+            "policy",
+            "policy_config",
+            "status",
+            "progress",
+            "verdict",
+            "verdict_reasons",
+            "error_message",
+            "attempts",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "layers",
+        ]
+
+    def get_suite(self, obj) -> str:
+        return f"{obj.suite.name}@{obj.suite.version}"
+
+    def get_url(self, obj) -> str:
+        url = reverse("api:gate-run-detail", kwargs={"pk": obj.pk})
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request else url
+
+
+class GateRunListApi(APIView):
+    class FilterSerializer(serializers.Serializer):
+        candidate = VersionRefField(required=False)
+        status = serializers.ChoiceField(choices=GateRun.Status.choices, required=False)
+        verdict = serializers.ChoiceField(choices=GateRun.Verdict.choices, required=False)
+        limit = serializers.IntegerField(required=False, min_value=1)
+        offset = serializers.IntegerField(required=False, min_value=0)
+
+    class InputSerializer(StrictSerializer):
+        candidate = VersionRefField()
+        baseline = VersionRefField(required=False, allow_null=True)
+        suite = serializers.CharField(
+            required=False,
+            help_text="id, name@version or name; default: the latest suite named as the family.",
+        )
+        policy = serializers.CharField(required=False)
+        policy_overrides = serializers.DictField(required=False)
+
+    @extend_schema(parameters=[FilterSerializer], responses=GateRunOutputSerializer(many=True))
+    def get(self, request):
+        filters = filter_params(request, self.FilterSerializer)
+        return paginated(request, self, gate_run_list(filters=filters), GateRunOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={202: GateRunOutputSerializer})
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        candidate = data["candidate"]
+        suite = eval_suite_get(ref=data.get("suite") or candidate.family, field="suite")
+        run = gate_run_start(
+            candidate=candidate,
+            baseline=data.get("baseline"),
+            suite=suite,
+            policy_name=data.get("policy"),
+            policy_overrides=data.get("policy_overrides"),
+            actor=request.user,
+        )
+        body = GateRunOutputSerializer(gate_run_get(gate_run_id=run.pk), context={"request": request}).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+
+class GateRunDetailApi(APIView):
+    @extend_schema(responses=GateRunOutputSerializer)
+    def get(self, request, pk: int):
+        run = gate_run_get(gate_run_id=pk)
+        return Response(GateRunOutputSerializer(run, context={"request": request}).data)
+
+
+class SampleOutputSerializer(serializers.Serializer):
+    layer = serializers.CharField(source="layer_result.layer")
+    version = serializers.CharField(source="version.ref")
+    item_id = serializers.CharField(source="item.external_id", default=None)
+    input = serializers.SerializerMethodField()
+    expected_label = serializers.CharField(source="item.label", default="")
+    reference = serializers.CharField(source="item.reference", default="")
+    tags = serializers.ListField(source="item.tags", default=list)
+    output_label = serializers.CharField()
+    output_text = serializers.CharField()
+    correct = serializers.BooleanField(allow_null=True)
+    latency_ms = serializers.FloatField()
+    error = serializers.CharField()
+
+    def get_input(self, obj) -> str:
+        return obj.input_text or (obj.item.input if obj.item else "")
+
+
+class GateRunSamplesApi(APIView):
+    class FilterSerializer(serializers.Serializer):
+        layer = serializers.ChoiceField(choices=LayerResult.Layer.choices, required=False)
+        version = VersionRefField(required=False)
+        correct = serializers.BooleanField(required=False, allow_null=True, default=None)
+        limit = serializers.IntegerField(required=False, min_value=1)
+        offset = serializers.IntegerField(required=False, min_value=0)
+
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses=SampleOutputSerializer(many=True),
+        description="Per-item model outputs of a gate run, for drill-down.",
+    )
+    def get(self, request, pk: int):
+        run = gate_run_get(gate_run_id=pk)
+        filters = filter_params(request, self.FilterSerializer)
+        queryset = sample_result_list(
+            run=run,
+            layer=filters.get("layer"),
+            version=filters.get("version"),
+            correct=filters.get("correct"),
+        )
+        return paginated(request, self, queryset, SampleOutputSerializer)
+
+
+@extend_schema(exclude=True)
+class ApiNotFound(APIView):
+    permission_classes = []
+    authentication_classes = []
+
+    def get(self, request, *args, **kwargs):
+        raise NotFoundError(f"No API endpoint at {request.path}.")
+
+    post = put = patch = delete = get

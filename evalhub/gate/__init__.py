@@ -1,0 +1,1 @@
+"""Pure gate logic: statistics, policies, layer summaries and the verdict. No Django here."""

@@ -1,0 +1,39 @@
+import os
+import secrets
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from evalhub.roles import CI
+from evalhub.services.demo import demo_install
+from evalhub.services.tokens import api_token_create, user_role_grant
+
+
+class Command(BaseCommand):
+    help = (
+        "Set up the bundled demo (synthetic data): train and register contract-assistant v3/v4, "
+        "import the golden suite, create an admin and a CI token. Safe to run again."
+    )
+
+    def handle(self, *args, **options):
+        demo_install(log=self.stdout.write)
+        credentials = Path(settings.VAR_DIR) / "demo-credentials.txt"
+        User = get_user_model()
+        username = os.environ.get("EVALHUB_ADMIN_USER", "admin")
+        if not User.objects.filter(username=username).exists():
+            password = os.environ.get("EVALHUB_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+            User.objects.create_superuser(username=username, password=password, email="")
+            ci_user = User.objects.filter(username="ci-demo").first() or User.objects.create_user("ci-demo")
+            user_role_grant(user=ci_user, role=CI)
+            _, key = api_token_create(user=ci_user, name="demo")
+            credentials.parent.mkdir(parents=True, exist_ok=True)
+            credentials.write_text(
+                f"admin user:     {username}\nadmin password: {password}\nci token:       {key}\n"
+            )
+            credentials.chmod(0o600)
+        if credentials.exists():
+            self.stdout.write(f"credentials ({credentials}):\n{credentials.read_text()}")
+        else:
+            self.stdout.write(f"admin user {username!r} already existed; no demo credentials file.")

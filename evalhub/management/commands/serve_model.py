@@ -1,0 +1,32 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from evalhub.errors import NotFoundError
+from evalhub.selectors.versions import model_version_get
+
+
+class Command(BaseCommand):
+    help = "Serve a registered version over the OpenAI-compatible chat API (POST /v1/chat/completions)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("version", help="family:label or id")
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8100)
+
+    def handle(self, *args, version, host, port, **options):
+        from workers.model_server import model_server_create
+
+        try:
+            model_version = model_version_get(ref=version)
+        except NotFoundError as exc:
+            raise CommandError(exc.message) from None
+        server = model_server_create(version=model_version, host=host, port=port)
+        self.stdout.write(
+            f"serving {model_version.ref} on http://{host}:{server.server_port}/v1", ending="\n"
+        )
+        self.stdout.flush()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()

@@ -1,0 +1,268 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9._-]*$", "Use lowercase letters, digits, '.', '_' and '-'.")
+
+
+class ModelVersion(models.Model):
+    """One version of a model family, how to reach it, and where it is in its release."""
+
+    class Status(models.TextChoices):
+        REGISTERED = "registered"
+        EVALUATING = "evaluating"
+        GATE_PASSED = "gate_passed"
+        GATE_FAILED = "gate_failed"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        CANARY = "canary"
+        PROMOTED = "promoted"
+        ROLLED_BACK = "rolled_back"
+
+    class BackendKind(models.TextChoices):
+        OPENAI = "openai", "OpenAI-compatible chat endpoint"
+        HF = "hf", "Local transformers checkpoint"
+        BUILTIN = "builtin", "Bundled demo model"
+
+    family = models.CharField(max_length=100, validators=[slug_validator])
+    label = models.CharField(max_length=100, validators=[slug_validator])
+    description = models.TextField(blank=True)
+    backend_kind = models.CharField(max_length=20, choices=BackendKind.choices)
+    backend_config = models.JSONField(default=dict, blank=True)
+    # Write-only: accepted by the API and admin, never shown back.
+    api_key = models.CharField(max_length=500, blank=True)
+    baseline = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="challengers"
+    )
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.REGISTERED)
+    is_demo = models.BooleanField(default=False, help_text="Part of the synthetic demo.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["family", "-created_at"]
+        constraints = [models.UniqueConstraint(fields=["family", "label"], name="model_version_family_label")]
+        indexes = [models.Index(fields=["family", "status"])]
+
+    def __str__(self) -> str:
+        return self.ref
+
+    @property
+    def ref(self) -> str:
+        return f"{self.family}:{self.label}"
+
+
+class AuditLog(models.Model):
+    """Append-only record of every state change that matters."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, help_text="User name, or the system part.")
+    action = models.CharField(max_length=100)
+    target_type = models.CharField(max_length=100)
+    target_id = models.CharField(max_length=100)
+    target_repr = models.CharField(max_length=300)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["target_type", "target_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.target_repr}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("Audit rows are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("Audit rows are append-only.")
+
+
+class EvalSuite(models.Model):
+    """A versioned set of golden items. Immutable once a gate run has used it."""
+
+    name = models.CharField(max_length=100, validators=[slug_validator])
+    version = models.PositiveIntegerField()
+    description = models.TextField(blank=True)
+    content_hash = models.CharField(max_length=64)
+    item_count = models.PositiveIntegerField()
+    is_demo = models.BooleanField(default=False, help_text="Synthetic demo data.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "-version"]
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="eval_suite_name_version")]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+class EvalItem(models.Model):
+    suite = models.ForeignKey(EvalSuite, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField()
+    external_id = models.CharField(max_length=200)
+    input = models.TextField()
+    label = models.CharField(max_length=200, blank=True)
+    reference = models.TextField(blank=True)
+    language = models.CharField(max_length=10, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["suite", "position"]
+        constraints = [models.UniqueConstraint(fields=["suite", "external_id"], name="eval_item_suite_id")]
+
+    def __str__(self) -> str:
+        return f"{self.suite}#{self.external_id}"
+
+
+class GatePolicy(models.Model):
+    """Named thresholds and sample sizes; a run keeps a snapshot of the config it used."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[slug_validator])
+    description = models.TextField(blank=True)
+    config = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "gate policies"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GateRun(models.Model):
+    """One evaluation of a candidate against its baseline under a policy.
+
+    `status` is how the execution went; `verdict` is what the evaluation concluded:
+    succeeded = every layer was computed; failed = a model could not be run (bad checkpoint,
+    endpoint refusing); error = the infrastructure gave up (worker lost, time limit, a bug).
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        ERROR = "error"
+
+    class Verdict(models.TextChoices):
+        PENDING = "pending"
+        PASS = "pass"
+        FAIL = "fail"
+        INSUFFICIENT_DATA = "insufficient_data"
+        ERROR = "error"
+
+    candidate = models.ForeignKey(ModelVersion, on_delete=models.PROTECT, related_name="gate_runs")
+    baseline = models.ForeignKey(
+        ModelVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    suite = models.ForeignKey(EvalSuite, on_delete=models.PROTECT, related_name="gate_runs")
+    policy = models.ForeignKey(GatePolicy, null=True, blank=True, on_delete=models.SET_NULL)
+    policy_config = models.JSONField(default=dict)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0)
+    verdict = models.CharField(max_length=20, choices=Verdict.choices, default=Verdict.PENDING)
+    verdict_reasons = models.JSONField(default=list, blank=True)
+    error_message = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"gate run {self.pk} of {self.candidate_id}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in {self.Status.SUCCEEDED, self.Status.FAILED, self.Status.ERROR}
+
+
+class LayerResult(models.Model):
+    class Layer(models.TextChoices):
+        CLEAN_ACCURACY = "clean_accuracy"
+        ROBUSTNESS = "robustness"
+        FOLLOW_UP_RATE = "follow_up_rate"
+        BUSINESS_VALUE = "business_value"
+
+    gate_run = models.ForeignKey(GateRun, on_delete=models.CASCADE, related_name="layers")
+    layer = models.CharField(max_length=30, choices=Layer.choices)
+    verdict = models.CharField(max_length=20, choices=GateRun.Verdict.choices)
+    metric = models.CharField(max_length=100)
+    estimate = models.FloatField(null=True, blank=True)
+    ci_low = models.FloatField(null=True, blank=True)
+    ci_high = models.FloatField(null=True, blank=True)
+    threshold = models.FloatField(null=True, blank=True)
+    reasons = models.JSONField(default=list, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    wall_seconds = models.FloatField(default=0.0)
+    device = models.CharField(max_length=50, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["gate_run", "id"]
+        constraints = [models.UniqueConstraint(fields=["gate_run", "layer"], name="layer_result_run_layer")]
+
+    def __str__(self) -> str:
+        return f"{self.layer} of run {self.gate_run_id}: {self.verdict}"
+
+
+class SampleResult(models.Model):
+    """One model output on one input within a layer, kept for drill-down."""
+
+    layer_result = models.ForeignKey(LayerResult, on_delete=models.CASCADE, related_name="samples")
+    version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="+")
+    item = models.ForeignKey(EvalItem, null=True, on_delete=models.CASCADE, related_name="+")
+    input_text = models.TextField()
+    output_label = models.CharField(max_length=200, blank=True)
+    output_text = models.TextField(blank=True)
+    correct = models.BooleanField(null=True)
+    latency_ms = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["layer_result", "id"]
+        indexes = [models.Index(fields=["layer_result", "version", "correct"])]
+
+    def __str__(self) -> str:
+        return f"{self.version_id} on item {self.item_id}: {self.output_label or self.error}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for CI. Only a hash of the key is stored; the key is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True)
+    key_prefix = models.CharField(max_length=8)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.key_prefix}… ({self.user})"

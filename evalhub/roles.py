@@ -1,0 +1,20 @@
+"""Roles are Django groups. A user's roles decide what the API lets them do."""
+
+from __future__ import annotations
+
+VIEWER, CI, RELEASE_MANAGER = "viewer", "ci", "release_manager"
+ROLES = (VIEWER, CI, RELEASE_MANAGER)
+READ_ROLES = frozenset(ROLES)
+WRITE_ROLES = frozenset({CI, RELEASE_MANAGER})
+
+
+def user_roles(user) -> frozenset[str]:
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return frozenset()
+    if user.is_superuser:
+        return frozenset(ROLES)
+    cached = getattr(user, "_evalhub_roles", None)
+    if cached is None:
+        cached = frozenset(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+        user._evalhub_roles = cached
+    return cached

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from django.db.models import Exists, OuterRef, QuerySet
+
+from evalhub.errors import NotFoundError
+from evalhub.models import EvalSuite, GateRun
+
+
+def eval_suite_list(*, name: str | None = None) -> QuerySet[EvalSuite]:
+    queryset = EvalSuite.objects.annotate(locked=Exists(GateRun.objects.filter(suite=OuterRef("pk"))))
+    return queryset.filter(name=name) if name else queryset
+
+
+def eval_suite_get(*, ref: str | int, field: str = "suite") -> EvalSuite:
+    """A suite by id, by "name@version", or by name (its latest version)."""
+    text = str(ref).strip()
+    queryset = eval_suite_list()
+    if text.isdigit():
+        suite = queryset.filter(pk=int(text)).first()
+    elif "@" in text:
+        name, _, version = text.partition("@")
+        suite = queryset.filter(name=name, version=version).first() if version.isdigit() else None
+    else:
+        suite = queryset.filter(name=text).order_by("-version").first()
+    if suite is None:
+        raise NotFoundError(f"No eval suite {text!r}.", field=field)
+    return suite
+
+
+def eval_suite_is_locked(*, suite: EvalSuite) -> bool:
+    return GateRun.objects.filter(suite=suite).exists()

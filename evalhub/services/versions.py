@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from evalhub.errors import ApplicationError
+from evalhub.models import ModelVersion
+from evalhub.services.audit import audit_record
+from workers.backends.config import BackendConfigError, backend_config_validate
+
+Status = ModelVersion.Status
+
+# The release lifecycle. Anything not listed here is refused.
+TRANSITIONS: dict[str, set[str]] = {
+    Status.REGISTERED: {Status.EVALUATING},
+    Status.EVALUATING: {Status.GATE_PASSED, Status.GATE_FAILED, Status.REGISTERED},
+    Status.GATE_PASSED: {Status.APPROVED, Status.REJECTED, Status.EVALUATING},
+    Status.GATE_FAILED: {Status.APPROVED, Status.REJECTED, Status.EVALUATING},
+    Status.APPROVED: {Status.CANARY, Status.REJECTED},
+    Status.REJECTED: set(),
+    Status.CANARY: {Status.PROMOTED, Status.ROLLED_BACK},
+    Status.PROMOTED: set(),
+    Status.ROLLED_BACK: set(),
+}
+# A version may enter the registry as new, or as the incumbent already serving production.
+INITIAL_STATUSES = {Status.REGISTERED, Status.PROMOTED}
+
+
+def _snapshot(version: ModelVersion) -> dict:
+    return {
+        "status": version.status,
+        "backend_kind": version.backend_kind,
+        "backend_config": version.backend_config,
+        "baseline": version.baseline.ref if version.baseline else None,
+    }
+
+
+@transaction.atomic
+def model_version_register(
+    *,
+    family: str,
+    label: str,
+    backend_kind: str,
+    backend_config: dict,
+    actor,
+    api_key: str = "",
+    baseline: ModelVersion | None = None,
+    description: str = "",
+    status: str = Status.REGISTERED,
+    is_demo: bool = False,
+) -> ModelVersion:
+    if status not in INITIAL_STATUSES:
+        raise ApplicationError(
+            f"A version is registered as one of {sorted(INITIAL_STATUSES)}, not {status!r}.",
+            fields={"status": [f"must be one of {sorted(INITIAL_STATUSES)}"]},
+        )
+    try:
+        config = backend_config_validate(kind=backend_kind, config=backend_config)
+    except BackendConfigError as exc:
+        raise ApplicationError(
+            str(exc), code="invalid_backend_config", fields={exc.field: [exc.message]}
+        ) from None
+    if baseline is not None and baseline.family != family:
+        raise ApplicationError(
+            f"The baseline {baseline.ref} is not of family {family!r}.",
+            fields={"baseline": ["must be a version of the same family"]},
+        )
+    version = ModelVersion(
+        family=family,
+        label=label,
+        backend_kind=backend_kind,
+        backend_config=config,
+        api_key=api_key,
+        baseline=baseline,
+        description=description,
+        status=status,
+        is_demo=is_demo,
+        created_by=actor if getattr(actor, "is_authenticated", False) else None,
+    )
+    try:
+        version.full_clean(
+            exclude=["created_by", "baseline"], validate_unique=False, validate_constraints=False
+        )
+    except ValidationError as exc:
+        raise ApplicationError("Invalid model version.", fields=exc.message_dict) from None
+    try:
+        with transaction.atomic():
+            version.save()
+    except IntegrityError:
+        raise ApplicationError(
+            f"{family}:{label} is already registered.",
+            code="duplicate",
+            fields={"label": [f"label {label!r} already exists in family {family!r}"]},
+            status_code=409,
+        ) from None
+    audit_record(actor=actor, action="model_version.register", target=version, after=_snapshot(version))
+    return version
+
+
+@transaction.atomic
+def model_version_transition(
+    *, version: ModelVersion, to_status: str, actor, reason: str = "", system: str = "system"
+) -> ModelVersion:
+    """Move a version along its lifecycle; refuses any step not in TRANSITIONS."""
+    locked = ModelVersion.objects.select_for_update().get(pk=version.pk)
+    if to_status not in Status.values:
+        raise ApplicationError(
+            f"Unknown status {to_status!r}.", fields={"status": [f"one of {Status.values}"]}
+        )
+    if to_status not in TRANSITIONS[locked.status]:
+        allowed = sorted(TRANSITIONS[locked.status]) or ["none: final state"]
+        raise ApplicationError(
+            f"{locked.ref} cannot go from {locked.status} to {to_status}.",
+            code="illegal_transition",
+            fields={"status": [f"from {locked.status} allowed: {', '.join(allowed)}"]},
+            status_code=409,
+        )
+    before = locked.status
+    locked.status = to_status
+    locked.save(update_fields=["status", "updated_at"])
+    audit_record(
+        actor=actor,
+        action="model_version.transition",
+        target=locked,
+        before={"status": before},
+        after={"status": to_status},
+        reason=reason,
+        system=system,
+    )
+    version.status = locked.status
+    return locked

@@ -1,0 +1,18 @@
+"""Production: secrets have no default, so a missing one stops the process at start."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .base import *  # noqa: F403
+from .base import SECRET_KEY, env_bool
+
+if not SECRET_KEY:
+    raise ImproperlyConfigured("SECRET_KEY must be set in the environment for production.")
+
+DEBUG = env_bool("DEBUG", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}

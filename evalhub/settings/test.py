@@ -1,0 +1,47 @@
+"""Tests: the real PostgreSQL and Redis when they are reachable (always in CI), else the
+embedded defaults. `EVALHUB_TEST_REQUIRE_SERVICES=1` turns a missing server into an error."""
+
+import os
+import socket
+
+from .base import *  # noqa: F403
+from .base import database_config, env_bool
+
+POSTGRES_URL = os.environ.get("EVALHUB_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/evalhub")
+REDIS_URL = os.environ.get("EVALHUB_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REQUIRE_SERVICES = env_bool("EVALHUB_TEST_REQUIRE_SERVICES", False)
+
+
+def reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+POSTGRES_UP = reachable("127.0.0.1", 5432)
+REDIS_UP = reachable("127.0.0.1", 6379)
+if REQUIRE_SERVICES and not (POSTGRES_UP and REDIS_UP):
+    raise RuntimeError(
+        f"EVALHUB_TEST_REQUIRE_SERVICES is set but PostgreSQL up={POSTGRES_UP}, Redis up={REDIS_UP}"
+    )
+
+SECRET_KEY = "evalhub-test-key"
+DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+if os.environ.get("DATABASE_URL"):
+    DATABASES = {"default": database_config(os.environ["DATABASE_URL"])}
+elif POSTGRES_UP:
+    DATABASES = {"default": database_config(POSTGRES_URL)}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Unit tests never reach a broker; end-to-end tests start a real worker on REDIS_URL.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "memory://"
+CELERY_BROKER_TRANSPORT_OPTIONS = {}
+EVALHUB_MAX_UPLOAD_BYTES = 200_000
+DATA_UPLOAD_MAX_MEMORY_SIZE = EVALHUB_MAX_UPLOAD_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = EVALHUB_MAX_UPLOAD_BYTES
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

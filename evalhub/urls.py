@@ -1,0 +1,36 @@
+from django.contrib import admin
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from evalhub import apis, views
+
+api_v1 = (
+    [
+        path("model-versions/", apis.ModelVersionListApi.as_view(), name="model-version-list"),
+        path("model-versions/<str:ref>/", apis.ModelVersionDetailApi.as_view(), name="model-version-detail"),
+        path(
+            "model-versions/<str:ref>/transition/",
+            apis.ModelVersionTransitionApi.as_view(),
+            name="model-version-transition",
+        ),
+        path("eval-suites/", apis.EvalSuiteListApi.as_view(), name="eval-suite-list"),
+        path("eval-suites/<str:ref>/", apis.EvalSuiteDetailApi.as_view(), name="eval-suite-detail"),
+        path("eval-suites/<str:ref>/items/", apis.EvalSuiteItemsApi.as_view(), name="eval-suite-items"),
+        path("gate-runs/", apis.GateRunListApi.as_view(), name="gate-run-list"),
+        path("gate-runs/<int:pk>/", apis.GateRunDetailApi.as_view(), name="gate-run-detail"),
+        path("gate-runs/<int:pk>/samples/", apis.GateRunSamplesApi.as_view(), name="gate-run-samples"),
+        re_path(r"^.*$", apis.ApiNotFound.as_view(), name="not-found"),
+    ],
+    "api",
+)
+
+urlpatterns = [
+    path("", views.version_list, name="home"),
+    path("versions/<str:ref>/", views.version_detail, name="version-detail"),
+    path("gate-runs/<int:pk>/", views.gate_run_detail, name="gate-run-detail"),
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    path("api/v1/", include(api_v1)),
+]

@@ -1,0 +1,57 @@
+"""The web process must never import the model stack (slow, memory-hungry, GPU-bound)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ["torch", "transformers", "textattack", "bert_score", "flair", "sentence_transformers"]
+
+SCRIPT = r"""
+import json, sys
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from django.contrib.auth import get_user_model
+from django.test import Client
+from evalhub.services.suites import eval_suite_import, suite_items_parse
+from evalhub.services.tokens import api_token_create, user_role_grant
+from evalhub.wsgi import application  # noqa: F401  (what gunicorn loads)
+import workers  # the Celery app, as the web process uses it to enqueue
+
+user = get_user_model().objects.create_superuser("root", password="pw")
+_, key = api_token_create(user=user)
+eval_suite_import(name="fam", items=suite_items_parse(records=[{"input": "q", "label": "a"}]), actor=None)
+client = Client(HTTP_AUTHORIZATION=f"Token {key}")
+statuses = [
+    client.post("/api/v1/model-versions/", {"family": "fam", "label": "v1", "backend_kind": "hf",
+                "backend_config": {"path": "nowhere"}}, content_type="application/json").status_code,
+    client.post("/api/v1/gate-runs/", {"candidate": "fam:v1"}, content_type="application/json").status_code,
+    client.get("/api/v1/gate-runs/1/").status_code,
+    client.get("/api/schema/").status_code,
+]
+client.force_login(user)
+statuses += [client.get("/").status_code, client.get("/gate-runs/1/").status_code,
+             client.get("/admin/evalhub/modelversion/").status_code]
+print(json.dumps({"statuses": statuses, "heavy": [m for m in HEAVY if m in sys.modules]}))
+"""
+
+
+def test_web_process_never_imports_the_model_stack(tmp_path):
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "evalhub.settings.test",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'web.sqlite3'}",
+        "CELERY_BROKER_URL": "memory://",
+    }
+    script = f"HEAVY = {HEAVY!r}\n{SCRIPT}"
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["statuses"] == [201, 202, 200, 200, 200, 200, 200]
+    assert report["heavy"] == []

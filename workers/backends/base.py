@@ -1,0 +1,51 @@
+"""The one interface every model backend implements.
+
+A backend takes a batch of input texts and returns one `Prediction` per input, in order.
+Backends never raise for a single bad item: the item's `error` says what went wrong.
+A failure of the whole backend (server down, checkpoint missing) raises `BackendError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Prediction:
+    label: str | None
+    text: str
+    latency_ms: float
+    error: str | None = None
+
+
+class BackendError(Exception):
+    """The backend as a whole cannot answer. `transient` marks errors worth a retry."""
+
+    def __init__(self, message: str, *, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
+
+
+class ModelBackend(Protocol):
+    def predict(self, inputs: Sequence[str]) -> list[Prediction]: ...
+
+
+def language_of(text: str) -> str:
+    """'zh' when CJK characters outnumber Latin letters, else 'en'."""
+    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+    latin = sum(1 for ch in text if ch.isascii() and ch.isalpha())
+    return "zh" if cjk > latin else "en"
+
+
+def answer_text(answers: dict[str, dict[str, str]], label: str, text: str) -> str:
+    """The short answer for `label`, in the language of the question `text`.
+
+    `answers` maps label -> {"en": ..., "zh": ...}; a missing language falls back to English,
+    a missing label to the label itself.
+    """
+    by_language = answers.get(label)
+    if not by_language:
+        return label
+    return by_language.get(language_of(text)) or by_language.get("en") or label

@@ -1,0 +1,100 @@
+"""Validation of backend configs, per kind. Pure and light: the web process uses it when a
+version is registered, so a bad config is refused there and not discovered by a worker."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlparse
+
+DEFAULT_LABEL_REGEX = r"^\s*\[(?P<label>[^\]\n]+)\]\s*"
+
+
+class BackendConfigError(ValueError):
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+# kind -> {key: (type, default, required)}
+SCHEMAS: dict[str, dict[str, tuple[type | tuple[type, ...], object, bool]]] = {
+    "openai": {
+        "base_url": (str, None, True),
+        "model": (str, None, True),
+        "system_prompt": (str, "", False),
+        "label_regex": (str, DEFAULT_LABEL_REGEX, False),
+        "api_key_env": (str, "", False),
+        "timeout_s": ((int, float), 30.0, False),
+        "max_retries": (int, 3, False),
+        "max_concurrency": (int, 4, False),
+        "temperature": ((int, float), 0.0, False),
+        "max_tokens": (int, 256, False),
+    },
+    "hf": {
+        "path": (str, None, True),
+        "max_length": (int, 256, False),
+        "batch_size": (int, 32, False),
+    },
+    "builtin": {
+        "path": (str, None, True),
+        "batch_size": (int, 256, False),
+    },
+}
+LIMITS = {
+    "timeout_s": (0.1, 600),
+    "max_retries": (0, 10),
+    "max_concurrency": (1, 64),
+    "temperature": (0, 2),
+    "max_tokens": (1, 32768),
+    "max_length": (8, 8192),
+    "batch_size": (1, 4096),
+}
+
+
+def backend_config_validate(*, kind: str, config: object) -> dict:
+    """Return the config with defaults filled; raise BackendConfigError naming the field."""
+    if kind not in SCHEMAS:
+        raise BackendConfigError("backend_kind", f"unknown kind {kind!r}; one of {sorted(SCHEMAS)}")
+    if not isinstance(config, dict):
+        raise BackendConfigError("backend_config", "must be an object")
+    schema = SCHEMAS[kind]
+    result: dict = {}
+    for key in config:
+        if key not in schema:
+            if key == "api_key":
+                raise BackendConfigError(
+                    "backend_config.api_key", "send the key in the top-level write-only field api_key"
+                )
+            raise BackendConfigError(
+                f"backend_config.{key}", f"unknown key for {kind}; known: {', '.join(sorted(schema))}"
+            )
+    for key, (kind_of, default, required) in schema.items():
+        name = f"backend_config.{key}"
+        if key not in config:
+            if required:
+                raise BackendConfigError(name, "required")
+            result[key] = default
+            continue
+        value = config[key]
+        if isinstance(value, bool) or not isinstance(value, kind_of):
+            raise BackendConfigError(name, f"must be of type {_type_name(kind_of)}")
+        if key in LIMITS and not LIMITS[key][0] <= value <= LIMITS[key][1]:
+            raise BackendConfigError(name, f"must be between {LIMITS[key][0]} and {LIMITS[key][1]}")
+        if isinstance(value, str) and required and not value.strip():
+            raise BackendConfigError(name, "must not be empty")
+        result[key] = value
+    if kind == "openai":
+        url = urlparse(result["base_url"])
+        if url.scheme not in ("http", "https") or not url.netloc:
+            raise BackendConfigError("backend_config.base_url", "must be an http(s) URL")
+        try:
+            pattern = re.compile(result["label_regex"])
+        except re.error as exc:
+            raise BackendConfigError("backend_config.label_regex", f"invalid regex: {exc}") from None
+        if "label" not in pattern.groupindex:
+            raise BackendConfigError("backend_config.label_regex", "needs a named group 'label'")
+    return result
+
+
+def _type_name(kind_of) -> str:
+    return {str: "string", int: "integer"}.get(kind_of, "number")

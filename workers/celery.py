@@ -1,0 +1,28 @@
+"""The Celery app. Configured once from Django settings (CELERY_* names).
+
+Queues: `gpu` takes all model work (inference, perturbation, BERTScore) and runs with
+concurrency 1 per device; `cpu` takes statistics, aggregation and housekeeping.
+"""
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings.local")
+# No model hub here or in most deployments: fail fast on a missing file instead of hanging.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+app = Celery("evalhub")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.task_queues = (Queue("gpu"), Queue("cpu"))
+app.conf.task_routes = {
+    "workers.tasks.gate_run_execute_task": {"queue": "gpu"},
+    "workers.tasks.gate_run_reap_stale_task": {"queue": "cpu"},
+}
+app.conf.beat_schedule = {
+    "gate-run-reap-stale": {"task": "workers.tasks.gate_run_reap_stale_task", "schedule": 60.0},
+}
+app.conf.include = ["workers.tasks"]

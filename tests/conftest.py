@@ -1,3 +1,6 @@
+import os
+from pathlib import Path
+
 import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
@@ -27,3 +30,21 @@ def make_client(db):
 @pytest.fixture
 def ci_client(make_client):
     return make_client("ci")
+
+
+@pytest.fixture(scope="session")
+def demo_model_dir() -> Path:
+    """Where the demo checkpoints live for tests. `demo_install` trains them there only when
+    they are missing or stale, so a cache outside the clone saves the training on reruns."""
+    path = Path(os.environ.get("EVALHUB_TEST_MODEL_DIR", Path.home() / ".cache" / "evalhub" / "test-models"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def demo(db, settings, demo_model_dir):
+    """The bundled demo installed in the test database: versions v3/v4 and the golden suite."""
+    from evalhub.services.demo import demo_install
+
+    settings.EVALHUB_MODEL_DIR = demo_model_dir
+    return demo_install(log=lambda *args: None)

@@ -23,6 +23,9 @@ app.conf.task_routes = {
     "workers.tasks.gate_run_reap_stale_task": {"queue": "cpu"},
 }
 app.conf.beat_schedule = {
-    "gate-run-reap-stale": {"task": "workers.tasks.gate_run_reap_stale_task", "schedule": 60.0},
+    "gate-run-reap-stale": {
+        "task": "workers.tasks.gate_run_reap_stale_task",
+        "schedule": float(os.environ.get("EVALHUB_REAPER_INTERVAL_SECONDS", 60)),
+    },
 }
 app.conf.include = ["workers.tasks"]

@@ -44,16 +44,18 @@ def _train_if_needed(*, name: str, train, items, out_dir: Path, fingerprint: str
 
 
 def demo_install(*, log=print, seed: int = 0) -> dict:
-    from workers.training import bow_train, minilm_train  # torch: only when the demo is set up
+    from workers import training  # torch: only when the demo is set up
 
     dataset = demo_dataset_build(seed=seed)
     train_jsonl = demo_suite_jsonl(items=dataset.train)
-    fingerprint = hashlib.sha256(train_jsonl.encode()).hexdigest()
+    # Retrain when the data or the training code changes.
+    code = Path(training.__file__).read_bytes()
+    fingerprint = hashlib.sha256(train_jsonl.encode() + code).hexdigest()
     model_dir = Path(settings.EVALHUB_MODEL_DIR) / FAMILY
     trained = {
         "v3": _train_if_needed(
             name="v3 (bag of words)",
-            train=bow_train,
+            train=training.bow_train,
             items=dataset.train,
             out_dir=model_dir / "v3",
             fingerprint=fingerprint,
@@ -61,7 +63,7 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
         ),
         "v4": _train_if_needed(
             name="v4 (MiniLM classifier)",
-            train=minilm_train,
+            train=training.minilm_train,
             items=dataset.train,
             out_dir=model_dir / "v4",
             fingerprint=fingerprint,

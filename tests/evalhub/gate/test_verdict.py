@@ -6,9 +6,7 @@ REQUIRED = ["clean_accuracy", "robustness", "follow_up_rate"]
 
 
 def test_pass_only_when_every_required_layer_passes():
-    verdict, reasons = gate_verdict(
-        required_layers=REQUIRED, layer_verdicts=dict.fromkeys(REQUIRED, "pass")
-    )
+    verdict, reasons = gate_verdict(required_layers=REQUIRED, layer_verdicts=dict.fromkeys(REQUIRED, "pass"))
     assert (verdict, reasons) == ("pass", [])
 
 
@@ -29,7 +27,9 @@ def test_missing_layer_never_passes():
     ],
 )
 def test_worst_outcome_wins(verdicts, expected):
-    verdict, _ = gate_verdict(required_layers=REQUIRED, layer_verdicts=dict(zip(REQUIRED, verdicts)))
+    verdict, _ = gate_verdict(
+        required_layers=REQUIRED, layer_verdicts=dict(zip(REQUIRED, verdicts, strict=True))
+    )
     assert verdict == expected
 
 

@@ -1,0 +1,151 @@
+"""Start EvalHub's real processes (gunicorn, Celery worker) for end-to-end tests and benchmarks.
+
+Every process gets its own log file and its own process group, so that stopping it (or killing
+it with SIGKILL, as the crash tests do) takes its children along.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def port_free() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Process:
+    def __init__(self, *, name: str, argv: list[str], env: dict, log_dir: Path):
+        self.name = name
+        self.log_path = log_dir / f"{name}.log"
+        self.log = open(self.log_path, "ab")  # noqa: SIM115 (closed in stop)
+        self.popen = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole group: no chance to clean up, as when a machine dies."""
+        self._signal(signal.SIGKILL)
+        self.popen.wait(timeout=10)
+
+    def stop(self, timeout: float = 15) -> None:
+        if self.alive():
+            self._signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+    def tail(self, chars: int = 4000) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def _signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, sig)
+
+
+def worker_start(
+    *, env: dict, log_dir: Path, queues: str = "gpu,cpu", beat: bool = False, name: str = "worker"
+) -> Process:
+    argv = [
+        str(BIN / "celery"),
+        "-A",
+        "workers",
+        "worker",
+        "-Q",
+        queues,
+        "--concurrency",
+        "1",
+        "--loglevel",
+        "INFO",
+        "--hostname",
+        f"{name}@%h",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    if beat:
+        argv += ["-B", "--schedule", str(log_dir / f"{name}-beat-schedule")]
+    return Process(name=name, argv=argv, env=env, log_dir=log_dir)
+
+
+def web_start(*, env: dict, log_dir: Path, port: int, workers: int = 2) -> Process:
+    argv = [
+        str(BIN / "gunicorn"),
+        "evalhub.wsgi:application",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--threads",
+        "4",
+    ]
+    process = Process(name="web", argv=argv, env=env, log_dir=log_dir)
+    url_wait(f"http://127.0.0.1:{port}/api/schema/", process=process)
+    return process
+
+
+def url_wait(url: str, *, process: Process, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not process.alive():
+            raise RuntimeError(f"{process.name} exited:\n{process.tail()}")
+        try:
+            httpx.get(url, timeout=2)
+            return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise TimeoutError(f"{url} did not answer in {timeout} s:\n{process.tail()}")
+
+
+def manage(*args: str, env: dict, timeout: float = 600) -> str:
+    """Run `manage.py <args>` in a child process; return its output or raise with it."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"manage.py {' '.join(args)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+        )
+    return result.stdout
+
+
+def demo_token(*, var_dir: Path) -> str:
+    """The CI token that `demo_setup` wrote for the demo."""
+    for line in (var_dir / "demo-credentials.txt").read_text().splitlines():
+        if line.startswith("ci token:"):
+            return line.split(":", 1)[1].strip()
+    raise RuntimeError("no ci token in demo-credentials.txt")
+
+
+def gate_run_wait(*, client: httpx.Client, run_id: int, timeout: float = 600, until=None) -> dict:
+    """Poll a gate run until it is finished (or `until(body)` holds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = client.get(f"/api/v1/gate-runs/{run_id}/").raise_for_status().json()
+        if (until or (lambda b: b["status"] in ("succeeded", "failed", "error")))(body):
+            return body
+        time.sleep(0.25)
+    raise TimeoutError(f"gate run {run_id} not done in {timeout} s: {body}")

@@ -1,0 +1,187 @@
+"""Gate runs in-process: execution with a real (small) model, claims, heartbeats and the reaper."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from evalhub.demo.dataset import demo_dataset_build
+from evalhub.models import AuditLog, GateRun, ModelVersion, SampleResult
+from evalhub.services.gate_runs import (
+    ClaimLost,
+    gate_run_claim,
+    gate_run_execute,
+    gate_run_heartbeat,
+    gate_run_reap_stale,
+    gate_run_start,
+)
+from evalhub.services.suites import eval_suite_import, suite_items_parse
+from evalhub.services.versions import model_version_register
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="session")
+def small_bow(tmp_path_factory):
+    """A real bag-of-words model, trained on part of the demo training split in ~1 s."""
+    from workers.training import bow_train
+
+    out_dir = tmp_path_factory.mktemp("bow")
+    bow_train(items=demo_dataset_build(seed=0).train[::3], out_dir=out_dir, seed=0, epochs=10)
+    return out_dir
+
+
+@pytest.fixture
+def suite():
+    items = demo_dataset_build(seed=0).eval[:60]
+    records = [
+        {"id": i.id, "input": i.input, "label": i.label, "language": i.language, "tags": list(i.tags)}
+        for i in items
+    ]
+    return eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=None)[0]
+
+
+@pytest.fixture
+def versions(small_bow):
+    baseline = model_version_register(
+        family="fam",
+        label="v1",
+        backend_kind="builtin",
+        backend_config={"path": str(small_bow)},
+        status="promoted",
+        actor=None,
+    )
+    candidate = model_version_register(
+        family="fam",
+        label="v2",
+        backend_kind="builtin",
+        backend_config={"path": str(small_bow)},
+        baseline=baseline,
+        actor=None,
+    )
+    return candidate, baseline
+
+
+def start(candidate, suite, **overrides):
+    return gate_run_start(candidate=candidate, suite=suite, actor=None, policy_overrides=overrides or None)
+
+
+def test_execute_stores_clean_accuracy_from_the_models(versions, suite):
+    candidate, _ = versions
+    run = start(candidate, suite, batch_size=16, clean_accuracy_min=0.0)
+    run = gate_run_execute(gate_run_id=run.pk, worker="w1")
+    assert (run.status, run.progress, run.attempts) == ("succeeded", 100, 1)
+    layer = run.layers.get()
+    details = layer.details
+    assert details["candidate"]["n"] == details["baseline"]["n"] == 60
+    # Same checkpoint on both sides: identical answers, so identical accuracy.
+    assert details["candidate"]["accuracy"] == details["baseline"]["accuracy"] == layer.estimate
+    stored = SampleResult.objects.filter(layer_result=layer, version=candidate)
+    assert stored.count() == 60
+    assert stored.filter(correct=True).count() == details["candidate"]["correct"]
+    sample = stored.select_related("item").first()
+    assert (
+        sample.output_label
+        and sample.output_text
+        and sample.correct == (sample.output_label == sample.item.label)
+    )
+    assert details["candidate"]["device"] == "cpu" and layer.wall_seconds > 0
+    # Clean accuracy passes, but robustness, follow-up and business have no result: no pass.
+    assert layer.verdict == "pass"
+    assert run.verdict == "insufficient_data"
+    assert "robustness: no result" in run.verdict_reasons
+    candidate.refresh_from_db()
+    assert candidate.status == "registered"
+    assert AuditLog.objects.filter(action="gate_run.finish", target_id=str(run.pk)).exists()
+
+
+@pytest.mark.parametrize(
+    ("bar", "verdict", "status"), [(0.0, "pass", "gate_passed"), (1.0, "fail", "gate_failed")]
+)
+def test_verdict_follows_the_bar_and_moves_the_candidate(versions, suite, bar, verdict, status):
+    candidate, _ = versions
+    run = start(
+        candidate, suite, required_layers=["clean_accuracy"], clean_accuracy_min=bar, run_baseline=False
+    )
+    run = gate_run_execute(gate_run_id=run.pk, worker="w1")
+    assert run.verdict == verdict
+    assert "baseline" not in run.layers.get().details
+    candidate.refresh_from_db()
+    assert candidate.status == status
+
+
+def test_missing_checkpoint_fails_the_run_with_the_reason(versions, suite, tmp_path):
+    candidate, _ = versions
+    ModelVersion.objects.filter(pk=candidate.pk).update(
+        backend_config={"path": str(tmp_path / "gone"), "batch_size": 256}
+    )
+    run = gate_run_execute(gate_run_id=start(candidate, suite).pk, worker="w1")
+    assert (run.status, run.verdict) == ("failed", "error")
+    assert "fam:v2" in run.error_message
+    candidate.refresh_from_db()
+    assert candidate.status == "registered"
+
+
+def test_unreachable_endpoint_is_transient(versions, suite):
+    from workers.backends import BackendError
+
+    candidate = model_version_register(
+        family="fam",
+        label="remote",
+        backend_kind="openai",
+        actor=None,
+        backend_config={"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 0, "timeout_s": 1},
+    )
+    run = start(candidate, suite)
+    with pytest.raises(BackendError) as caught:
+        gate_run_execute(gate_run_id=run.pk, worker="w1")
+    assert caught.value.transient
+
+
+def test_a_live_run_cannot_be_claimed_twice_but_a_stale_one_can(versions, suite, settings):
+    run = start(versions[0], suite)
+    assert gate_run_claim(gate_run_id=run.pk, worker="w1").worker == "w1"
+    assert gate_run_claim(gate_run_id=run.pk, worker="w2") is None
+    stale = timezone.now() - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS + 1)
+    GateRun.objects.filter(pk=run.pk).update(heartbeat_at=stale)
+    taken = gate_run_claim(gate_run_id=run.pk, worker="w2")
+    assert (taken.worker, taken.attempts) == ("w2", 2)
+    run.worker = "w1"  # the first worker, unaware that it lost the run
+    with pytest.raises(ClaimLost):
+        gate_run_heartbeat(run=run, progress=50)
+
+
+def test_reaper_requeues_then_gives_up(versions, suite, settings, django_capture_on_commit_callbacks):
+    candidate, _ = versions
+    run = start(candidate, suite)
+    stale = timezone.now() - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS + 1)
+    gate_run_claim(gate_run_id=run.pk, worker="dead")
+    GateRun.objects.filter(pk=run.pk).update(heartbeat_at=stale)
+    assert gate_run_reap_stale()["requeued"] == 1
+    run.refresh_from_db()
+    assert (run.status, run.worker) == ("queued", "")
+    assert AuditLog.objects.filter(action="gate_run.requeue", target_id=str(run.pk)).exists()
+
+    GateRun.objects.filter(pk=run.pk).update(
+        status="running", worker="dead", heartbeat_at=stale, attempts=settings.EVALHUB_GATE_RUN_MAX_ATTEMPTS
+    )
+    assert gate_run_reap_stale()["errored"] == 1
+    run.refresh_from_db()
+    assert (run.status, run.verdict) == ("error", "error")
+    assert "stopped reporting" in run.error_message
+    candidate.refresh_from_db()
+    assert candidate.status == "registered"
+
+
+def test_reaper_reenqueues_runs_no_worker_picked_up(versions, suite, settings):
+    run = start(versions[0], suite)
+    long_ago = timezone.now() - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS + 1)
+    GateRun.objects.filter(pk=run.pk).update(enqueued_at=long_ago)
+    assert gate_run_reap_stale()["reenqueued"] == 1
+    assert gate_run_reap_stale()["reenqueued"] == 0  # enqueued_at moved on
+
+
+def test_finished_runs_are_not_claimed_again(versions, suite):
+    run = gate_run_execute(gate_run_id=start(versions[0], suite).pk, worker="w1")
+    assert gate_run_execute(gate_run_id=run.pk, worker="w2") is None
+    assert GateRun.objects.get(pk=run.pk).attempts == 1

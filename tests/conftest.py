@@ -48,3 +48,14 @@ def demo(db, settings, demo_model_dir):
 
     settings.EVALHUB_MODEL_DIR = demo_model_dir
     return demo_install(log=lambda *args: None)
+
+
+@pytest.fixture(scope="session")
+def small_bow(tmp_path_factory) -> Path:
+    """A real bag-of-words model, trained on part of the demo training split in ~1 s."""
+    from evalhub.demo.dataset import demo_dataset_build
+    from workers.training import bow_train
+
+    out_dir = tmp_path_factory.mktemp("bow")
+    bow_train(items=demo_dataset_build(seed=0).train[::3], out_dir=out_dir, seed=0, epochs=10)
+    return out_dir

@@ -21,16 +21,6 @@ from evalhub.services.versions import model_version_register
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(scope="session")
-def small_bow(tmp_path_factory):
-    """A real bag-of-words model, trained on part of the demo training split in ~1 s."""
-    from workers.training import bow_train
-
-    out_dir = tmp_path_factory.mktemp("bow")
-    bow_train(items=demo_dataset_build(seed=0).train[::3], out_dir=out_dir, seed=0, epochs=10)
-    return out_dir
-
-
 @pytest.fixture
 def suite():
     items = demo_dataset_build(seed=0).eval[:60]

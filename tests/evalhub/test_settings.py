@@ -1,0 +1,72 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def settings_of(module: str, **env) -> subprocess.CompletedProcess:
+    script = (
+        "import django, json; django.setup(); from django.conf import settings as s; "
+        "print(json.dumps([s.DATABASES['default']['ENGINE'], s.DATABASES['default']['NAME'], "
+        "s.CELERY_BROKER_URL, s.CELERY_BROKER_TRANSPORT_OPTIONS, s.DEBUG, s.ALLOWED_HOSTS]))"
+    )
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY")
+    }
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**clean, "DJANGO_SETTINGS_MODULE": module, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_embedded_defaults_need_no_server(tmp_path):
+    import json
+
+    result = settings_of("evalhub.settings.local", EVALHUB_VAR_DIR=str(tmp_path))
+    engine, name, broker, options, debug, _ = json.loads(result.stdout)
+    assert engine == "django.db.backends.sqlite3" and name == str(tmp_path / "evalhub.sqlite3")
+    assert broker == "filesystem://"
+    assert options["data_folder_in"] == options["data_folder_out"] == str(tmp_path / "broker" / "queue")
+    assert debug is True
+
+
+def test_servers_from_the_environment():
+    import json
+
+    result = settings_of(
+        "evalhub.settings.local",
+        DATABASE_URL="postgres://u@db.example:5433/evalhub",
+        CELERY_BROKER_URL="redis://cache:6379/2",
+        DEBUG="0",
+        ALLOWED_HOSTS="a.example, b.example",
+    )
+    engine, name, broker, options, debug, hosts = json.loads(result.stdout)
+    assert (engine, name, broker) == ("django.db.backends.postgresql", "evalhub", "redis://cache:6379/2")
+    assert "visibility_timeout" in options
+    assert debug is False and hosts == ["a.example", "b.example"]
+
+
+def test_production_refuses_to_start_without_secret_key():
+    result = settings_of("evalhub.settings.production")
+    assert result.returncode != 0 and "SECRET_KEY must be set" in result.stderr
+    assert settings_of("evalhub.settings.production", SECRET_KEY="s" * 50).returncode == 0
+
+
+@pytest.mark.parametrize(("forced", "expected"), [("cuda:1", "cuda:1"), ("", None)])
+def test_device_chosen_at_run_time(monkeypatch, forced, expected):
+    from workers.device import device_select
+
+    monkeypatch.setenv("EVALHUB_DEVICE", forced)
+    if expected is None:
+        import torch
+
+        expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert device_select() == expected

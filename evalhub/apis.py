@@ -52,6 +52,21 @@ class VersionRefField(serializers.Field):
         return value.ref
 
 
+class SuiteRefField(serializers.CharField):
+    """An eval suite given by id, "name@version" or name (its latest version)."""
+
+    def to_internal_value(self, data):
+        ref = super().to_internal_value(data)
+        try:
+            return eval_suite_get(ref=ref)
+        except NotFoundError as exc:
+            raise serializers.ValidationError(exc.message) from None
+
+
+class Pagination(LimitOffsetPagination):
+    max_limit = 10_000
+
+
 def filter_params(request, serializer_class) -> dict:
     serializer = serializer_class(data=request.query_params)
     serializer.is_valid(raise_exception=True)
@@ -59,7 +74,7 @@ def filter_params(request, serializer_class) -> dict:
 
 
 def paginated(request, view, queryset, serializer_class) -> Response:
-    paginator = LimitOffsetPagination()
+    paginator = Pagination()
     page = paginator.paginate_queryset(queryset, request, view=view)
     return paginator.get_paginated_response(
         serializer_class(page, many=True, context={"request": request}).data
@@ -345,7 +360,7 @@ class GateRunListApi(APIView):
     class InputSerializer(StrictSerializer):
         candidate = VersionRefField()
         baseline = VersionRefField(required=False, allow_null=True)
-        suite = serializers.CharField(
+        suite = SuiteRefField(
             required=False,
             help_text="id, name@version or name; default: the latest suite named as the family.",
         )
@@ -363,7 +378,7 @@ class GateRunListApi(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         candidate = data["candidate"]
-        suite = eval_suite_get(ref=data.get("suite") or candidate.family, field="suite")
+        suite = data.get("suite") or self._family_suite(candidate)
         run = gate_run_start(
             candidate=candidate,
             baseline=data.get("baseline"),
@@ -374,6 +389,15 @@ class GateRunListApi(APIView):
         )
         body = GateRunOutputSerializer(gate_run_get(gate_run_id=run.pk), context={"request": request}).data
         return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+    @staticmethod
+    def _family_suite(candidate):
+        try:
+            return eval_suite_get(ref=candidate.family)
+        except NotFoundError:
+            raise ApplicationError(
+                f"No suite named {candidate.family!r}; name one.", fields={"suite": ["required"]}
+            ) from None
 
 
 class GateRunDetailApi(APIView):

@@ -39,8 +39,14 @@ class TestModelVersions:
     def test_register_list_detail_by_ref(self, ci_client, v3):
         response = ci_client.post(
             "/api/v1/model-versions/",
-            {"family": "ca", "label": "v4", "baseline": "ca:v3", "api_key": "sk-secret",
-             "backend_kind": "openai", "backend_config": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}},
+            {
+                "family": "ca",
+                "label": "v4",
+                "baseline": "ca:v3",
+                "api_key": "sk-secret",
+                "backend_kind": "openai",
+                "backend_config": {"base_url": "http://127.0.0.1:9/v1", "model": "m"},
+            },
             format="json",
         )
         assert response.status_code == 201, response.content
@@ -62,7 +68,9 @@ class TestModelVersions:
         assert_error(response, 400, "body")
 
     def test_duplicate_label(self, ci_client, v3):
-        response = ci_client.post("/api/v1/model-versions/", {"family": "ca", "label": "v3", **BUILTIN}, format="json")
+        response = ci_client.post(
+            "/api/v1/model-versions/", {"family": "ca", "label": "v3", **BUILTIN}, format="json"
+        )
         assert assert_error(response, 409, "label")["code"] == "duplicate"
 
     def test_missing_and_unknown_fields(self, ci_client):
@@ -72,7 +80,9 @@ class TestModelVersions:
 
     def test_unknown_baseline_and_bad_backend_config(self, ci_client):
         response = ci_client.post(
-            "/api/v1/model-versions/", {"family": "ca", "label": "v9", "baseline": "ca:nope", **BUILTIN}, format="json"
+            "/api/v1/model-versions/",
+            {"family": "ca", "label": "v9", "baseline": "ca:nope", **BUILTIN},
+            format="json",
         )
         assert_error(response, 400, "baseline")
         response = ci_client.post(
@@ -83,7 +93,9 @@ class TestModelVersions:
         assert_error(response, 400, "backend_config.base_url")
 
     def test_bad_family_name(self, ci_client):
-        response = ci_client.post("/api/v1/model-versions/", {"family": "Bad Name!", "label": "v1", **BUILTIN}, format="json")
+        response = ci_client.post(
+            "/api/v1/model-versions/", {"family": "Bad Name!", "label": "v1", **BUILTIN}, format="json"
+        )
         assert_error(response, 400, "family")
 
     def test_unknown_version(self, ci_client):
@@ -96,7 +108,9 @@ class TestModelVersions:
     def test_illegal_transition(self, make_client, v3):
         manager = make_client("release_manager")
         response = manager.post(
-            "/api/v1/model-versions/ca:v3/transition/", {"status": "evaluating", "reason": "try"}, format="json"
+            "/api/v1/model-versions/ca:v3/transition/",
+            {"status": "evaluating", "reason": "try"},
+            format="json",
         )
         assert assert_error(response, 409, "status")["code"] == "illegal_transition"
         v3.refresh_from_db()
@@ -106,17 +120,24 @@ class TestModelVersions:
         manager = make_client("release_manager")
         version = model_version_register(family="ca", label="v5", actor=None, **BUILTIN)
         response = manager.post(
-            "/api/v1/model-versions/ca:v5/transition/", {"status": "evaluating", "reason": "manual"}, format="json"
+            "/api/v1/model-versions/ca:v5/transition/",
+            {"status": "evaluating", "reason": "manual"},
+            format="json",
         )
         assert response.status_code == 200 and response.json()["status"] == "evaluating"
         row = AuditLog.objects.get(action="model_version.transition", target_id=str(version.pk))
         assert (row.before, row.after, row.reason, row.actor) == (
-            {"status": "registered"}, {"status": "evaluating"}, "manual", manager.user
+            {"status": "registered"},
+            {"status": "evaluating"},
+            "manual",
+            manager.user,
         )
 
     def test_ci_cannot_transition(self, ci_client, v3):
         response = ci_client.post(
-            "/api/v1/model-versions/ca:v3/transition/", {"status": "rolled_back", "reason": "x"}, format="json"
+            "/api/v1/model-versions/ca:v3/transition/",
+            {"status": "rolled_back", "reason": "x"},
+            format="json",
         )
         assert_error(response, 403)
 
@@ -125,7 +146,9 @@ class TestRoles:
     def test_viewer_reads_but_cannot_write(self, make_client, v3):
         viewer = make_client("viewer")
         assert viewer.get("/api/v1/model-versions/").status_code == 200
-        response = viewer.post("/api/v1/model-versions/", {"family": "ca", "label": "v4", **BUILTIN}, format="json")
+        response = viewer.post(
+            "/api/v1/model-versions/", {"family": "ca", "label": "v4", **BUILTIN}, format="json"
+        )
         assert_error(response, 403)
         assert_error(viewer.post("/api/v1/gate-runs/", {"candidate": "ca:v3"}, format="json"), 403)
         assert not ModelVersion.objects.filter(label="v4").exists()
@@ -143,11 +166,16 @@ class TestRoles:
 
 class TestEvalSuites:
     def test_upload_jsonl_file_then_same_content_is_idempotent(self, ci_client):
-        content = "\n".join(json.dumps({"id": f"i{i}", "input": f"q{i}", "label": "payment", "tags": ["plain"]}) for i in range(5))
+        content = "\n".join(
+            json.dumps({"id": f"i{i}", "input": f"q{i}", "label": "payment", "tags": ["plain"]})
+            for i in range(5)
+        )
         for expected_status in (201, 200):
             upload = io.BytesIO(content.encode())
             upload.name = "suite.jsonl"
-            response = ci_client.post("/api/v1/eval-suites/", {"name": "golden", "file": upload}, format="multipart")
+            response = ci_client.post(
+                "/api/v1/eval-suites/", {"name": "golden", "file": upload}, format="multipart"
+            )
             assert response.status_code == expected_status, response.content
         body = response.json()
         assert (body["ref"], body["item_count"], body["locked"]) == ("golden@1", 5, False)
@@ -169,19 +197,25 @@ class TestEvalSuites:
     def test_csv_upload(self, ci_client):
         upload = io.BytesIO(b"id,input,label,tags\na,Pay now,payment,plain|short\n")
         upload.name = "suite.csv"
-        response = ci_client.post("/api/v1/eval-suites/", {"name": "csvsuite", "file": upload}, format="multipart")
+        response = ci_client.post(
+            "/api/v1/eval-suites/", {"name": "csvsuite", "file": upload}, format="multipart"
+        )
         assert response.status_code == 201, response.content
 
     def test_broken_jsonl_line_names_line_and_field(self, ci_client):
         upload = io.BytesIO(b'{"input": "ok", "label": "a"}\n{"input": \n{"input": "x", "labl": "a"}\n')
         upload.name = "suite.jsonl"
-        response = ci_client.post("/api/v1/eval-suites/", {"name": "golden", "file": upload}, format="multipart")
+        response = ci_client.post(
+            "/api/v1/eval-suites/", {"name": "golden", "file": upload}, format="multipart"
+        )
         error = assert_error(response, 400)
         assert {"file: line 2", "file: line 3.labl"} <= set(error["fields"])
         assert not EvalSuite.objects.exists()
 
     def test_items_errors_name_index_and_field(self, ci_client):
-        response = ci_client.post("/api/v1/eval-suites/", {"name": "g", "items": [{"input": "x"}]}, format="json")
+        response = ci_client.post(
+            "/api/v1/eval-suites/", {"name": "g", "items": [{"input": "x"}]}, format="json"
+        )
         assert_error(response, 400, "items[0].label")
 
     def test_upload_over_the_size_limit(self, ci_client, settings):
@@ -201,36 +235,60 @@ class TestEvalSuites:
 
 
 class TestGateRuns:
-    def test_start_answers_202_and_enqueues_on_commit(self, ci_client, v3, suite, django_capture_on_commit_callbacks):
+    def test_start_answers_202_and_enqueues_on_commit(
+        self, ci_client, v3, suite, django_capture_on_commit_callbacks
+    ):
         model_version_register(family="ca", label="v4", baseline=v3, actor=None, **BUILTIN)
         with django_capture_on_commit_callbacks() as callbacks:
             response = ci_client.post("/api/v1/gate-runs/", {"candidate": "ca:v4"}, format="json")
         assert response.status_code == 202, response.content
         body = response.json()
-        assert (body["candidate"], body["baseline"], body["suite"], body["status"]) == ("ca:v4", "ca:v3", "ca@1", "queued")
+        assert (body["candidate"], body["baseline"], body["suite"], body["status"]) == (
+            "ca:v4",
+            "ca:v3",
+            "ca@1",
+            "queued",
+        )
         assert response["Location"].endswith(f"/api/v1/gate-runs/{body['id']}/")
         assert len(callbacks) == 1
         assert ModelVersion.objects.get(label="v4").status == "evaluating"
-        assert ci_client.get(f"/api/v1/gate-runs/{body['id']}/").json()["policy_config"]["clean_accuracy_min"] == 0.8
+        assert (
+            ci_client.get(f"/api/v1/gate-runs/{body['id']}/").json()["policy_config"]["clean_accuracy_min"]
+            == 0.8
+        )
         assert ci_client.get("/api/v1/eval-suites/ca/").json()["locked"] is True
 
     def test_unknown_candidate_and_suite(self, ci_client, v3, suite):
-        assert_error(ci_client.post("/api/v1/gate-runs/", {"candidate": "ca:v9"}, format="json"), 400, "candidate")
-        response = ci_client.post("/api/v1/gate-runs/", {"candidate": "ca:v3", "suite": "nope"}, format="json")
-        assert_error(response, 404, "suite")
+        assert_error(
+            ci_client.post("/api/v1/gate-runs/", {"candidate": "ca:v9"}, format="json"), 400, "candidate"
+        )
+        response = ci_client.post(
+            "/api/v1/gate-runs/", {"candidate": "ca:v3", "suite": "nope"}, format="json"
+        )
+        assert_error(response, 400, "suite")
+        EvalSuite.objects.all().delete()
+        assert_error(
+            ci_client.post("/api/v1/gate-runs/", {"candidate": "ca:v3"}, format="json"), 400, "suite"
+        )
         assert not GateRun.objects.exists()
 
     def test_bad_policy_override_names_the_key(self, ci_client, v3, suite):
         response = ci_client.post(
-            "/api/v1/gate-runs/", {"candidate": "ca:v3", "policy_overrides": {"clean_accuracy_min": 3}}, format="json"
+            "/api/v1/gate-runs/",
+            {"candidate": "ca:v3", "policy_overrides": {"clean_accuracy_min": 3}},
+            format="json",
         )
         assert_error(response, 400, "policy_overrides.clean_accuracy_min")
-        response = ci_client.post("/api/v1/gate-runs/", {"candidate": "ca:v3", "policy": "nope"}, format="json")
+        response = ci_client.post(
+            "/api/v1/gate-runs/", {"candidate": "ca:v3", "policy": "nope"}, format="json"
+        )
         assert_error(response, 400, "policy")
         assert not GateRun.objects.exists()
 
     def test_own_baseline_refused(self, ci_client, v3, suite):
-        response = ci_client.post("/api/v1/gate-runs/", {"candidate": "ca:v3", "baseline": "ca:v3"}, format="json")
+        response = ci_client.post(
+            "/api/v1/gate-runs/", {"candidate": "ca:v3", "baseline": "ca:v3"}, format="json"
+        )
         assert_error(response, 400, "baseline")
 
     def test_unknown_run(self, ci_client):

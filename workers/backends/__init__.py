@@ -54,7 +54,9 @@ def backend_build(*, kind: str, config: dict, api_key: str = "") -> ModelBackend
         )
     from .builtin import BowBackend
 
-    return BowBackend.from_dir(checkpoint_path(config["path"]), device=backend_device(kind))
+    return BowBackend.from_dir(
+        checkpoint_path(config["path"]), device=backend_device(kind), batch_size=config["batch_size"]
+    )
 
 
 def backend_cached(*, key: tuple, kind: str, config: dict, api_key: str = "") -> ModelBackend:

@@ -18,7 +18,11 @@ def test_fills_defaults():
         ("openai", {"base_url": "ftp://x", "model": "m"}, "backend_config.base_url"),
         ("openai", {"base_url": "http://x", "model": "m", "api_key": "s"}, "backend_config.api_key"),
         ("openai", {"base_url": "http://x", "model": "m", "timeout_s": "9"}, "backend_config.timeout_s"),
-        ("openai", {"base_url": "http://x", "model": "m", "max_concurrency": 0}, "backend_config.max_concurrency"),
+        (
+            "openai",
+            {"base_url": "http://x", "model": "m", "max_concurrency": 0},
+            "backend_config.max_concurrency",
+        ),
         ("openai", {"base_url": "http://x", "model": "m", "label_regex": "(x"}, "backend_config.label_regex"),
         ("openai", {"base_url": "http://x", "model": "m", "label_regex": "x"}, "backend_config.label_regex"),
         ("hf", {}, "backend_config.path"),

@@ -1,0 +1,98 @@
+"""Backend for any local transformers sequence-classification checkpoint directory.
+
+Labels come from `config.id2label`. When the directory has `evalhub_answers.json`
+(label -> {"en": ..., "zh": ...}) the answer text is that label's answer in the question's
+language; otherwise the text is the label itself. Inputs longer than `max_length` tokens are
+truncated (the end of a long document is not seen).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from .base import BackendError, Prediction, answer_text
+
+ANSWERS_FILE = "evalhub_answers.json"
+
+
+class HFClassifierBackend:
+    def __init__(
+        self,
+        *,
+        model,
+        tokenizer,
+        labels: list[str],
+        answers: dict[str, dict[str, str]] | None,
+        device: str,
+        max_length: int,
+        batch_size: int,
+    ):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.labels = labels
+        self.answers = answers
+        self.device = device
+        self.max_length = max_length
+        self.batch_size = batch_size
+
+    @classmethod
+    def from_dir(
+        cls, path: Path, *, device: str, max_length: int = 256, batch_size: int = 32
+    ) -> HFClassifierBackend:
+        path = Path(path)
+        if not path.is_dir():
+            raise BackendError(f"checkpoint directory {path} does not exist")
+        if not (path / "config.json").is_file():
+            raise BackendError(f"{path} is not a transformers checkpoint: no config.json")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            model = AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True)
+            answers = None
+            if (path / ANSWERS_FILE).is_file():
+                answers = json.loads((path / ANSWERS_FILE).read_text(encoding="utf-8"))
+        except Exception as exc:  # transformers raises many types for a broken directory
+            raise BackendError(f"cannot load checkpoint {path}: {exc!r}") from exc
+        id2label = model.config.id2label
+        labels = [id2label[i] for i in range(len(id2label))]
+        model.to(device).eval()
+        # Long inputs: never beyond what the position embeddings cover.
+        limit = getattr(model.config, "max_position_embeddings", max_length)
+        return cls(
+            model=model,
+            tokenizer=tokenizer,
+            labels=labels,
+            answers=answers,
+            device=device,
+            max_length=min(max_length, limit),
+            batch_size=batch_size,
+        )
+
+    def predict(self, inputs: Sequence[str]) -> list[Prediction]:
+        # Batches of similar length pad less; results go back in input order.
+        order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
+        predictions: list[Prediction | None] = [None] * len(inputs)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            texts = [inputs[i] for i in batch]
+            started = time.perf_counter()
+            encoded = self.tokenizer(
+                texts,
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            ).to(self.device)
+            with torch.inference_mode():
+                chosen = self.model(**encoded).logits.argmax(dim=-1).tolist()
+            latency_ms = (time.perf_counter() - started) * 1000 / len(batch)
+            for i, text, index in zip(batch, texts, chosen, strict=True):
+                label = self.labels[index]
+                answer = answer_text(self.answers, label, text) if self.answers else label
+                predictions[i] = Prediction(label=label, text=answer, latency_ms=latency_ms)
+        return predictions

@@ -31,7 +31,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings.local")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from evalhub.devstack import demo_token, gate_run_wait, manage, port_free, web_start, worker_start  # noqa: E402
+from evalhub.devstack import demo_client, gate_run_wait, manage, port_free, web_start, worker_start  # noqa: E402
 
 
 def reachable(port: int) -> bool:
@@ -113,11 +113,7 @@ def main() -> None:
     worker = worker_start(env=env, log_dir=scratch)
     web = web_start(env=env, log_dir=scratch, port=port)
     try:
-        client = httpx.Client(
-            base_url=f"http://127.0.0.1:{port}",
-            headers={"Authorization": f"Token {demo_token(var_dir=scratch)}"},
-            timeout=60,
-        )
+        client = demo_client(port=port, var_dir=scratch)
         items = client.get("/api/v1/eval-suites/contract-assistant/items/?limit=100000").json()["results"]
         inputs = [item["input"] for item in items]
         print(f"demo suite: {len(items)} items; batch size {args.batch_size}; median of {args.repeat} runs\n")

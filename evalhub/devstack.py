@@ -140,6 +140,15 @@ def demo_token(*, var_dir: Path) -> str:
     raise RuntimeError("no ci token in demo-credentials.txt")
 
 
+def demo_client(*, port: int, var_dir: Path) -> httpx.Client:
+    """An HTTP client for the server on `port`, authenticated with the demo's CI token."""
+    return httpx.Client(
+        base_url=f"http://127.0.0.1:{port}",
+        headers={"Authorization": f"Token {demo_token(var_dir=var_dir)}"},
+        timeout=60,
+    )
+
+
 def gate_run_wait(*, client: httpx.Client, run_id: int, timeout: float = 600, until=None) -> dict:
     """Poll a gate run until it is finished (or `until(body)` holds)."""
     deadline = time.monotonic() + timeout

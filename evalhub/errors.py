@@ -30,7 +30,9 @@ class ApplicationError(Exception):
         self.status_code = status_code
 
 
-class NotFoundError(ApplicationError):
+class NotFoundError(ApplicationError, Http404):
+    """Also an Http404, so pages answer 404 without catching it."""
+
     def __init__(self, message: str, *, field: str | None = None):
         super().__init__(
             message,

@@ -2,10 +2,9 @@
 gunicorn, a real Celery worker process, the API polled over HTTP. Once on PostgreSQL + Redis,
 once on the embedded defaults (SQLite + filesystem broker), with the same code."""
 
-import httpx
 import pytest
 
-from evalhub.devstack import demo_token, gate_run_wait, manage, port_free, web_start, worker_start
+from evalhub.devstack import demo_client, gate_run_wait, manage, port_free, web_start, worker_start
 from workers.backends import backend_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -33,11 +32,7 @@ def test_gate_run_through_api_broker_worker_and_db(
     worker = worker_start(env=env, log_dir=tmp_path)
     web = web_start(env=env, log_dir=tmp_path, port=port)
     try:
-        client = httpx.Client(
-            base_url=f"http://127.0.0.1:{port}",
-            headers={"Authorization": f"Token {demo_token(var_dir=var_dir)}"},
-            timeout=30,
-        )
+        client = demo_client(port=port, var_dir=var_dir)
         started = client.post("/api/v1/gate-runs/", json={"candidate": "contract-assistant:v4"})
         assert started.status_code == 202, started.text
         run = gate_run_wait(client=client, run_id=started.json()["id"], timeout=600)
@@ -84,11 +79,7 @@ def test_killed_worker_mid_run_is_recovered(services_required, stack_env, redis_
     web = web_start(env=env, log_dir=tmp_path, port=port)
     second = None
     try:
-        client = httpx.Client(
-            base_url=f"http://127.0.0.1:{port}",
-            headers={"Authorization": f"Token {demo_token(var_dir=var_dir)}"},
-            timeout=30,
-        )
+        client = demo_client(port=port, var_dir=var_dir)
         started = client.post(
             "/api/v1/gate-runs/",
             json={"candidate": "contract-assistant:v4", "policy_overrides": {"batch_size": 4}},

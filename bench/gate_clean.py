@@ -59,14 +59,14 @@ def direct_items_per_second(
     return statistics.median(rates)
 
 
-def pipeline_items_per_second(*, client: httpx.Client, ref: str, batch_size: int, n: int, repeat: int):
+def pipeline_items_per_second(*, client: httpx.Client, ref: str, batch_size: int, n: int, repeat: int, watch):
     overrides = {"run_baseline": False, "batch_size": batch_size, "required_layers": ["clean_accuracy"]}
     rates, worker_rates = [], []
     for index in range(repeat + 1):  # the first run warms the worker's model cache
         started = time.perf_counter()
         response = client.post("/api/v1/gate-runs/", json={"candidate": ref, "policy_overrides": overrides})
         response.raise_for_status()
-        run = gate_run_wait(client=client, run_id=response.json()["id"], timeout=900)
+        run = gate_run_wait(client=client, run_id=response.json()["id"], timeout=900, watch=watch)
         elapsed = time.perf_counter() - started
         if run["status"] != "succeeded":
             raise RuntimeError(f"gate run failed: {run}")
@@ -129,7 +129,12 @@ def main() -> None:
                 repeat=args.repeat,
             )
             pipeline, in_worker = pipeline_items_per_second(
-                client=client, ref=ref, batch_size=args.batch_size, n=len(items), repeat=args.repeat
+                client=client,
+                ref=ref,
+                batch_size=args.batch_size,
+                n=len(items),
+                repeat=args.repeat,
+                watch=(worker, web),
             )
             print(
                 f"{ref:<26}{direct:>16.1f}{pipeline:>18.1f}{in_worker:>16.1f}{pipeline / direct:>17.2f}",

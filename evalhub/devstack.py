@@ -149,10 +149,16 @@ def demo_client(*, port: int, var_dir: Path) -> httpx.Client:
     )
 
 
-def gate_run_wait(*, client: httpx.Client, run_id: int, timeout: float = 600, until=None) -> dict:
-    """Poll a gate run until it is finished (or `until(body)` holds)."""
+def gate_run_wait(
+    *, client: httpx.Client, run_id: int, timeout: float = 600, until=None, watch: tuple[Process, ...] = ()
+) -> dict:
+    """Poll a gate run until it is finished (or `until(body)` holds); fail at once if a
+    watched process has died."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        for process in watch:
+            if not process.alive():
+                raise RuntimeError(f"{process.name} exited while waiting for run {run_id}:\n{process.tail()}")
         body = client.get(f"/api/v1/gate-runs/{run_id}/").raise_for_status().json()
         if (until or (lambda b: b["status"] in ("succeeded", "failed", "error")))(body):
             return body

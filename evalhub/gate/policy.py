@@ -26,6 +26,16 @@ class GatePolicyConfig:
     run_baseline: bool = True
     clean_accuracy_min: float = 0.80
     clean_min_items: int = 30
+    robustness_recipe: str = "robustness-v1"
+    robustness_seed: int = 0
+    robustness_samples: int = 1000
+    robustness_min_samples: int = 500
+    robustness_min: float = 0.85
+    robustness_chunk_size: int = 100
+    # Perturbation type -> share; None keeps the recipe's own shares.
+    robustness_shares: dict | None = None
+    # False allows perturbations that change numbers (amounts, days) in the inputs.
+    numbers_matter: bool = True
     # "lower_bound": judge on the Wilson interval's lower bound; "point": on the estimate.
     decide_on: str = "lower_bound"
     confidence: float = 0.95
@@ -55,6 +65,11 @@ def gate_policy_parse(data: dict | None) -> GatePolicyConfig:
         "clean_min_items": (int, 1, 10**7),
         "clean_accuracy_min": (float, 0.0, 1.0),
         "confidence": (float, 0.5, 0.9999),
+        "robustness_seed": (int, 0, 2**31 - 1),
+        "robustness_samples": (int, 1, 100_000),
+        "robustness_min_samples": (int, 1, 100_000),
+        "robustness_min": (float, 0.0, 1.0),
+        "robustness_chunk_size": (int, 1, 10_000),
     }
     for key, (kind, low, high) in checks.items():
         if key in data:
@@ -66,8 +81,23 @@ def gate_policy_parse(data: dict | None) -> GatePolicyConfig:
             if not low <= value <= high:
                 raise PolicyError(key, f"must be between {low} and {high}")
             data[key] = kind(value)
-    if "run_baseline" in data and not isinstance(data["run_baseline"], bool):
-        raise PolicyError("run_baseline", "must be true or false")
+    for key in ("run_baseline", "numbers_matter"):
+        if key in data and not isinstance(data[key], bool):
+            raise PolicyError(key, "must be true or false")
+    if "robustness_recipe" in data and not (
+        isinstance(data["robustness_recipe"], str) and data["robustness_recipe"].strip()
+    ):
+        raise PolicyError("robustness_recipe", "must be a recipe name")
+    shares = data.get("robustness_shares")
+    if shares is not None and not (
+        isinstance(shares, dict)
+        and shares
+        and all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+            for k, v in shares.items()
+        )
+    ):
+        raise PolicyError("robustness_shares", "must map perturbation types to non-negative numbers")
     if "decide_on" in data and data["decide_on"] not in ("lower_bound", "point"):
         raise PolicyError("decide_on", "must be 'lower_bound' or 'point'")
     return GatePolicyConfig(**data)

@@ -20,3 +20,17 @@ def wilson_interval(*, successes: int, n: int, confidence: float = 0.95) -> tupl
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
     return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mcnemar_exact(*, only_first: int, only_second: int) -> float:
+    """Two-sided exact McNemar p-value for paired binary outcomes.
+
+    `only_first`: pairs where only the first system was right; `only_second`: only the second.
+    Under the null both kinds of discordant pair are equally likely (binomial, p = 1/2)."""
+    if only_first < 0 or only_second < 0:
+        raise ValueError("counts must be non-negative")
+    n = only_first + only_second
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(only_first, only_second) + 1))
+    return min(1.0, 2 * tail / 2**n)

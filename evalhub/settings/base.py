@@ -84,6 +84,8 @@ TEMPLATES = [
 # Database: DATABASE_URL, else a SQLite file under var/
 # ---------------------------------------------------------------------------------------------
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'evalhub.sqlite3'}"
+if DATABASE_URL.startswith("sqlite:///"):
+    Path(DATABASE_URL.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
 
 
 def database_config(url: str) -> dict:
@@ -169,6 +171,8 @@ BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "filesystem://"
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # One folder for in and out: the worker reads what the web process writes.
+    for folder in ("queue", "control"):
+        (BROKER_DIR / folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),

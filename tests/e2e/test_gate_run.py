@@ -35,7 +35,7 @@ def test_gate_run_through_api_broker_worker_and_db(
         client = demo_client(port=port, var_dir=var_dir)
         started = client.post("/api/v1/gate-runs/", json={"candidate": "contract-assistant:v4"})
         assert started.status_code == 202, started.text
-        run = gate_run_wait(client=client, run_id=started.json()["id"], timeout=600)
+        run = gate_run_wait(client=client, run_id=started.json()["id"], timeout=600, watch=(worker, web))
         assert run["status"] == "succeeded", (run, worker.tail())
         assert run["attempts"] == 1
         (layer,) = run["layers"]
@@ -85,10 +85,12 @@ def test_killed_worker_mid_run_is_recovered(services_required, stack_env, redis_
             json={"candidate": "contract-assistant:v4", "policy_overrides": {"batch_size": 4}},
         )
         run_id = started.json()["id"]
-        gate_run_wait(client=client, run_id=run_id, timeout=300, until=lambda b: b["progress"] >= 5)
+        gate_run_wait(
+            client=client, run_id=run_id, timeout=300, until=lambda b: b["progress"] >= 5, watch=(first,)
+        )
         first.kill()
         second = worker_start(env=env, log_dir=tmp_path, name="rescuer", beat=True)
-        run = gate_run_wait(client=client, run_id=run_id, timeout=600)
+        run = gate_run_wait(client=client, run_id=run_id, timeout=600, watch=(second,))
         assert run["status"] == "succeeded", (run, second.tail())
         assert run["attempts"] == 2
         assert run["layers"][0]["details"]["candidate"]["n"] >= 200

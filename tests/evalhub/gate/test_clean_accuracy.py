@@ -40,7 +40,9 @@ def test_insufficient_data_below_minimum_items():
 
 def test_errors_count_as_wrong_and_are_reported():
     policy = GatePolicyConfig(clean_accuracy_min=0.9)
-    result = clean_accuracy_judge(candidate=outcomes(50, 50, errored=30), baseline=outcomes(90, 10), policy=policy)
+    result = clean_accuracy_judge(
+        candidate=outcomes(50, 50, errored=30), baseline=outcomes(90, 10), policy=policy
+    )
     assert result.verdict == "fail"
     assert result.candidate.errors == 30
     assert any("30 of 100 items errored" in r for r in result.reasons)

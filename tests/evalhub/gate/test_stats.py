@@ -1,6 +1,6 @@
 import pytest
 
-from evalhub.gate.stats import wilson_interval
+from evalhub.gate.stats import mcnemar_exact, wilson_interval
 
 
 class TestWilsonInterval:
@@ -30,3 +30,21 @@ class TestWilsonInterval:
     def test_refuses_impossible_counts(self):
         with pytest.raises(ValueError):
             wilson_interval(successes=11, n=10)
+
+
+class TestMcNemarExact:
+    def test_hand_checked(self):
+        # 2 * (C(12,0) + C(12,1) + C(12,2)) / 2**12 = 2 * 79 / 4096
+        assert mcnemar_exact(only_first=10, only_second=2) == pytest.approx(158 / 4096)
+        assert mcnemar_exact(only_first=2, only_second=10) == pytest.approx(158 / 4096)
+
+    def test_balanced_and_empty_are_one(self):
+        assert mcnemar_exact(only_first=7, only_second=7) == 1.0
+        assert mcnemar_exact(only_first=0, only_second=0) == 1.0
+
+    def test_matches_scipy_binomial_test(self):
+        from scipy.stats import binomtest
+
+        for b, c in [(30, 12), (5, 0), (120, 95)]:
+            expected = binomtest(b, b + c, 0.5).pvalue
+            assert mcnemar_exact(only_first=b, only_second=c) == pytest.approx(expected, rel=1e-9)

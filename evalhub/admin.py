@@ -9,6 +9,7 @@ from evalhub.models import (
     GatePolicy,
     GateRun,
     LayerResult,
+    ModelOutput,
     ModelVersion,
     SampleResult,
 )
@@ -124,6 +125,12 @@ class GateRunAdmin(ReadOnlyAdmin):
 class SampleResultAdmin(ReadOnlyAdmin):
     list_display = ["layer_result", "version", "item", "output_label", "correct", "latency_ms"]
     list_filter = ["correct"]
+
+
+@admin.register(ModelOutput)
+class ModelOutputAdmin(ReadOnlyAdmin):
+    list_display = ["version", "input_hash", "label", "latency_ms", "created_at"]
+    list_filter = ["version"]
 
 
 @admin.register(ApiToken)

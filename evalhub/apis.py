@@ -409,6 +409,9 @@ class GateRunDetailApi(APIView):
 
 class SampleOutputSerializer(serializers.Serializer):
     layer = serializers.CharField(source="layer_result.layer")
+    sample_index = serializers.IntegerField(allow_null=True)
+    perturbation = serializers.CharField()
+    diff = serializers.CharField()
     version = serializers.CharField(source="version.ref")
     item_id = serializers.CharField(source="item.external_id", default=None)
     input = serializers.SerializerMethodField()

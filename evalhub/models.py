@@ -238,6 +238,10 @@ class SampleResult(models.Model):
     layer_result = models.ForeignKey(LayerResult, on_delete=models.CASCADE, related_name="samples")
     version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="+")
     item = models.ForeignKey(EvalItem, null=True, on_delete=models.CASCADE, related_name="+")
+    # Position in the layer's generated input set (perturbed samples); None for suite items.
+    sample_index = models.PositiveIntegerField(null=True, blank=True)
+    perturbation = models.CharField(max_length=50, blank=True)
+    diff = models.TextField(blank=True)
     input_text = models.TextField()
     output_label = models.CharField(max_length=200, blank=True)
     output_text = models.TextField(blank=True)
@@ -248,9 +252,35 @@ class SampleResult(models.Model):
     class Meta:
         ordering = ["layer_result", "id"]
         indexes = [models.Index(fields=["layer_result", "version", "correct"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["layer_result", "version", "sample_index"],
+                condition=models.Q(sample_index__isnull=False),
+                name="sample_result_unique_index",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.version_id} on item {self.item_id}: {self.output_label or self.error}"
+
+
+class ModelOutput(models.Model):
+    """A version's answer to one exact input, reused across runs and after a worker crash."""
+
+    version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="+")
+    input_hash = models.CharField(max_length=64)
+    label = models.CharField(max_length=200, blank=True)
+    text = models.TextField(blank=True)
+    latency_ms = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["version", "input_hash"], name="model_output_version_input")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version_id}:{self.input_hash[:12]} -> {self.label}"
 
 
 class ApiToken(models.Model):

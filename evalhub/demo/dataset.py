@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 CLAUSE_TYPES = (
@@ -917,6 +918,247 @@ _BOILERPLATE = {
     ),
 }
 
+# Train-only counterparts of the eval-only material above, for `demo_train_augment` (V4's
+# augmented training data): other neutral boilerplate, other titles and headings, and short
+# slot-free phrases that mention a clause type without creating its obligation.
+_TRAIN_BOILERPLATE = {
+    "en": (
+        "The recitals form part of this Agreement and shall be read together with its operative provisions.",
+        "Unless the context requires otherwise, words importing one gender include every gender.",
+        "The word including shall be read as including without limitation wherever it appears.",
+        "This Agreement is written in English, and any translation is provided for convenience only.",
+        "A reference to a clause or an annex is to a clause of or an annex to this Agreement.",
+        (
+            "The parties shall meet within five business days of the effective date to agree a detailed "
+            "work plan."
+        ),
+        "Each party shall nominate a deputy who may act for its project manager during periods of absence.",
+        "Minutes of every progress meeting shall be circulated to the attendees within three business days.",
+        "Installation drawings shall be provided at least two weeks before the first site visit.",
+        "Delivery notes shall state the purchase order number, the item codes and the number of packages.",
+        (
+            "Goods that arrive damaged shall be recorded on the delivery note and photographed before "
+            "unloading."
+        ),
+        "The receiving party shall inspect each consignment within two business days of its arrival.",
+        "Each party shall keep its contact details in the project directory up to date.",
+        "The helpdesk is available by telephone and email from nine to five on working days.",
+        "Service requests shall be logged in the ticketing system and given a unique reference number.",
+        "Each ticket shall be classified by urgency when it is opened and reviewed when it is closed.",
+        "The monthly service report shall include the number of tickets opened and resolved in the month.",
+        "Planned maintenance shall be announced to users at least forty-eight hours in advance.",
+        "Backups of the hosted data shall be taken daily and kept for thirty days.",
+        "Each party shall use reasonable efforts to keep its systems free of viruses and malicious code.",
+        "Access credentials shall be issued only to named users approved by the project manager.",
+        "The training materials may be copied for internal use by the staff of either party.",
+        "The equipment shall be installed on a level floor with an adequate electrical supply.",
+        "Operating instructions shall be displayed next to each machine in a visible place.",
+        "Visitors to the warehouse shall wear high-visibility clothing and safety footwear.",
+        "The site manager may refuse entry to any person who does not carry an identity badge.",
+        "Working hours on site are from eight in the morning to six in the evening, Monday to Friday.",
+        "Any overtime work on site requires the prior approval of the site manager.",
+        "Both parties shall sign an acceptance certificate once the acceptance tests have been passed.",
+        "If an acceptance test fails, the test shall be repeated after the defect has been corrected.",
+        "A defect log shall be kept for the duration of the project and reviewed at each progress meeting.",
+        "Each release of the software shall be accompanied by release notes describing the changes.",
+        "The parties shall agree a naming convention for all shared documents and folders.",
+        "Documents exchanged between the parties shall be stored in the shared project workspace.",
+        (
+            "This Agreement may be signed electronically, and an electronic signature has the same effect "
+            "as a handwritten one."
+        ),
+        "Where the annexes are inconsistent, the annex with the lower number takes precedence.",
+        "Each party shall inform the other promptly of any change in its registered address.",
+        "The project plan may be revised by the steering group to reflect agreed changes in scope.",
+        "Samples of the goods shall be approved in writing before mass production begins.",
+        "The packaging shall carry the handling symbols required for fragile goods.",
+        "Each pallet shall not exceed a height of one point eight metres including the load.",
+        "Quarterly business reviews shall be held at the offices of each party in turn.",
+        "Project documents shall be prepared using the templates agreed by the parties.",
+        "Each party shall name a person responsible for day-to-day communication on the project.",
+        "On arrival of the equipment, the parties shall count the units together and sign a receipt.",
+    ),
+    "zh": (
+        "本协议的鉴于条款构成本协议的组成部分，应与正文一并理解。",
+        "除上下文另有要求外，本协议中的单数词语包括复数。",
+        "本协议所称“包括”均指“包括但不限于”。",
+        "本协议以中文书写，任何译本仅供参考。",
+        "本协议中提及的条或附件，均指本协议的条或附件。",
+        "双方应在生效日后五个工作日内召开会议，商定详细的工作计划。",
+        "双方应各自指定一名副经理，在项目经理缺席期间代为履职。",
+        "每次进度会议的纪要应在三个工作日内发送给与会人员。",
+        "安装图纸应至少在首次现场勘察前两周提供。",
+        "送货单应注明采购订单编号、物料编码和包装件数。",
+        "到货时发现破损的货物，应在卸货前拍照并在送货单上记录。",
+        "收货方应在每批货物到达后两个工作日内进行检验。",
+        "双方应及时更新项目通讯录中的联系信息。",
+        "服务台在工作日的九点至十七点通过电话和电子邮件提供支持。",
+        "服务请求应登记在工单系统中，并分配唯一的编号。",
+        "每张工单在创建时应标明紧急程度，关闭时应进行复核。",
+        "月度服务报告应列明当月新建和已解决的工单数量。",
+        "计划内的维护应至少提前四十八小时通知用户。",
+        "托管数据每日备份一次，备份保存三十天。",
+        "双方应采取合理措施，防止其系统感染病毒和恶意代码。",
+        "系统账号仅向经项目经理批准的指定用户发放。",
+        "培训资料可由任何一方的员工复制供内部使用。",
+        "设备应安装在平整的地面上，并配备充足的电源。",
+        "每台设备旁应在显眼位置张贴操作说明。",
+        "进入仓库的访客应穿着反光背心和安全鞋。",
+        "现场负责人可以拒绝未佩戴胸卡的人员进入现场。",
+        "现场工作时间为周一至周五上午八点至下午六点。",
+        "现场加班须事先经现场负责人批准。",
+        "验收测试通过后，双方应签署验收证书。",
+        "验收测试未通过的，应在缺陷修复后重新进行测试。",
+        "项目期间应保存缺陷记录，并在每次进度会议上通报。",
+        "软件的每个版本均应附有说明变更内容的版本说明。",
+        "双方应就共享文件和文件夹的命名规则达成一致。",
+        "双方往来的文件应存放在共享的项目工作空间中。",
+        "本协议可以电子方式签署，电子签名与手写签名具有同等效力。",
+        "各附件之间不一致的，以编号在前的附件为准。",
+        "一方注册地址发生变更的，应及时通知另一方。",
+        "项目小组可以根据双方商定的范围变更修订项目计划。",
+        "批量生产开始前，货物样品应经书面确认。",
+        "易碎货物的包装上应印有相应的搬运标志。",
+        "每个托盘连同货物的高度不得超过一点八米。",
+        "季度业务回顾会议轮流在双方办公地点举行。",
+        "项目文档应使用双方商定的模板编写。",
+        "双方应指定专人负责与本项目有关的日常沟通。",
+        "设备到场后，双方应共同清点设备数量并签字确认。",
+    ),
+}
+_TRAIN_TITLES = {
+    "en": ("MASTER SERVICES AGREEMENT", "EQUIPMENT SUPPLY AGREEMENT", "SOFTWARE SUPPORT AGREEMENT"),
+    "zh": ("技术服务协议", "设备采购协议", "软件维护协议"),
+}
+_TRAIN_HEADINGS = {"en": ("Article {n}.", "Section {n}.", "{n}."), "zh": ("第{n}条", "{n}、")}
+
+# Mentions of a clause type (the key) as a trigger before, or a reference or exception after, a
+# clause of another type; the clause keeps its own label.
+_TRAIN_MENTIONS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
+    "payment": {
+        "en": {
+            "before": (
+                "If an instalment is not received on the due date, ",
+                "Where an invoiced amount is disputed, ",
+            ),
+            "after": (
+                "whether or not the related invoices have been settled",
+                "and invoices already issued shall still be settled on their original terms",
+            ),
+        },
+        "zh": {
+            "before": ("如分期款未按期到账，", "对发票金额有异议的，"),
+            "after": ("无论相关发票是否已经结清", "已开票金额仍按原约定结算"),
+        },
+    },
+    "termination": {
+        "en": {
+            "before": (
+                "On the expiry or early ending of this Agreement, ",
+                "Once a notice to terminate has been served, ",
+            ),
+            "after": (
+                "and this remains in effect after the Agreement is terminated",
+                "unless the Agreement has been terminated earlier",
+            ),
+        },
+        "zh": {
+            "before": ("本协议期满或提前终止时，", "一方发出解约通知后，"),
+            "after": ("本约定在协议终止后继续有效", "协议提前解除的除外"),
+        },
+    },
+    "liability": {
+        "en": {
+            "before": (
+                "Where a claim for loss is made under this Agreement, ",
+                "To the extent that a party is held responsible for a loss, ",
+            ),
+            "after": (
+                "subject to the limits on liability set out elsewhere",
+                "but this does not extend the liability of either party",
+            ),
+        },
+        "zh": {
+            "before": ("一方就损失提出索赔的，", "在一方应当承担损失的范围内，"),
+            "after": ("但受本协议责任限额的约束", "但不因此扩大任何一方的责任"),
+        },
+    },
+    "confidentiality": {
+        "en": {
+            "before": (
+                "If confidential information has been leaked, ",
+                "Where secret technical data is involved, ",
+            ),
+            "after": (
+                "and the details of this arrangement shall be kept confidential",
+                "subject to the obligations of confidentiality in this Agreement",
+            ),
+        },
+        "zh": {
+            "before": ("发生保密信息泄露的，", "涉及技术秘密的，"),
+            "after": ("且各方应对本安排的内容保密", "但须遵守本协议的保密义务"),
+        },
+    },
+    "force_majeure": {
+        "en": {
+            "before": (
+                "Where performance is delayed by a force majeure event, ",
+                "If a flood, fire or epidemic affects the works, ",
+            ),
+            "after": ("except where a force majeure event prevents it", "save in the case of force majeure"),
+        },
+        "zh": {
+            "before": ("因不可抗力导致履行迟延的，", "遇洪水、火灾或疫情影响工程的，"),
+            "after": ("但因不可抗力无法履行的除外", "发生不可抗力的情形除外"),
+        },
+    },
+    "governing_law": {
+        "en": {
+            "before": (
+                "As far as the applicable law permits, ",
+                "Where the law of the place of performance so requires, ",
+            ),
+            "after": (
+                "as interpreted under the governing law of this Agreement",
+                "in accordance with the laws chosen by the parties",
+            ),
+        },
+        "zh": {
+            "before": ("在适用法律允许的范围内，", "履行地法律另有要求的，"),
+            "after": ("并依本协议适用的法律解释", "并按双方选定的法律执行"),
+        },
+    },
+    "liquidated_damages": {
+        "en": {
+            "before": (
+                "If liquidated damages have become due, ",
+                "Where a delay gives rise to liquidated damages, ",
+            ),
+            "after": (
+                "without prejudice to any claim for liquidated damages",
+                "in addition to any liquidated damages for delay",
+            ),
+        },
+        "zh": {
+            "before": ("违约金已经产生的，", "逾期导致违约金产生的，"),
+            "after": ("且不影响违约金的主张", "违约金另行计算"),
+        },
+    },
+    "deposit": {
+        "en": {
+            "before": ("Once the deposit has been received, ", "If the earnest money has been handed over, "),
+            "after": (
+                "after the deposit has been set off",
+                "and the deposit is not affected by this provision",
+            ),
+        },
+        "zh": {
+            "before": ("定金收取后，", "已经交付定金的，"),
+            "after": ("在冲抵定金后执行", "定金不受本条影响"),
+        },
+    },
+}
+
 _PARTIES = {
     ("en", "train"): (
         ("the Supplier", "the Customer"),
@@ -1099,9 +1341,11 @@ def _clause_render(
     raise RuntimeError(f"templates too few to draw a new {language} {split} clause")
 
 
-def _boilerplate_draw(*, rng: random.Random, language: str, size: int) -> list[str]:
-    """Distinct boilerplate sentences totalling at least `size` words (characters for zh)."""
-    pool = list(_BOILERPLATE[language])
+def _boilerplate_draw(
+    *, rng: random.Random, language: str, size: int, source: dict[str, tuple[str, ...]] = _BOILERPLATE
+) -> list[str]:
+    """Distinct `source` sentences totalling at least `size` words (characters for zh)."""
+    pool = list(source[language])
     rng.shuffle(pool)
     chosen: list[str] = []
     total = 0
@@ -1183,6 +1427,58 @@ def _ocr_apply(*, rng: random.Random, text: str, language: str) -> str:
         if noisy != text:
             return noisy
     raise RuntimeError("OCR noise left the text unchanged")
+
+
+def _first_lowered(text: str) -> str:
+    """English `text` to follow a leading phrase: first letter lowercased, except in a company name."""
+    names = [p for pair in _PARTIES[("en", "train")] for p in pair if not p.startswith("the ")]
+    return text if any(text.startswith(name) for name in names) else text[0].lower() + text[1:]
+
+
+def _mention_add(*, rng: random.Random, text: str, label: str, language: str) -> str:
+    """`text` with a trigger before, or a reference or exception after, that names another type."""
+    mentions = _TRAIN_MENTIONS[rng.choice([t for t in CLAUSE_TYPES if t != label])][language]
+    if rng.random() < 0.5:
+        return rng.choice(mentions["before"]) + (_first_lowered(text) if language == "en" else text)
+    body, comma, stop = (text.rstrip("."), ", ", ".") if language == "en" else (text.rstrip("。"), "，", "。")
+    return body + comma + rng.choice(mentions["after"]) + stop
+
+
+def _sections_format(*, rng: random.Random, sentences: list[str], language: str) -> str:
+    """Sentences as numbered sections of one to three sentences, from a random article on."""
+    heading = rng.choice(_TRAIN_HEADINGS[language])
+    number = rng.randint(1, 20)
+    sections = []
+    while sentences:
+        size = rng.randint(1, 3)
+        chunk, sentences = sentences[:size], sentences[size:]
+        sections.append(heading.format(n=number) + " " + (" " if language == "en" else "").join(chunk))
+        number += 1
+    title = rng.choice(_TRAIN_TITLES[language]) + "\n\n" if number - len(sections) == 1 else ""
+    return title + "\n".join(sections)
+
+
+def _passage_build(*, rng: random.Random, clause: str | None, language: str) -> str:
+    """About one model window of a long contract: `clause` (None: none) in train boilerplate."""
+    if clause is None:
+        size = rng.randint(40, 90) if language == "en" else rng.randint(60, 120)
+    else:
+        size = rng.randint(10, 60) if language == "en" else rng.randint(15, 90)
+    sentences = _boilerplate_draw(rng=rng, language=language, size=size, source=_TRAIN_BOILERPLATE)
+    if clause is not None:
+        sentences.insert(rng.randint(0, len(sentences)), clause)
+    return _sections_format(rng=rng, sentences=sentences, language=language)
+
+
+def _mixed_train_build(*, rng: random.Random, clause: str, clause_language: str) -> str:
+    """The clause inside an article of train boilerplate in the other language."""
+    host = "zh" if clause_language == "en" else "en"
+    others = _boilerplate_draw(rng=rng, language=host, size=1, source=_TRAIN_BOILERPLATE)
+    if rng.random() < 0.5:
+        others += _boilerplate_draw(rng=rng, language=host, size=1, source=_TRAIN_BOILERPLATE)
+    others.insert(rng.randint(0, len(others)), clause)
+    heading = rng.choice(_TRAIN_HEADINGS[host]).format(n=rng.randint(1, 30))
+    return heading + " " + "\n".join(others)
 
 
 def _item_make(*, item_id: str, text: str, label: str, language: str, tags: tuple[str, ...]) -> DemoItem:
@@ -1274,6 +1570,51 @@ def demo_dataset_build(*, seed: int = 0) -> DemoDataset:
                 rng=rng, label=label, language=language, rotation=rotation, seen=eval_seen
             )
     return DemoDataset(train=tuple(train), eval=tuple(evaluation))
+
+
+AUGMENT_KINDS = ("ocr_noise", "mixed_language", "long_contract", "clause_conflict")
+
+
+def demo_train_augment(*, items: Sequence[DemoItem], seed: int = 0) -> tuple[DemoItem, ...]:
+    """Extra training data for V4, from clean train `items` and train-only material.
+
+    Every item gets one variant, the kind rotating over AUGMENT_KINDS (so each (label, language)
+    gets each kind equally): OCR noise (the eval generator), the clause in a contract in the other
+    language, the clause in about one model window of contract sections, the clause with a mention
+    of another type. Boilerplate, titles, headings and mentions are train-only, never eval's.
+    Then `len(items) // 4` background passages of boilerplate alone, labelled "" (no clause type).
+    """
+    rng = random.Random(seed)
+    augmented = []
+    for k, item in enumerate(items):
+        kind = AUGMENT_KINDS[k % len(AUGMENT_KINDS)]
+        language = item.language
+        if kind == "ocr_noise":
+            text = _ocr_apply(rng=rng, text=item.input, language=language)
+        elif kind == "mixed_language":
+            text = _mixed_train_build(rng=rng, clause=item.input, clause_language=language)
+            language = "mixed"
+        elif kind == "long_contract":
+            text = _passage_build(rng=rng, clause=item.input, language=language)
+        else:
+            text = _mention_add(rng=rng, text=item.input, label=item.label, language=language)
+        augmented.append(
+            _item_make(item_id=f"aug-{item.id}", text=text, label=item.label, language=language, tags=(kind,))
+        )
+    for k in range(len(items) // 4):
+        language = ("en", "zh")[k % 2]
+        text = _passage_build(rng=rng, clause=None, language=language)
+        augmented.append(
+            DemoItem(
+                id=f"aug-background-{k:03d}",
+                input=text,
+                label="",
+                reference="",
+                language=language,
+                tags=("background",),
+            )
+        )
+    return tuple(augmented)
 
 
 def demo_suite_jsonl(*, items: tuple[DemoItem, ...] | list[DemoItem]) -> str:

@@ -41,4 +41,4 @@ def sample_result_list(
         queryset = queryset.filter(version=version)
     if correct is not None:
         queryset = queryset.filter(correct=correct)
-    return queryset.order_by("layer_result_id", "version_id", "item__position", "id")
+    return queryset.order_by("layer_result_id", "version_id", "sample_index", "item__position", "id")

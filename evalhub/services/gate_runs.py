@@ -5,7 +5,6 @@ web process never loads torch."""
 from __future__ import annotations
 
 import logging
-import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -15,11 +14,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from evalhub.errors import ApplicationError
-from evalhub.gate.clean_accuracy import ItemOutcome, clean_accuracy_judge
 from evalhub.gate.policy import GatePolicyConfig, PolicyError, gate_policy_parse
-from evalhub.gate.scoring import answer_correct
 from evalhub.gate.verdict import gate_verdict
-from evalhub.models import EvalItem, EvalSuite, GatePolicy, GateRun, LayerResult, ModelVersion, SampleResult
+from evalhub.models import EvalSuite, GatePolicy, GateRun, LayerResult, ModelVersion
 from evalhub.services.audit import audit_record
 from evalhub.services.versions import model_version_transition
 
@@ -157,27 +154,10 @@ def gate_run_heartbeat(*, run: GateRun, progress: int) -> None:
     run.progress = progress
 
 
-def _version_outputs(
-    *, run: GateRun, version: ModelVersion, items: list[EvalItem], batch_size: int, on_batch
-) -> dict:
-    from workers.backends import backend_cached, backend_device
-
-    key = (version.pk, version.backend_kind, repr(sorted(version.backend_config.items())), version.api_key)
-    backend = backend_cached(
-        key=key, kind=version.backend_kind, config=version.backend_config, api_key=version.api_key
-    )
-    predictions = []
-    started = time.perf_counter()
-    for start in range(0, len(items), batch_size):
-        batch = items[start : start + batch_size]
-        predictions.extend(backend.predict([item.input for item in batch]))
-        on_batch(len(batch))
-    seconds = time.perf_counter() - started
-    return {"predictions": predictions, "seconds": seconds, "device": backend_device(version.backend_kind)}
-
-
 def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
-    """Run the candidate (and baseline) on the suite and store the clean-accuracy layer."""
+    """Compute the layers the policy requires that a worker computes (clean accuracy,
+    robustness), skipping those a previous attempt already stored, then close the run."""
+    from evalhub.services import gate_layers
     from workers.backends import BackendError
 
     run = gate_run_claim(gate_run_id=gate_run_id, worker=worker)
@@ -191,112 +171,33 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
     policy = gate_policy_parse(run.policy_config)
     items = list(run.suite.items.all())
     versions = [run.candidate] + ([run.baseline] if run.baseline and policy.run_baseline else [])
-    total = len(items) * len(versions)
-    done = 0
-
-    def on_batch(count: int) -> None:
-        nonlocal done
-        done += count
-        gate_run_heartbeat(run=run, progress=min(99, int(100 * done / total)))
-
-    layer_started = time.perf_counter()
-    outputs = {}
-    for version in versions:
-        try:
-            outputs[version.pk] = _version_outputs(
-                run=run, version=version, items=items, batch_size=policy.batch_size, on_batch=on_batch
-            )
-        except BackendError as exc:
-            if exc.transient:
-                raise  # the task retries with backoff
-            return gate_run_fail(gate_run_id=run.pk, status=Status.FAILED, reason=f"{version.ref}: {exc}")
-    return _clean_accuracy_store(
-        run=run, policy=policy, items=items, outputs=outputs, seconds=time.perf_counter() - layer_started
-    )
-
-
-def _outcomes(items: list[EvalItem], predictions) -> list[ItemOutcome]:
-    return [
-        ItemOutcome(
-            item_id=item.external_id,
-            tags=tuple(item.tags),
-            language=item.language,
-            correct=p.error is None
-            and answer_correct(
-                expected_label=item.label, reference=item.reference, label=p.label, text=p.text
-            ),
-            errored=p.error is not None,
-        )
-        for item, p in zip(items, predictions, strict=True)
-    ]
-
-
-def _clean_accuracy_store(
-    *, run: GateRun, policy: GatePolicyConfig, items, outputs: dict, seconds: float
-) -> GateRun:
-    candidate_outcomes = _outcomes(items, outputs[run.candidate_id]["predictions"])
-    baseline_outcomes = (
-        _outcomes(items, outputs[run.baseline_id]["predictions"]) if run.baseline_id in outputs else None
-    )
-    result = clean_accuracy_judge(candidate=candidate_outcomes, baseline=baseline_outcomes, policy=policy)
-
-    def side(version: ModelVersion, summary) -> dict:
-        out = outputs[version.pk]
-        return {
-            "version": version.ref,
-            **summary.as_dict(),
-            "seconds": out["seconds"],
-            "items_per_second": len(items) / out["seconds"] if out["seconds"] else None,
-            "device": out["device"],
-        }
-
-    details = {
-        "candidate": side(run.candidate, result.candidate),
-        "suite": str(run.suite),
-        "suite_hash": run.suite.content_hash,
+    finished = set(run.layers.exclude(verdict=GateRun.Verdict.PENDING).values_list("layer", flat=True))
+    runners = {
+        LayerResult.Layer.CLEAN_ACCURACY: (gate_layers.clean_accuracy_layer_run, len(items) * len(versions)),
+        LayerResult.Layer.ROBUSTNESS: (
+            gate_layers.robustness_layer_run,
+            policy.robustness_samples * len(versions),
+        ),
     }
-    if result.baseline is not None:
-        details["baseline"] = side(run.baseline, result.baseline)
-        details["difference"] = result.candidate.accuracy - result.baseline.accuracy
+    todo = [layer for layer in runners if layer in policy.required_layers and layer not in finished]
+    progress = gate_layers.Progress(
+        total=sum(runners[layer][1] for layer in todo),
+        report=lambda percent: gate_run_heartbeat(run=run, progress=percent),
+    )
+    try:
+        for layer in todo:
+            runners[layer][0](run=run, policy=policy, items=items, versions=versions, progress=progress)
+    except BackendError as exc:
+        if exc.transient:
+            raise  # the task retries with backoff; stored work is kept
+        return gate_run_fail(gate_run_id=run.pk, status=Status.FAILED, reason=str(exc))
     with transaction.atomic():
-        if not GateRun.objects.filter(pk=run.pk, status=Status.RUNNING, worker=run.worker).exists():
-            raise ClaimLost(f"gate run {run.pk} is no longer held by {run.worker}")
-        layer = LayerResult.objects.create(
-            gate_run=run,
-            layer=LayerResult.Layer.CLEAN_ACCURACY,
-            verdict=result.verdict,
-            metric="accuracy",
-            estimate=result.candidate.accuracy,
-            ci_low=result.candidate.ci_low,
-            ci_high=result.candidate.ci_high,
-            threshold=policy.clean_accuracy_min,
-            reasons=result.reasons,
-            details=details,
-            wall_seconds=seconds,
-            device=outputs[run.candidate_id]["device"],
-        )
-        SampleResult.objects.bulk_create(
-            [
-                SampleResult(
-                    layer_result=layer,
-                    version_id=version_id,
-                    item=item,
-                    input_text="",  # the item's own input
-                    output_label=p.label or "",
-                    output_text=p.text,
-                    correct=outcome.correct,
-                    latency_ms=p.latency_ms,
-                    error=p.error or "",
-                )
-                for version_id, outcomes in [
-                    (run.candidate_id, candidate_outcomes),
-                    (run.baseline_id, baseline_outcomes),
-                ]
-                if outcomes is not None
-                for item, p, outcome in zip(items, outputs[version_id]["predictions"], outcomes, strict=True)
-            ],
-            batch_size=500,
-        )
+        if (
+            not GateRun.objects.select_for_update()
+            .filter(pk=run.pk, status=Status.RUNNING, worker=worker)
+            .exists()
+        ):
+            raise ClaimLost(f"gate run {run.pk} is no longer held by {worker}")
         return gate_run_finish(run=run)
 
 

@@ -23,7 +23,10 @@ def issues_of(call, content):
 
 def test_parses_jsonl_with_defaults():
     items = suite_parse_jsonl(
-        jsonl({"input": "Pay within 30 days.", "label": "payment"}, {"id": "x", "input": "定金", "reference": "r", "tags": ["a"]})
+        jsonl(
+            {"input": "Pay within 30 days.", "label": "payment"},
+            {"id": "x", "input": "定金", "reference": "r", "tags": ["a"]},
+        )
     )
     assert [i.id for i in items] == ["1", "x"]
     assert items[1].tags == ("a",) and items[0].label == "payment"
@@ -58,7 +61,7 @@ def test_empty_and_non_utf8_files():
 
 
 def test_csv_with_tags_and_metadata():
-    content = 'id,input,label,tags,metadata\nc1,"Pay, now",payment,a|b,"{""k"": 1}"\n'.encode()
+    content = b'id,input,label,tags,metadata\nc1,"Pay, now",payment,a|b,"{""k"": 1}"\n'
     (item,) = suite_parse_csv(content)
     assert (item.id, item.input, item.tags, item.metadata) == ("c1", "Pay, now", ("a", "b"), {"k": 1})
     assert issues_of(suite_parse_csv, b"input,label,extra\nx,a,1\n") == {("line 2", "extra")}

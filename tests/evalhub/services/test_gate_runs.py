@@ -53,12 +53,20 @@ def versions(small_bow):
 
 
 def start(candidate, suite, **overrides):
-    return gate_run_start(candidate=candidate, suite=suite, actor=None, policy_overrides=overrides or None)
+    """A run of the clean-accuracy layer only, unless the overrides name other layers."""
+    overrides = {"required_layers": ["clean_accuracy"], **overrides}
+    return gate_run_start(candidate=candidate, suite=suite, actor=None, policy_overrides=overrides)
 
 
 def test_execute_stores_clean_accuracy_from_the_models(versions, suite):
     candidate, _ = versions
-    run = start(candidate, suite, batch_size=16, clean_accuracy_min=0.0)
+    run = start(
+        candidate,
+        suite,
+        batch_size=16,
+        clean_accuracy_min=0.0,
+        required_layers=["clean_accuracy", "follow_up_rate"],
+    )
     run = gate_run_execute(gate_run_id=run.pk, worker="w1")
     assert (run.status, run.progress, run.attempts) == ("succeeded", 100, 1)
     layer = run.layers.get()
@@ -76,10 +84,10 @@ def test_execute_stores_clean_accuracy_from_the_models(versions, suite):
         and sample.correct == (sample.output_label == sample.item.label)
     )
     assert details["candidate"]["device"] == "cpu" and layer.wall_seconds > 0
-    # Clean accuracy passes, but robustness, follow-up and business have no result: no pass.
+    # Clean accuracy passes, but the follow-up layer has no result: no pass.
     assert layer.verdict == "pass"
     assert run.verdict == "insufficient_data"
-    assert "robustness: no result" in run.verdict_reasons
+    assert run.verdict_reasons == ["follow_up_rate: no result"]
     candidate.refresh_from_db()
     assert candidate.status == "registered"
     assert AuditLog.objects.filter(action="gate_run.finish", target_id=str(run.pk)).exists()
@@ -175,3 +183,121 @@ def test_finished_runs_are_not_claimed_again(versions, suite):
     run = gate_run_execute(gate_run_id=start(versions[0], suite).pk, worker="w1")
     assert gate_run_execute(gate_run_id=run.pk, worker="w2") is None
     assert GateRun.objects.get(pk=run.pk).attempts == 1
+
+
+ROBUST = {
+    "required_layers": ["clean_accuracy", "robustness"],
+    "robustness_samples": 200,
+    "robustness_min_samples": 100,
+    "robustness_chunk_size": 50,
+}
+
+
+def robustness_of(run):
+    return run.layers.get(layer="robustness")
+
+
+def test_robustness_layer_scores_perturbed_inputs(versions, suite, admin_client):
+    candidate, _ = versions
+    run = gate_run_execute(gate_run_id=start(candidate, suite, **ROBUST).pk, worker="w1")
+    assert run.status == "succeeded"
+    layer = robustness_of(run)
+    details = layer.details
+    assert details["recipe"] == "robustness-v1" and len(details["set_hash"]) == 64
+    samples = SampleResult.objects.filter(layer_result=layer, version=candidate)
+    assert samples.count() == details["candidate"]["n"] == 200
+    assert samples.filter(correct=True).count() == details["candidate"]["correct"]
+    assert layer.estimate == pytest.approx(details["candidate"]["correct"] / 200)
+    assert layer.ci_low < layer.estimate < layer.ci_high
+    one = samples.exclude(diff="").select_related("item").first()
+    assert one.perturbation and one.input_text != one.item.input
+    assert set(details["candidate"]["by_type"]) <= set(samples.values_list("perturbation", flat=True))
+    # Same checkpoint on both sides: every pair agrees, so McNemar finds nothing.
+    assert (
+        details["comparison"]["only_candidate_correct"] == details["comparison"]["only_baseline_correct"] == 0
+    )
+    assert details["comparison"]["mcnemar_p"] == 1.0
+    expected = "pass" if layer.ci_low >= 0.85 else "fail"
+    assert layer.verdict == expected and run.verdict == expected
+    page = admin_client.get(f"/gate-runs/{run.pk}/").content.decode()
+    assert "type char_swap" in page and "McNemar p = 1.0000" in page
+
+
+def test_same_seed_same_set_other_seed_other_set(versions, suite):
+    candidate, _ = versions
+    hashes = [
+        robustness_of(
+            gate_run_execute(
+                gate_run_id=start(candidate, suite, **ROBUST, robustness_seed=seed).pk, worker="w"
+            )
+        ).details["set_hash"]
+        for seed in (1, 1, 2)
+    ]
+    assert hashes[0] == hashes[1] != hashes[2]
+
+
+def test_a_crashed_run_resumes_without_recomputing_finished_chunks(versions, suite, settings, monkeypatch):
+    from evalhub.services import model_outputs
+
+    candidate, _ = versions
+    real = model_outputs._backend
+    asked = []
+
+    class Crashing:
+        def __init__(self, backend, crash_after):
+            self.backend, self.crash_after = backend, crash_after
+
+        def predict(self, texts):
+            if self.crash_after is not None and len(asked) >= self.crash_after:
+                raise SystemExit("worker killed")  # not an Exception: nothing gets to clean up
+            asked.extend(texts)
+            return self.backend.predict(texts)
+
+    overrides = {**ROBUST, "run_baseline": False, "batch_size": 25}
+    monkeypatch.setattr(
+        model_outputs, "_backend", lambda version: Crashing(real(version), crash_after=60 + 100)
+    )
+    run = start(candidate, suite, **overrides)
+    with pytest.raises(SystemExit):
+        gate_run_execute(gate_run_id=run.pk, worker="dead")
+    layer = robustness_of(run)
+    assert layer.verdict == "pending" and layer.samples.count() == 100  # two chunks of 50 committed
+    first_attempt = len(asked)
+
+    GateRun.objects.filter(pk=run.pk).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS + 1)
+    )
+    monkeypatch.setattr(model_outputs, "_backend", lambda version: Crashing(real(version), crash_after=None))
+    resumed = gate_run_execute(gate_run_id=run.pk, worker="rescuer")
+    assert (resumed.status, resumed.attempts) == ("succeeded", 2)
+    # The second attempt asked only for the 100 samples not yet stored.
+    assert len(asked) - first_attempt == 100
+
+    other = model_version_register(
+        family="fam", label="v9", backend_kind="builtin", backend_config=candidate.backend_config, actor=None
+    )
+    uninterrupted = gate_run_execute(gate_run_id=start(other, suite, **overrides).pk, worker="w3")
+    a, b = robustness_of(resumed), robustness_of(uninterrupted)
+    assert (a.estimate, a.details["set_hash"]) == (b.estimate, b.details["set_hash"])
+    assert list(a.samples.order_by("sample_index").values_list("correct", flat=True)) == list(
+        b.samples.order_by("sample_index").values_list("correct", flat=True)
+    )
+
+
+def test_recipe_needing_downloads_is_a_layer_error_not_a_crash(versions, suite):
+    run = gate_run_execute(
+        gate_run_id=start(
+            versions[0], suite, **ROBUST, robustness_recipe="textfooler", clean_accuracy_min=0.0
+        ).pk,
+        worker="w",
+    )
+    layer = robustness_of(run)
+    assert (run.status, layer.verdict, run.verdict) == ("succeeded", "error", "error")
+    assert "textfooler" in layer.reasons[0] and "offline" in layer.reasons[0]
+
+
+def test_too_few_samples_is_insufficient_data(versions, suite):
+    run = start(versions[0], suite, **{**ROBUST, "robustness_samples": 50, "robustness_min_samples": 100})
+    layer = robustness_of(gate_run_execute(gate_run_id=run.pk, worker="w"))
+    assert layer.verdict == "insufficient_data"
+    assert "50 perturbed samples" in layer.reasons[0]

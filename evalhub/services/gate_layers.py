@@ -1,0 +1,329 @@
+"""The layers a worker computes inside a gate run: clean accuracy and robustness.
+
+Each layer stores its result as it goes, so a run taken over after a worker crash resumes:
+a stored clean-accuracy layer is kept, robustness samples are committed chunk by chunk and
+only the missing chunks are computed again (model answers come from the output cache).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from django.db import transaction
+
+from evalhub.gate.clean_accuracy import ItemOutcome, clean_accuracy_judge
+from evalhub.gate.policy import GatePolicyConfig
+from evalhub.gate.robustness import SampleOutcome, robustness_judge
+from evalhub.gate.scoring import answer_correct
+from evalhub.models import EvalItem, GateRun, LayerResult, ModelVersion, SampleResult
+from evalhub.services.model_outputs import VersionOutputs, model_outputs_predict
+
+Layer = LayerResult.Layer
+LANGUAGES = ("en", "zh", "mixed")
+
+
+class Progress:
+    """Counts units of model work done and reports them as a percentage."""
+
+    def __init__(self, *, total: int, report: Callable[[int], None]):
+        self.total, self.done, self.report = max(total, 1), 0, report
+
+    def advance(self, count: int) -> None:
+        self.done += count
+        self.report(min(99, int(100 * self.done / self.total)))
+
+
+def _correct(item: EvalItem, prediction) -> bool:
+    return prediction.error is None and answer_correct(
+        expected_label=item.label, reference=item.reference, label=prediction.label, text=prediction.text
+    )
+
+
+def _assert_held(run: GateRun) -> None:
+    from evalhub.services.gate_runs import ClaimLost
+
+    if not GateRun.objects.filter(pk=run.pk, status=GateRun.Status.RUNNING, worker=run.worker).exists():
+        raise ClaimLost(f"gate run {run.pk} is no longer held by {run.worker}")
+
+
+def _side(version: ModelVersion, summary: dict, outputs: VersionOutputs) -> dict:
+    return {
+        "version": version.ref,
+        **summary,
+        "seconds": outputs.seconds,
+        "items_per_second": outputs.computed / outputs.seconds if outputs.seconds else None,
+        "computed": outputs.computed,
+        "cached": outputs.cached,
+        "device": outputs.device,
+    }
+
+
+def clean_accuracy_layer_run(
+    *,
+    run: GateRun,
+    policy: GatePolicyConfig,
+    items: list[EvalItem],
+    versions: list[ModelVersion],
+    progress: Progress,
+) -> LayerResult:
+    started = time.perf_counter()
+    outputs = {
+        v.pk: model_outputs_predict(
+            version=v, texts=[i.input for i in items], batch_size=policy.batch_size, on_batch=progress.advance
+        )
+        for v in versions
+    }
+    outcomes = {
+        pk: [
+            ItemOutcome(
+                item_id=item.external_id,
+                tags=tuple(item.tags),
+                language=item.language,
+                correct=_correct(item, p),
+                errored=p.error is not None,
+            )
+            for item, p in zip(items, out.predictions, strict=True)
+        ]
+        for pk, out in outputs.items()
+    }
+    baseline_pk = versions[1].pk if len(versions) > 1 else None
+    result = clean_accuracy_judge(
+        candidate=outcomes[run.candidate_id], baseline=outcomes.get(baseline_pk), policy=policy
+    )
+    details = {
+        "suite": str(run.suite),
+        "suite_hash": run.suite.content_hash,
+        "candidate": _side(run.candidate, result.candidate.as_dict(), outputs[run.candidate_id]),
+    }
+    if baseline_pk:
+        details["baseline"] = _side(versions[1], result.baseline.as_dict(), outputs[baseline_pk])
+        details["difference"] = result.candidate.accuracy - result.baseline.accuracy
+    with transaction.atomic():
+        _assert_held(run)
+        layer = LayerResult.objects.create(
+            gate_run=run,
+            layer=Layer.CLEAN_ACCURACY,
+            verdict=result.verdict,
+            metric="accuracy",
+            estimate=result.candidate.accuracy,
+            ci_low=result.candidate.ci_low,
+            ci_high=result.candidate.ci_high,
+            threshold=policy.clean_accuracy_min,
+            reasons=result.reasons,
+            details=details,
+            wall_seconds=time.perf_counter() - started,
+            device=outputs[run.candidate_id].device,
+        )
+        SampleResult.objects.bulk_create(
+            [
+                SampleResult(
+                    layer_result=layer,
+                    version_id=pk,
+                    item=item,
+                    input_text="",  # the item's own input
+                    output_label=p.label or "",
+                    output_text=p.text,
+                    correct=outcome.correct,
+                    latency_ms=p.latency_ms,
+                    error=p.error or "",
+                )
+                for pk in outputs
+                for item, p, outcome in zip(items, outputs[pk].predictions, outcomes[pk], strict=True)
+            ],
+            batch_size=500,
+        )
+    return layer
+
+
+def robustness_units(*, policy: GatePolicyConfig, versions: list[ModelVersion]) -> int:
+    return policy.robustness_samples * len(versions)
+
+
+def robustness_layer_run(
+    *,
+    run: GateRun,
+    policy: GatePolicyConfig,
+    items: list[EvalItem],
+    versions: list[ModelVersion],
+    progress: Progress,
+) -> LayerResult:
+    from workers.backends.base import language_of
+    from workers.perturbation import (
+        PerturbationResourceError,
+        PerturbationSpec,
+        UnknownRecipeError,
+        perturbation_set_build,
+    )
+
+    started = time.perf_counter()
+    spec = PerturbationSpec(
+        recipe=policy.robustness_recipe,
+        seed=policy.robustness_seed,
+        samples=policy.robustness_samples,
+        shares=policy.robustness_shares,
+        numbers_matter=policy.numbers_matter,
+    )
+    by_id = {item.external_id: item for item in items}
+    try:
+        perturbed = perturbation_set_build(
+            items=[
+                (i.external_id, i.input, i.language if i.language in LANGUAGES else language_of(i.input))
+                for i in items
+            ],
+            spec=spec,
+        )
+    except (PerturbationResourceError, UnknownRecipeError, ValueError) as exc:
+        with transaction.atomic():
+            _assert_held(run)
+            return LayerResult.objects.create(
+                gate_run=run,
+                layer=Layer.ROBUSTNESS,
+                verdict=GateRun.Verdict.ERROR,
+                metric="robustness_rate",
+                threshold=policy.robustness_min,
+                reasons=[str(exc)],
+                details={"recipe": spec.recipe, "seed": spec.seed},
+                device="",
+            )
+    setup = {
+        "recipe": spec.recipe,
+        "seed": spec.seed,
+        "samples_requested": spec.samples,
+        "set_hash": perturbed.content_hash,
+        "shortfall": list(perturbed.shortfall),
+        "notes": list(perturbed.notes),
+    }
+    layer, created = LayerResult.objects.get_or_create(
+        gate_run=run,
+        layer=Layer.ROBUSTNESS,
+        defaults={
+            "verdict": GateRun.Verdict.PENDING,
+            "metric": "robustness_rate",
+            "threshold": policy.robustness_min,
+            "details": setup,
+        },
+    )
+    if not created and layer.details.get("set_hash") != perturbed.content_hash:
+        layer.samples.all().delete()  # another perturbed set than the one begun: start it over
+        layer.details = setup
+        layer.save(update_fields=["details"])
+
+    samples = perturbed.samples
+    # Units this layer was budgeted for but will not need (fewer samples could be made).
+    progress.advance((policy.robustness_samples - len(samples)) * len(versions))
+    stored = {
+        (version_id, index) for version_id, index in layer.samples.values_list("version_id", "sample_index")
+    }
+    seconds = {v.pk: 0.0 for v in versions}
+    counts = {v.pk: {"computed": 0, "cached": 0} for v in versions}
+    device = ""
+    size = policy.robustness_chunk_size
+    for start in range(0, len(samples), size):
+        chunk = range(start, min(start + size, len(samples)))
+        for version in versions:
+            todo = [i for i in chunk if (version.pk, i) not in stored]
+            progress.advance(len(chunk) - len(todo))
+            if not todo:
+                continue
+            outputs = model_outputs_predict(
+                version=version,
+                texts=[samples[i].perturbed for i in todo],
+                batch_size=policy.batch_size,
+                on_batch=progress.advance,
+            )
+            seconds[version.pk] += outputs.seconds
+            counts[version.pk]["computed"] += outputs.computed
+            counts[version.pk]["cached"] += outputs.cached
+            if version.pk == run.candidate_id:
+                device = outputs.device
+            with transaction.atomic():
+                _assert_held(run)
+                SampleResult.objects.bulk_create(
+                    [
+                        SampleResult(
+                            layer_result=layer,
+                            version=version,
+                            item=by_id[samples[i].item_id],
+                            sample_index=i,
+                            perturbation=samples[i].type,
+                            diff=samples[i].diff,
+                            input_text=samples[i].perturbed,
+                            output_label=p.label or "",
+                            output_text=p.text,
+                            correct=_correct(by_id[samples[i].item_id], p),
+                            latency_ms=p.latency_ms,
+                            error=p.error or "",
+                        )
+                        for i, p in zip(todo, outputs.predictions, strict=True)
+                    ],
+                    ignore_conflicts=True,
+                )
+    return _robustness_judge_store(
+        run=run,
+        layer=layer,
+        policy=policy,
+        versions=versions,
+        perturbed=perturbed,
+        by_id=by_id,
+        stats={"seconds": seconds, "counts": counts, "device": device, "wall": time.perf_counter() - started},
+    )
+
+
+def _robustness_judge_store(*, run, layer, policy, versions, perturbed, by_id, stats) -> LayerResult:
+    rows = layer.samples.order_by("sample_index").values_list(
+        "version_id", "sample_index", "correct", "error"
+    )
+    outcomes: dict[int, list[SampleOutcome]] = {v.pk: [] for v in versions}
+    for version_id, index, correct, error in rows:
+        sample = perturbed.samples[index]
+        item = by_id[sample.item_id]
+        outcomes[version_id].append(
+            SampleOutcome(
+                item_id=sample.item_id,
+                type=sample.type,
+                language=sample.language,
+                tags=tuple(item.tags),
+                correct=bool(correct),
+                errored=bool(error),
+            )
+        )
+    baseline = versions[1] if len(versions) > 1 else None
+    result = robustness_judge(
+        candidate=outcomes[run.candidate_id],
+        baseline=outcomes[baseline.pk] if baseline else None,
+        policy=policy,
+        shortfall=perturbed.shortfall,
+    )
+
+    def side(version: ModelVersion, summary) -> dict:
+        seconds = stats["seconds"][version.pk]
+        computed = stats["counts"][version.pk]["computed"]
+        return {
+            "version": version.ref,
+            **summary.as_dict(),
+            "seconds": seconds,
+            "items_per_second": computed / seconds if seconds else None,
+            **stats["counts"][version.pk],
+        }
+
+    details = {
+        **layer.details,
+        "candidate": side(run.candidate, result.candidate),
+        "worst_items": result.worst,
+    }
+    if baseline:
+        details["baseline"] = side(baseline, result.baseline)
+        details["comparison"] = result.comparison
+    layer.verdict = result.verdict
+    layer.estimate = result.candidate.overall["rate"]
+    layer.ci_low = result.candidate.overall["ci_low"]
+    layer.ci_high = result.candidate.overall["ci_high"]
+    layer.reasons = result.reasons
+    layer.details = details
+    layer.wall_seconds = stats["wall"]
+    layer.device = stats["device"]
+    with transaction.atomic():
+        _assert_held(run)
+        layer.save()
+    return layer

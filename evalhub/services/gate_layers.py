@@ -165,6 +165,8 @@ def robustness_layer_run(
         numbers_matter=policy.numbers_matter,
     )
     by_id = {item.external_id: item for item in items}
+    timings = {"perturbation": 0.0, "inference": 0.0, "storage": 0.0, "scoring": 0.0}
+    mark = time.perf_counter()
     try:
         perturbed = perturbation_set_build(
             items=[
@@ -186,6 +188,7 @@ def robustness_layer_run(
                 details={"recipe": spec.recipe, "seed": spec.seed},
                 device="",
             )
+    timings["perturbation"] = time.perf_counter() - mark
     setup = {
         "recipe": spec.recipe,
         "seed": spec.seed,
@@ -233,10 +236,12 @@ def robustness_layer_run(
                 on_batch=progress.advance,
             )
             seconds[version.pk] += outputs.seconds
+            timings["inference"] += outputs.seconds
             counts[version.pk]["computed"] += outputs.computed
             counts[version.pk]["cached"] += outputs.cached
             if version.pk == run.candidate_id:
                 device = outputs.device
+            mark = time.perf_counter()
             with transaction.atomic():
                 _assert_held(run)
                 SampleResult.objects.bulk_create(
@@ -259,18 +264,15 @@ def robustness_layer_run(
                     ],
                     ignore_conflicts=True,
                 )
+            timings["storage"] += time.perf_counter() - mark
+    stats = {"seconds": seconds, "counts": counts, "device": device, "timings": timings, "started": started}
     return _robustness_judge_store(
-        run=run,
-        layer=layer,
-        policy=policy,
-        versions=versions,
-        perturbed=perturbed,
-        by_id=by_id,
-        stats={"seconds": seconds, "counts": counts, "device": device, "wall": time.perf_counter() - started},
+        run=run, layer=layer, policy=policy, versions=versions, perturbed=perturbed, by_id=by_id, stats=stats
     )
 
 
 def _robustness_judge_store(*, run, layer, policy, versions, perturbed, by_id, stats) -> LayerResult:
+    mark = time.perf_counter()
     rows = layer.samples.order_by("sample_index").values_list(
         "version_id", "sample_index", "correct", "error"
     )
@@ -307,10 +309,13 @@ def _robustness_judge_store(*, run, layer, policy, versions, perturbed, by_id, s
             **stats["counts"][version.pk],
         }
 
+    stats["timings"]["scoring"] = time.perf_counter() - mark
     details = {
         **layer.details,
         "candidate": side(run.candidate, result.candidate),
         "worst_items": result.worst,
+        # Seconds of this attempt: building the set, model calls, chunk commits, judging.
+        "timings": stats["timings"],
     }
     if baseline:
         details["baseline"] = side(baseline, result.baseline)
@@ -321,7 +326,7 @@ def _robustness_judge_store(*, run, layer, policy, versions, perturbed, by_id, s
     layer.ci_high = result.candidate.overall["ci_high"]
     layer.reasons = result.reasons
     layer.details = details
-    layer.wall_seconds = stats["wall"]
+    layer.wall_seconds = time.perf_counter() - stats["started"]
     layer.device = stats["device"]
     with transaction.atomic():
         _assert_held(run)

@@ -51,7 +51,7 @@ def model_outputs_predict(
             fresh = dict(
                 zip(
                     (keys[i] for i in batch),
-                    _backend(version).predict([texts[i] for i in batch]),
+                    version_backend(version).predict([texts[i] for i in batch]),
                     strict=True,
                 )
             )
@@ -82,7 +82,7 @@ def model_outputs_predict(
     )
 
 
-def _backend(version: ModelVersion):
+def version_backend(version: ModelVersion):
     from workers.backends import backend_cached
 
     return backend_cached(

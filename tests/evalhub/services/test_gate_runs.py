@@ -240,7 +240,7 @@ def test_a_crashed_run_resumes_without_recomputing_finished_chunks(versions, sui
     from evalhub.services import model_outputs
 
     candidate, _ = versions
-    real = model_outputs._backend
+    real = model_outputs.version_backend
     asked = []
 
     class Crashing:
@@ -255,7 +255,7 @@ def test_a_crashed_run_resumes_without_recomputing_finished_chunks(versions, sui
 
     overrides = {**ROBUST, "run_baseline": False, "batch_size": 25}
     monkeypatch.setattr(
-        model_outputs, "_backend", lambda version: Crashing(real(version), crash_after=60 + 100)
+        model_outputs, "version_backend", lambda version: Crashing(real(version), crash_after=60 + 100)
     )
     run = start(candidate, suite, **overrides)
     with pytest.raises(SystemExit):
@@ -267,7 +267,9 @@ def test_a_crashed_run_resumes_without_recomputing_finished_chunks(versions, sui
     GateRun.objects.filter(pk=run.pk).update(
         heartbeat_at=timezone.now() - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS + 1)
     )
-    monkeypatch.setattr(model_outputs, "_backend", lambda version: Crashing(real(version), crash_after=None))
+    monkeypatch.setattr(
+        model_outputs, "version_backend", lambda version: Crashing(real(version), crash_after=None)
+    )
     resumed = gate_run_execute(gate_run_id=run.pk, worker="rescuer")
     assert (resumed.status, resumed.attempts) == ("succeeded", 2)
     # The second attempt asked only for the 100 samples not yet stored.

@@ -38,6 +38,7 @@ format: install
 
 bench: install
 	$(PY) bench/gate_clean.py
+	$(PY) bench/robustness.py
 
 ## Re-resolve requirements.in into the fully pinned requirements.txt.
 lock:

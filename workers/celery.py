@@ -7,7 +7,7 @@ concurrency 1 per device; `cpu` takes statistics, aggregation and housekeeping.
 import os
 
 from celery import Celery
-from kombu import Queue
+from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings.local")
 # No model hub here or in most deployments: fail fast on a missing file instead of hanging.
@@ -17,7 +17,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 app = Celery("evalhub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.task_queues = (Queue("gpu"), Queue("cpu"))
+# Each queue on its own exchange and key: a bare Queue("gpu") would bind to the default
+# exchange and key ("cpu") and receive every cpu message too.
+app.conf.task_queues = tuple(
+    Queue(name, Exchange(name, type="direct"), routing_key=name) for name in ("gpu", "cpu")
+)
 app.conf.task_routes = {
     "workers.tasks.gate_run_execute_task": {"queue": "gpu"},
     "workers.tasks.gate_run_reap_stale_task": {"queue": "cpu"},

@@ -3,8 +3,10 @@ from workers.tasks import gate_run_execute_task, gate_run_reap_stale_task
 
 
 def test_model_tasks_are_routed_to_the_gpu_queue_with_late_acks():
-    assert app.amqp.router.route({}, gate_run_execute_task.name)["queue"].name == "gpu"
-    assert app.amqp.router.route({}, gate_run_reap_stale_task.name)["queue"].name == "cpu"
+    for task, name in ((gate_run_execute_task, "gpu"), (gate_run_reap_stale_task, "cpu")):
+        queue = app.amqp.router.route({}, task.name)["queue"]
+        # Its own exchange and key, so a cpu worker never receives model work and vice versa.
+        assert (queue.name, queue.exchange.name, queue.routing_key) == (name, name, name)
     assert gate_run_execute_task.acks_late and gate_run_execute_task.reject_on_worker_lost
     assert gate_run_execute_task.max_retries == 5 and gate_run_execute_task.retry_backoff
 

@@ -303,3 +303,25 @@ def test_too_few_samples_is_insufficient_data(versions, suite):
     layer = robustness_of(gate_run_execute(gate_run_id=run.pk, worker="w"))
     assert layer.verdict == "insufficient_data"
     assert "50 perturbed samples" in layer.reasons[0]
+
+
+def test_reference_only_items_are_judged_by_similarity(versions):
+    """No labels: a typo'd reference still matches the right answer (BERTScore for English,
+    chrF for Chinese) and not another clause's answer."""
+    candidate, _ = versions
+    items = [i for i in demo_dataset_build(seed=0).eval if i.language in ("en", "zh")][:40]
+    truth = {i.id: i.label for i in items}
+
+    def typo(text: str) -> str:
+        middle = len(text) // 2
+        return text[: middle - 1] + text[middle] + text[middle - 1] + text[middle + 1 :]
+
+    records = [
+        {"id": i.id, "input": i.input, "reference": typo(i.reference), "language": i.language} for i in items
+    ]
+    suite = eval_suite_import(name="free-text", items=suite_items_parse(records=records), actor=None)[0]
+    run = gate_run_execute(gate_run_id=start(candidate, suite, run_baseline=False).pk, worker="w")
+    samples = SampleResult.objects.filter(layer_result__gate_run=run).select_related("item")
+    assert samples.count() == 40
+    assert all(s.correct == (s.output_label == truth[s.item.external_id]) for s in samples)
+    assert 0 < samples.filter(correct=True).count() < 40

@@ -60,7 +60,12 @@ def direct_items_per_second(
 
 
 def pipeline_items_per_second(*, client: httpx.Client, ref: str, batch_size: int, n: int, repeat: int, watch):
-    overrides = {"run_baseline": False, "batch_size": batch_size, "required_layers": ["clean_accuracy"]}
+    overrides = {
+        "run_baseline": False,
+        "batch_size": batch_size,
+        "required_layers": ["clean_accuracy"],
+        "output_cache": False,  # every run asks the model
+    }
     rates, worker_rates = [], []
     for index in range(repeat + 1):  # the first run warms the worker's model cache
         started = time.perf_counter()

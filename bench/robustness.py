@@ -64,7 +64,12 @@ def main() -> None:
     version = model_version_get(ref=args.version)
     suite = demo_suite_get()
     items = list(suite.items.all())
-    overrides = {"required_layers": ["robustness"], "run_baseline": False, "robustness_samples": args.samples}
+    overrides = {
+        "required_layers": ["robustness"],
+        "run_baseline": False,
+        "robustness_samples": args.samples,
+        "output_cache": False,
+    }
     policy = gate_policy_parse(overrides)
 
     # A warm worker: engine loaded, model in its cache (one-time costs, not the layer's).

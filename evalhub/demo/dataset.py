@@ -977,6 +977,50 @@ _TRAIN_BOILERPLATE = {
         "Project documents shall be prepared using the templates agreed by the parties.",
         "Each party shall name a person responsible for day-to-day communication on the project.",
         "On arrival of the equipment, the parties shall count the units together and sign a receipt.",
+        "The kick-off meeting shall take place at the premises of the party hosting the first workshop.",
+        "Each party shall provide a list of its key personnel within ten days of signing.",
+        "Any replacement of key personnel shall be notified to the other party in advance.",
+        "All measurements in this Agreement are metric unless stated otherwise.",
+        "The parties shall use the project calendar to schedule workshops and reviews.",
+        "Spare keys to the equipment room shall be held by the site manager.",
+        "The equipment room shall be kept at a temperature between eighteen and twenty-five degrees.",
+        "Network cabling shall be labelled at both ends in accordance with the cabling plan.",
+        "Users shall change their passwords at least every ninety days.",
+        "The user manual shall be updated whenever a new release is installed.",
+        "Each workshop shall have a written agenda circulated two days in advance.",
+        "Test data shall be prepared by the project team before each test cycle.",
+        "The production line shall be cleaned at the end of every shift.",
+        "Vehicles entering the site shall keep to the marked speed limit.",
+        "Forklift trucks may only be operated by trained and certified drivers.",
+        "Each consignment shall be weighed on arrival and the weight recorded.",
+        "Labels on the goods shall be printed in both English and Chinese.",
+        "The quality manager shall approve the inspection plan before production starts.",
+        "Inspection reports shall be signed by the inspector and kept on file.",
+        "Engineering changes shall be reviewed by the change board before they are implemented.",
+        "The parties shall hold a lessons-learned session at the end of each phase.",
+        "Meeting rooms for the workshops shall be booked by the hosting party.",
+        "Printed copies of the drawings shall carry the current revision number.",
+        "The warehouse is open for deliveries from seven in the morning to three in the afternoon.",
+        "Any software installed on the equipment shall be listed in the configuration register.",
+        "The project team shall notify the site manager before moving any equipment.",
+        "Written notice of each planned site visit shall be sent to the site manager.",
+        "Each party shall keep the project files in a secure, access-controlled folder.",
+        "Any loss of an access badge shall be reported to the security desk the same day.",
+        "The delivery schedule may be extended by agreement if the drawings arrive late.",
+        "Late arrival of the installation team shall be recorded in the site diary.",
+        "The parties shall agree in writing on the dates of the acceptance tests.",
+        "Upon completion of each phase, the project manager shall issue a status report.",
+        "The engineers shall return the site keys at the end of each working day.",
+        "Information boards on site shall show the emergency contact numbers.",
+        "The project data shall be stored in a data centre located in the same region.",
+        "Requests for additional training shall be made in writing to the project manager.",
+        "The rules of the site shall be displayed at the main entrance.",
+        "Each party shall ensure that its staff are properly trained before using the equipment.",
+        "Any damage to the packaging shall be noted on the delivery receipt.",
+        "Fire exits shall be kept clear at all times.",
+        "The monthly report shall list any delays in the delivery schedule and their causes.",
+        "The parties shall meet within ten days after the end of each quarter to plan the next one.",
+        "Users shall log out of the system at the end of each session.",
     ),
     "zh": (
         "本协议的鉴于条款构成本协议的组成部分，应与正文一并理解。",
@@ -1024,6 +1068,71 @@ _TRAIN_BOILERPLATE = {
         "项目文档应使用双方商定的模板编写。",
         "双方应指定专人负责与本项目有关的日常沟通。",
         "设备到场后，双方应共同清点设备数量并签字确认。",
+        "项目启动会在承办首次研讨会的一方场所举行。",
+        "双方应在签署后十日内提交各自关键人员名单。",
+        "关键人员的更换应提前通知另一方。",
+        "除另有说明外，本协议中的计量单位均采用公制。",
+        "双方应使用项目日历安排研讨会和评审会。",
+        "设备机房的备用钥匙由现场负责人保管。",
+        "设备机房的温度应保持在十八至二十五摄氏度之间。",
+        "网络线缆两端均应按照布线图粘贴标签。",
+        "用户应至少每九十天更换一次登录密码。",
+        "每次安装新版本后，应同步更新用户手册。",
+        "每次研讨会应提前两天发出书面议程。",
+        "每轮测试开始前，项目组应准备好测试数据。",
+        "每班结束时应对生产线进行清洁。",
+        "进入现场的车辆应遵守标示的限速。",
+        "叉车只能由经过培训并持证的司机驾驶。",
+        "每批货物到达时应称重并记录重量。",
+        "货物标签应同时使用中文和英文印制。",
+        "生产开始前，质量经理应批准检验计划。",
+        "检验报告应由检验员签字后归档。",
+        "工程变更应在实施前经变更委员会审核。",
+        "每个阶段结束时，双方应召开经验总结会。",
+        "研讨会所需的会议室由承办方预订。",
+        "图纸的打印件应标明当前的版本号。",
+        "仓库的收货时间为每天上午七点至下午三点。",
+        "设备上安装的软件均应登记在配置清单中。",
+        "仓库管理员应定期盘点库存，并将结果录入管理系统。",
+        "设备的固定螺栓应在安装完成后逐一检查。",
+        "项目例会原则上定于每周一上午召开。",
+        "会议地点确定后，由承办方通知与会人员。",
+        "双方约定的工作语言为中文。",
+        "金属零件应涂防锈油后再装箱。",
+        "展厅中的金属样品仅供参观，不得带出。",
+        "各部门应按规定的方法填写工作日志。",
+        "操作人员应按照作业指导书规定的步骤进行操作。",
+        "双方可以通过视频会议的方式讨论技术问题。",
+        "系统密码应由字母和数字组合而成，长度不少于八位。",
+        "机房门禁卡应妥善保存，遗失后应立即挂失。",
+        "技术支持人员负责解答用户提出的操作问题。",
+        "项目经理负责协调双方的日常工作安排。",
+        "培训结束后，学员应参加考核并取得合格证书。",
+        "本协议附件中的图表仅为示意，具体以现场测量为准。",
+        "最终的设计方案应经双方技术负责人签字确认。",
+        "施工期间，施工单位应保持现场整洁。",
+        "货物的包装材料应符合环保要求，并可回收利用。",
+        "双方应支持对方开展必要的技术交流活动。",
+        "项目资料应按月份整理成册，以便日后查阅。",
+        "每季度末，双方应核对设备清单并更新台账。",
+        "如需调整会议时间，应提前一天通知对方联系人。",
+        "新员工入场前应接受安全教育培训。",
+        "用户账号连续九十天未登录的，系统将自动冻结。",
+        "设备铭牌上应标明型号、出厂编号和生产日期。",
+        "运输车辆应配备灭火器和必要的防护用品。",
+        "双方的来往函件应编号登记，以便查询。",
+        "每月五日前，维护人员应提交上月的工作总结。",
+        "测试环境与生产环境应相互隔离。",
+        "双方应按照约定的格式交换电子文档。",
+        "设备调试完成后，应出具调试记录并由双方确认。",
+        "文件的电子版与纸质版内容应保持一致。",
+        "项目结束时，双方应办理资料移交手续。",
+        "材料进场时应附有质量合格证明文件。",
+        "每台设备应建立独立的维护档案。",
+        "技术文件中的计量单位采用国际单位制。",
+        "节假日期间的值班安排由双方另行商定。",
+        "双方应定期检查消防设施的完好情况。",
+        "会议纪要经双方确认后作为项目文件存档。",
     ),
 }
 _TRAIN_TITLES = {
@@ -1040,15 +1149,17 @@ _TRAIN_MENTIONS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
             "before": (
                 "If an instalment is not received on the due date, ",
                 "Where an invoiced amount is disputed, ",
+                "Where the first instalment is still outstanding, ",
             ),
             "after": (
                 "whether or not the related invoices have been settled",
                 "and invoices already issued shall still be settled on their original terms",
+                "irrespective of the payment schedule agreed for the services",
             ),
         },
         "zh": {
-            "before": ("如分期款未按期到账，", "对发票金额有异议的，"),
-            "after": ("无论相关发票是否已经结清", "已开票金额仍按原约定结算"),
+            "before": ("如分期款未按期到账，", "对发票金额有异议的，", "首期款项尚未结清的，"),
+            "after": ("无论相关发票是否已经结清", "已开票金额仍按原约定结算", "不论服务费用的支付安排如何"),
         },
     },
     "termination": {
@@ -1056,15 +1167,17 @@ _TRAIN_MENTIONS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
             "before": (
                 "On the expiry or early ending of this Agreement, ",
                 "Once a notice to terminate has been served, ",
+                "Where either party has given notice to end this Agreement, ",
             ),
             "after": (
                 "and this remains in effect after the Agreement is terminated",
                 "unless the Agreement has been terminated earlier",
+                "even where this Agreement comes to an end early",
             ),
         },
         "zh": {
-            "before": ("本协议期满或提前终止时，", "一方发出解约通知后，"),
-            "after": ("本约定在协议终止后继续有效", "协议提前解除的除外"),
+            "before": ("本协议期满或提前终止时，", "一方发出解约通知后，", "一方已通知对方终止合作的，"),
+            "after": ("本约定在协议终止后继续有效", "协议提前解除的除外", "即使本协议提前终止亦同"),
         },
     },
     "liability": {
@@ -1072,15 +1185,25 @@ _TRAIN_MENTIONS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
             "before": (
                 "Where a claim for loss is made under this Agreement, ",
                 "To the extent that a party is held responsible for a loss, ",
+                "Where loss is caused by the negligence of either party, ",
             ),
             "after": (
                 "subject to the limits on liability set out elsewhere",
                 "but this does not extend the liability of either party",
+                "without limiting the liability of either party for its own negligence",
             ),
         },
         "zh": {
-            "before": ("一方就损失提出索赔的，", "在一方应当承担损失的范围内，"),
-            "after": ("但受本协议责任限额的约束", "但不因此扩大任何一方的责任"),
+            "before": (
+                "一方就损失提出索赔的，",
+                "在一方应当承担损失的范围内，",
+                "因任何一方过失造成损失的，",
+            ),
+            "after": (
+                "但受本协议责任限额的约束",
+                "但不因此扩大任何一方的责任",
+                "但不限制任何一方对自身过失承担的责任",
+            ),
         },
     },
     "confidentiality": {
@@ -1088,15 +1211,21 @@ _TRAIN_MENTIONS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
             "before": (
                 "If confidential information has been leaked, ",
                 "Where secret technical data is involved, ",
+                "Where the information exchanged is marked confidential, ",
             ),
             "after": (
                 "and the details of this arrangement shall be kept confidential",
                 "subject to the obligations of confidentiality in this Agreement",
+                "and each party shall treat these arrangements as confidential",
             ),
         },
         "zh": {
-            "before": ("发生保密信息泄露的，", "涉及技术秘密的，"),
-            "after": ("且各方应对本安排的内容保密", "但须遵守本协议的保密义务"),
+            "before": ("发生保密信息泄露的，", "涉及技术秘密的，", "交换的信息标明为保密信息的，"),
+            "after": (
+                "且各方应对本安排的内容保密",
+                "但须遵守本协议的保密义务",
+                "且双方应将上述安排作为保密事项处理",
+            ),
         },
     },
     "force_majeure": {
@@ -1104,12 +1233,25 @@ _TRAIN_MENTIONS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
             "before": (
                 "Where performance is delayed by a force majeure event, ",
                 "If a flood, fire or epidemic affects the works, ",
+                "Where an earthquake or war prevents performance, ",
             ),
-            "after": ("except where a force majeure event prevents it", "save in the case of force majeure"),
+            "after": (
+                "except where a force majeure event prevents it",
+                "save in the case of force majeure",
+                "unless an event beyond the control of the parties prevents it",
+            ),
         },
         "zh": {
-            "before": ("因不可抗力导致履行迟延的，", "遇洪水、火灾或疫情影响工程的，"),
-            "after": ("但因不可抗力无法履行的除外", "发生不可抗力的情形除外"),
+            "before": (
+                "因不可抗力导致履行迟延的，",
+                "遇洪水、火灾或疫情影响工程的，",
+                "因地震或战争无法履行的，",
+            ),
+            "after": (
+                "但因不可抗力无法履行的除外",
+                "发生不可抗力的情形除外",
+                "双方无法控制的事件导致不能履行的除外",
+            ),
         },
     },
     "governing_law": {
@@ -1117,15 +1259,21 @@ _TRAIN_MENTIONS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
             "before": (
                 "As far as the applicable law permits, ",
                 "Where the law of the place of performance so requires, ",
+                "Subject to the mandatory rules of the applicable law, ",
             ),
             "after": (
                 "as interpreted under the governing law of this Agreement",
                 "in accordance with the laws chosen by the parties",
+                "as construed under the laws governing this Agreement",
             ),
         },
         "zh": {
-            "before": ("在适用法律允许的范围内，", "履行地法律另有要求的，"),
-            "after": ("并依本协议适用的法律解释", "并按双方选定的法律执行"),
+            "before": (
+                "在适用法律允许的范围内，",
+                "履行地法律另有要求的，",
+                "在不违反适用法律强制性规定的前提下，",
+            ),
+            "after": ("并依本协议适用的法律解释", "并按双方选定的法律执行", "并按照本协议适用的法律进行解释"),
         },
     },
     "liquidated_damages": {
@@ -1133,28 +1281,35 @@ _TRAIN_MENTIONS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
             "before": (
                 "If liquidated damages have become due, ",
                 "Where a delay gives rise to liquidated damages, ",
+                "Where late delivery has triggered liquidated damages, ",
             ),
             "after": (
                 "without prejudice to any claim for liquidated damages",
                 "in addition to any liquidated damages for delay",
+                "and any liquidated damages shall be calculated separately",
             ),
         },
         "zh": {
-            "before": ("违约金已经产生的，", "逾期导致违约金产生的，"),
-            "after": ("且不影响违约金的主张", "违约金另行计算"),
+            "before": ("违约金已经产生的，", "逾期导致违约金产生的，", "逾期交货已产生违约金的，"),
+            "after": ("且不影响违约金的主张", "违约金另行计算", "且违约金的计算不受影响"),
         },
     },
     "deposit": {
         "en": {
-            "before": ("Once the deposit has been received, ", "If the earnest money has been handed over, "),
+            "before": (
+                "Once the deposit has been received, ",
+                "If the earnest money has been handed over, ",
+                "Where a deposit has been paid on signing, ",
+            ),
             "after": (
                 "after the deposit has been set off",
                 "and the deposit is not affected by this provision",
+                "and the deposit shall be dealt with separately",
             ),
         },
         "zh": {
-            "before": ("定金收取后，", "已经交付定金的，"),
-            "after": ("在冲抵定金后执行", "定金不受本条影响"),
+            "before": ("定金收取后，", "已经交付定金的，", "签约时已支付定金的，"),
+            "after": ("在冲抵定金后执行", "定金不受本条影响", "定金另行处理"),
         },
     },
 }
@@ -1458,14 +1613,26 @@ def _sections_format(*, rng: random.Random, sentences: list[str], language: str)
     return title + "\n".join(sections)
 
 
+def _spliced(*, rng: random.Random, sentence: str, language: str) -> str:
+    """Half the time, the sentence up to its first comma + another sentence after its last comma."""
+    comma = ", " if language == "en" else "，"
+    other = rng.choice(_TRAIN_BOILERPLATE[language])
+    if rng.random() < 0.5 or comma not in sentence or comma not in other:
+        return sentence
+    return sentence.split(comma)[0] + comma + other.split(comma)[-1]
+
+
 def _passage_build(*, rng: random.Random, clause: str | None, language: str) -> str:
-    """About one model window of a long contract: `clause` (None: none) in train boilerplate."""
+    """About one model window of a long contract: `clause` in train boilerplate; without a clause
+    (None) the boilerplate sentences are also spliced, for more kinds of neutral text."""
     if clause is None:
-        size = rng.randint(40, 90) if language == "en" else rng.randint(60, 120)
+        size = rng.randint(15, 80) if language == "en" else rng.randint(20, 110)
     else:
         size = rng.randint(10, 60) if language == "en" else rng.randint(15, 90)
     sentences = _boilerplate_draw(rng=rng, language=language, size=size, source=_TRAIN_BOILERPLATE)
-    if clause is not None:
+    if clause is None:
+        sentences = [_spliced(rng=rng, sentence=sentence, language=language) for sentence in sentences]
+    else:
         sentences.insert(rng.randint(0, len(sentences)), clause)
     return _sections_format(rng=rng, sentences=sentences, language=language)
 
@@ -1575,39 +1742,44 @@ def demo_dataset_build(*, seed: int = 0) -> DemoDataset:
 AUGMENT_KINDS = ("ocr_noise", "mixed_language", "long_contract", "clause_conflict")
 
 
-def demo_train_augment(*, items: Sequence[DemoItem], seed: int = 0) -> tuple[DemoItem, ...]:
+def demo_train_augment(
+    *, items: Sequence[DemoItem], seed: int = 0, variants: int = 2
+) -> tuple[DemoItem, ...]:
     """Extra training data for V4, from clean train `items` and train-only material.
 
-    Every item gets one variant, the kind rotating over AUGMENT_KINDS (so each (label, language)
-    gets each kind equally): OCR noise (the eval generator), the clause in a contract in the other
-    language, the clause in about one model window of contract sections, the clause with a mention
-    of another type. Boilerplate, titles, headings and mentions are train-only, never eval's.
-    Then `len(items) // 4` background passages of boilerplate alone, labelled "" (no clause type).
+    Each item gets `variants` variants of different kinds, the kinds rotating over AUGMENT_KINDS
+    (so every (label, language) gets each kind equally): OCR noise (the eval generator), the
+    clause in a contract in the other language, the clause in about one model window of contract
+    sections, the clause with a mention of another type. Boilerplate, titles, headings and
+    mentions are train-only, never eval's. Then `len(items) // 3` background passages of
+    boilerplate alone, labelled "" (no clause type), half English, half Chinese.
     """
     rng = random.Random(seed)
     augmented = []
-    for k, item in enumerate(items):
-        kind = AUGMENT_KINDS[k % len(AUGMENT_KINDS)]
-        language = item.language
-        if kind == "ocr_noise":
-            text = _ocr_apply(rng=rng, text=item.input, language=language)
-        elif kind == "mixed_language":
-            text = _mixed_train_build(rng=rng, clause=item.input, clause_language=language)
-            language = "mixed"
-        elif kind == "long_contract":
-            text = _passage_build(rng=rng, clause=item.input, language=language)
-        else:
-            text = _mention_add(rng=rng, text=item.input, label=item.label, language=language)
-        augmented.append(
-            _item_make(item_id=f"aug-{item.id}", text=text, label=item.label, language=language, tags=(kind,))
-        )
-    for k in range(len(items) // 4):
+    for v in range(variants):
+        for k, item in enumerate(items):
+            kind = AUGMENT_KINDS[(k + v) % len(AUGMENT_KINDS)]
+            language = item.language
+            if kind == "ocr_noise":
+                text = _ocr_apply(rng=rng, text=item.input, language=language)
+            elif kind == "mixed_language":
+                text = _mixed_train_build(rng=rng, clause=item.input, clause_language=language)
+                language = "mixed"
+            elif kind == "long_contract":
+                text = _passage_build(rng=rng, clause=item.input, language=language)
+            else:
+                text = _mention_add(rng=rng, text=item.input, label=item.label, language=language)
+            augmented.append(
+                _item_make(
+                    item_id=f"aug{v}-{item.id}", text=text, label=item.label, language=language, tags=(kind,)
+                )
+            )
+    for k in range(len(items) // 3):
         language = ("en", "zh")[k % 2]
-        text = _passage_build(rng=rng, clause=None, language=language)
         augmented.append(
             DemoItem(
                 id=f"aug-background-{k:03d}",
-                input=text,
+                input=_passage_build(rng=rng, clause=None, language=language),
                 label="",
                 reference="",
                 language=language,

@@ -24,6 +24,9 @@ class GatePolicyConfig:
     required_layers: tuple[str, ...] = LAYERS
     batch_size: int = 32
     run_baseline: bool = True
+    # Reuse stored answers for inputs a version has already answered; false forces fresh calls
+    # (benchmarks, endpoints that answer differently each time).
+    output_cache: bool = True
     clean_accuracy_min: float = 0.80
     clean_min_items: int = 30
     robustness_recipe: str = "robustness-v1"
@@ -81,7 +84,7 @@ def gate_policy_parse(data: dict | None) -> GatePolicyConfig:
             if not low <= value <= high:
                 raise PolicyError(key, f"must be between {low} and {high}")
             data[key] = kind(value)
-    for key in ("run_baseline", "numbers_matter"):
+    for key in ("run_baseline", "numbers_matter", "output_cache"):
         if key in data and not isinstance(data[key], bool):
             raise PolicyError(key, "must be true or false")
     if "robustness_recipe" in data and not (

@@ -92,7 +92,11 @@ def clean_accuracy_layer_run(
     started = time.perf_counter()
     outputs = {
         v.pk: model_outputs_predict(
-            version=v, texts=[i.input for i in items], batch_size=policy.batch_size, on_batch=progress.advance
+            version=v,
+            texts=[i.input for i in items],
+            batch_size=policy.batch_size,
+            on_batch=progress.advance,
+            use_cache=policy.output_cache,
         )
         for v in versions
     }
@@ -258,6 +262,7 @@ def robustness_layer_run(
                 texts=[samples[i].perturbed for i in todo],
                 batch_size=policy.batch_size,
                 on_batch=progress.advance,
+                use_cache=policy.output_cache,
             )
             seconds[version.pk] += outputs.seconds
             timings["inference"] += outputs.seconds

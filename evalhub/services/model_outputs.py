@@ -31,14 +31,20 @@ def model_output_key(*, version: ModelVersion, text: str) -> str:
 
 
 def model_outputs_predict(
-    *, version: ModelVersion, texts: Sequence[str], batch_size: int, on_batch: Callable[[int], None]
+    *,
+    version: ModelVersion,
+    texts: Sequence[str],
+    batch_size: int,
+    on_batch: Callable[[int], None],
+    use_cache: bool = True,
 ) -> VersionOutputs:
     from workers.backends import BackendError, Prediction, backend_device
 
     keys = [model_output_key(version=version, text=text) for text in texts]
+    stored = ModelOutput.objects.filter(version=version, input_hash__in=set(keys)) if use_cache else []
     known = {
         row.input_hash: Prediction(label=row.label or None, text=row.text, latency_ms=row.latency_ms)
-        for row in ModelOutput.objects.filter(version=version, input_hash__in=set(keys))
+        for row in stored
     }
     cached = sum(key in known for key in keys)
     if cached:

@@ -325,3 +325,18 @@ def test_reference_only_items_are_judged_by_similarity(versions):
     assert samples.count() == 40
     assert all(s.correct == (s.output_label == truth[s.item.external_id]) for s in samples)
     assert 0 < samples.filter(correct=True).count() < 40
+
+
+def test_output_cache_reuses_answers_unless_the_policy_turns_it_off(versions, suite):
+    candidate, _ = versions
+
+    def counts(**overrides):
+        run = gate_run_execute(
+            gate_run_id=start(candidate, suite, run_baseline=False, **overrides).pk, worker="w"
+        )
+        side = run.layers.get().details["candidate"]
+        return side["computed"], side["cached"], side["accuracy"]
+
+    first, second, fresh = counts(), counts(), counts(output_cache=False)
+    assert (first[:2], second[:2], fresh[:2]) == ((60, 0), (0, 60), (60, 0))
+    assert first[2] == second[2] == fresh[2]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 LAYERS = ("clean_accuracy", "robustness", "follow_up_rate", "business_value")
+TEXT_METRICS = ("bertscore", "chrf")
 
 
 class PolicyError(ValueError):
@@ -39,6 +40,18 @@ class GatePolicyConfig:
     robustness_shares: dict | None = None
     # False allows perturbations that change numbers (amounts, days) in the inputs.
     numbers_matter: bool = True
+    # "reference": a perturbed sample is right when its answer is right for the item (label or
+    # reference); "consistency": when it agrees with the model's own answer to the clean item.
+    robustness_judge_by: str = "reference"
+    # Cut-offs for free-text answers, by metric ("bertscore", "chrf"); None keeps the shipped ones.
+    # A family whose answers differ in style from the demo's sets its own in its policy.
+    text_cutoffs: dict | None = None
+    # Attack mode (classifiers): a TextAttack recipe ("deepwordbug", "pwws") searched against a
+    # sample of `attack_items` English items, at most `attack_query_budget` model calls per item.
+    # Reported beside the robustness rate; it does not change the layer's verdict.
+    attack_recipe: str | None = None
+    attack_items: int = 50
+    attack_query_budget: int = 500
     # "lower_bound": judge on the Wilson interval's lower bound; "point": on the estimate.
     decide_on: str = "lower_bound"
     confidence: float = 0.95
@@ -73,6 +86,8 @@ def gate_policy_parse(data: dict | None) -> GatePolicyConfig:
         "robustness_min_samples": (int, 1, 100_000),
         "robustness_min": (float, 0.0, 1.0),
         "robustness_chunk_size": (int, 1, 10_000),
+        "attack_items": (int, 1, 10_000),
+        "attack_query_budget": (int, 1, 1_000_000),
     }
     for key, (kind, low, high) in checks.items():
         if key in data:
@@ -103,4 +118,19 @@ def gate_policy_parse(data: dict | None) -> GatePolicyConfig:
         raise PolicyError("robustness_shares", "must map perturbation types to non-negative numbers")
     if "decide_on" in data and data["decide_on"] not in ("lower_bound", "point"):
         raise PolicyError("decide_on", "must be 'lower_bound' or 'point'")
+    if "robustness_judge_by" in data and data["robustness_judge_by"] not in ("reference", "consistency"):
+        raise PolicyError("robustness_judge_by", "must be 'reference' or 'consistency'")
+    cutoffs = data.get("text_cutoffs")
+    if cutoffs is not None:
+        if not isinstance(cutoffs, dict) or not cutoffs:
+            raise PolicyError("text_cutoffs", "must map metrics (bertscore, chrf) to cut-offs")
+        for metric, value in cutoffs.items():
+            if metric not in TEXT_METRICS:
+                known = ", ".join(TEXT_METRICS)
+                raise PolicyError(f"text_cutoffs.{metric}", f"unknown metric; known: {known}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1.0 <= value <= 1.0:
+                raise PolicyError(f"text_cutoffs.{metric}", "must be a number between -1 and 1")
+    recipe = data.get("attack_recipe")
+    if recipe is not None and not (isinstance(recipe, str) and recipe.strip()):
+        raise PolicyError("attack_recipe", "must be a recipe name (deepwordbug, pwws) or null")
     return GatePolicyConfig(**data)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from django.db import transaction
 
@@ -21,6 +22,17 @@ from evalhub.services.model_outputs import VersionOutputs, model_outputs_predict
 
 Layer = LayerResult.Layer
 LANGUAGES = ("en", "zh", "mixed")
+SCORING_BACKENDS = ("hf", "builtin")  # backends with class scores, which attack mode needs
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What counts as a right answer when it is not the item's own label or reference: in
+    consistency mode, the model's answer to the clean item."""
+
+    label: str
+    reference: str
+    language: str
 
 
 class Progress:
@@ -34,10 +46,13 @@ class Progress:
         self.report(min(99, int(100 * self.done / self.total)))
 
 
-def answers_judge(*, items: Sequence[EvalItem], predictions: Sequence) -> list[bool]:
+def answers_judge(
+    *, items: Sequence[EvalItem | Expected], predictions: Sequence, cutoffs: dict | None = None
+) -> list[bool]:
     """Label match where the item has a label (the label wins: similarity misses negation);
-    otherwise the answer equals the reference, or scores above the cut-off against it
-    (BERTScore F1 for English, chrF for Chinese). An errored answer is wrong."""
+    otherwise the answer equals the reference, or scores at least the cut-off against it
+    (BERTScore F1 for English, chrF for Chinese; `cutoffs` overrides the shipped ones by
+    metric). An errored answer is wrong."""
     verdicts: list[bool] = []
     to_score: list[int] = []
     for index, (item, prediction) in enumerate(zip(items, predictions, strict=True)):
@@ -49,7 +64,9 @@ def answers_judge(*, items: Sequence[EvalItem], predictions: Sequence) -> list[b
             to_score.append(index)
     if to_score:
         from workers.device import device_select
-        from workers.text_scoring import text_scores
+        from workers.text_scoring import TEXT_CUTOFFS, text_scores
+
+        limits = {**TEXT_CUTOFFS, **(cutoffs or {})}
 
         scores = text_scores(
             references=[items[i].reference for i in to_score],
@@ -58,7 +75,7 @@ def answers_judge(*, items: Sequence[EvalItem], predictions: Sequence) -> list[b
             device=device_select(),
         )
         for index, score in zip(to_score, scores, strict=True):
-            verdicts[index] = score.correct
+            verdicts[index] = score.value >= limits[score.metric]
     return verdicts
 
 
@@ -110,7 +127,10 @@ def clean_accuracy_layer_run(
                 errored=p.error is not None,
             )
             for item, p, correct in zip(
-                items, out.predictions, answers_judge(items=items, predictions=out.predictions), strict=True
+                items,
+                out.predictions,
+                answers_judge(items=items, predictions=out.predictions, cutoffs=policy.text_cutoffs),
+                strict=True,
             )
         ]
         for pk, out in outputs.items()
@@ -164,8 +184,95 @@ def clean_accuracy_layer_run(
     return layer
 
 
-def robustness_units(*, policy: GatePolicyConfig, versions: list[ModelVersion]) -> int:
-    return policy.robustness_samples * len(versions)
+def robustness_units(*, policy: GatePolicyConfig, items: list[EvalItem], versions: list[ModelVersion]) -> int:
+    """Model work of the layer, for progress: perturbed samples, clean answers in consistency
+    mode, attacked items in attack mode; per version."""
+    per_version = policy.robustness_samples
+    if policy.robustness_judge_by == "consistency":
+        per_version += len(items)
+    if policy.attack_recipe:
+        per_version += policy.attack_items
+    return per_version * len(versions)
+
+
+def _clean_expected(
+    *, version: ModelVersion, items: list[EvalItem], policy: GatePolicyConfig, progress: Progress
+) -> dict[str, Expected]:
+    """Consistency mode: the version's own answer to each clean item is what its perturbed samples
+    must agree with (a clean answer that errored agrees with nothing)."""
+    outputs = model_outputs_predict(
+        version=version,
+        texts=[i.input for i in items],
+        batch_size=policy.batch_size,
+        on_batch=progress.advance,
+        use_cache=policy.output_cache,
+    )
+    return {
+        item.external_id: Expected(
+            label=(p.label or "") if p.error is None else "",
+            reference=p.text if p.error is None else "",
+            language=item.language,
+        )
+        for item, p in zip(items, outputs.predictions, strict=True)
+    }
+
+
+def _attack_spec(policy: GatePolicyConfig):
+    from workers.perturbation.attack import AttackSpec
+
+    return AttackSpec(
+        recipe=policy.attack_recipe,
+        seed=policy.robustness_seed,
+        items=policy.attack_items,
+        query_budget=policy.attack_query_budget,
+    )
+
+
+def _attacks_run(
+    *, layer: LayerResult, run: GateRun, policy: GatePolicyConfig, items, versions, progress
+) -> dict:
+    """Attack mode, per version; each version's report is saved as it finishes (a resumed run
+    keeps it). Raises PerturbationResourceError / AttackUnavailableError when it cannot run."""
+    from dataclasses import asdict
+
+    from workers.perturbation.attack import attack_run
+
+    spec = _attack_spec(policy)
+    reports = layer.details.get("attack", {})
+    if reports.get("spec") != asdict(spec):
+        reports = {"spec": asdict(spec), "versions": {}}
+    labelled = [(i.external_id, i.input, i.label, i.language) for i in items if i.label]
+    for version in versions:
+        if version.ref not in reports["versions"]:
+            from evalhub.services.model_outputs import version_backend
+
+            report = attack_run(backend=version_backend(version), items=labelled, spec=spec)
+            reports["versions"][version.ref] = report.as_dict()
+            layer.details = {**layer.details, "attack": reports}
+            with transaction.atomic():
+                _assert_held(run)
+                layer.save(update_fields=["details"])
+        progress.advance(policy.attack_items)
+    return reports
+
+
+def _layer_error(*, run: GateRun, policy: GatePolicyConfig, reason: str, details: dict) -> LayerResult:
+    """The layer ends in `error` with `reason`; samples stored so far are kept."""
+    with transaction.atomic():
+        _assert_held(run)
+        layer, _ = LayerResult.objects.update_or_create(
+            gate_run=run,
+            layer=Layer.ROBUSTNESS,
+            defaults={
+                "verdict": GateRun.Verdict.ERROR,
+                "metric": "robustness_rate",
+                "threshold": policy.robustness_min,
+                "reasons": [reason],
+                "details": details,
+                "device": "",
+            },
+        )
+    return layer
 
 
 def robustness_layer_run(
@@ -183,6 +290,7 @@ def robustness_layer_run(
         UnknownRecipeError,
         perturbation_set_build,
     )
+    from workers.perturbation.attack import AttackUnavailableError, attack_recipe_check
 
     started = time.perf_counter()
     spec = PerturbationSpec(
@@ -196,6 +304,14 @@ def robustness_layer_run(
     timings = {"perturbation": 0.0, "inference": 0.0, "storage": 0.0, "scoring": 0.0}
     mark = time.perf_counter()
     try:
+        if policy.attack_recipe:  # before any model work: an attack that cannot run is known now
+            attack_recipe_check(recipe=policy.attack_recipe)
+            for version in versions:
+                if version.backend_kind not in SCORING_BACKENDS:
+                    raise AttackUnavailableError(
+                        f"attack mode needs class scores, which backend {version.backend_kind!r} of "
+                        f"{version.ref} does not give (it works with {', '.join(SCORING_BACKENDS)})"
+                    )
         perturbed = perturbation_set_build(
             items=[
                 (i.external_id, i.input, i.language if i.language in LANGUAGES else language_of(i.input))
@@ -203,19 +319,9 @@ def robustness_layer_run(
             ],
             spec=spec,
         )
-    except (PerturbationResourceError, UnknownRecipeError, ValueError) as exc:
-        with transaction.atomic():
-            _assert_held(run)
-            return LayerResult.objects.create(
-                gate_run=run,
-                layer=Layer.ROBUSTNESS,
-                verdict=GateRun.Verdict.ERROR,
-                metric="robustness_rate",
-                threshold=policy.robustness_min,
-                reasons=[str(exc)],
-                details={"recipe": spec.recipe, "seed": spec.seed},
-                device="",
-            )
+    except (PerturbationResourceError, UnknownRecipeError, AttackUnavailableError, ValueError) as exc:
+        details = {"recipe": spec.recipe, "seed": spec.seed, "attack_recipe": policy.attack_recipe}
+        return _layer_error(run=run, policy=policy, reason=str(exc), details=details)
     timings["perturbation"] = time.perf_counter() - mark
     setup = {
         "recipe": spec.recipe,
@@ -224,6 +330,8 @@ def robustness_layer_run(
         "set_hash": perturbed.content_hash,
         "shortfall": list(perturbed.shortfall),
         "notes": list(perturbed.notes),
+        "judged_by": policy.robustness_judge_by,
+        "text_cutoffs": policy.text_cutoffs,
     }
     layer, created = LayerResult.objects.get_or_create(
         gate_run=run,
@@ -235,14 +343,19 @@ def robustness_layer_run(
             "details": setup,
         },
     )
-    if not created and layer.details.get("set_hash") != perturbed.content_hash:
-        layer.samples.all().delete()  # another perturbed set than the one begun: start it over
+    if not created and any(layer.details.get(key) != value for key, value in setup.items()):
+        layer.samples.all().delete()  # another set or judging than the one begun: start it over
         layer.details = setup
         layer.save(update_fields=["details"])
 
     samples = perturbed.samples
     # Units this layer was budgeted for but will not need (fewer samples could be made).
     progress.advance((policy.robustness_samples - len(samples)) * len(versions))
+    expected = (
+        {v.pk: _clean_expected(version=v, items=items, policy=policy, progress=progress) for v in versions}
+        if policy.robustness_judge_by == "consistency"
+        else None
+    )
     stored = {
         (version_id, index) for version_id, index in layer.samples.values_list("version_id", "sample_index")
     }
@@ -272,7 +385,9 @@ def robustness_layer_run(
                 device = outputs.device
             mark = time.perf_counter()
             judged = answers_judge(
-                items=[by_id[samples[i].item_id] for i in todo], predictions=outputs.predictions
+                items=[(expected[version.pk] if expected else by_id)[samples[i].item_id] for i in todo],
+                predictions=outputs.predictions,
+                cutoffs=policy.text_cutoffs,
             )
             timings["scoring"] += time.perf_counter() - mark
             mark = time.perf_counter()
@@ -299,6 +414,15 @@ def robustness_layer_run(
                     ignore_conflicts=True,
                 )
             timings["storage"] += time.perf_counter() - mark
+    if policy.attack_recipe:
+        mark = time.perf_counter()
+        try:
+            _attacks_run(
+                layer=layer, run=run, policy=policy, items=items, versions=versions, progress=progress
+            )
+        except (PerturbationResourceError, AttackUnavailableError) as exc:
+            return _layer_error(run=run, policy=policy, reason=f"attack mode: {exc}", details=layer.details)
+        timings["attack"] = time.perf_counter() - mark
     stats = {"seconds": seconds, "counts": counts, "device": device, "timings": timings, "started": started}
     return _robustness_judge_store(
         run=run, layer=layer, policy=policy, versions=versions, perturbed=perturbed, by_id=by_id, stats=stats

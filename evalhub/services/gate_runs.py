@@ -176,7 +176,7 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
         LayerResult.Layer.CLEAN_ACCURACY: (gate_layers.clean_accuracy_layer_run, len(items) * len(versions)),
         LayerResult.Layer.ROBUSTNESS: (
             gate_layers.robustness_layer_run,
-            policy.robustness_samples * len(versions),
+            gate_layers.robustness_units(policy=policy, items=items, versions=versions),
         ),
     }
     todo = [layer for layer in runners if layer in policy.required_layers and layer not in finished]

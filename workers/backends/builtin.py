@@ -106,15 +106,24 @@ class BowBackend:
             batch_size=batch_size,
         )
 
+    def _logits(self, texts: list[str]) -> torch.Tensor:
+        ids, offsets = bow_encode(texts=texts, vocab=self.vocab)
+        with torch.inference_mode():
+            return self.model(ids.to(self.device), offsets.to(self.device))
+
+    def class_scores(self, inputs: Sequence[str]) -> list[list[float]]:
+        """Class probabilities per input, in the order of `labels` (for attack mode)."""
+        scores: list[list[float]] = []
+        for start in range(0, len(inputs), self.batch_size):
+            scores += self._logits(list(inputs[start : start + self.batch_size])).softmax(dim=-1).tolist()
+        return scores
+
     def predict(self, inputs: Sequence[str]) -> list[Prediction]:
         predictions: list[Prediction] = []
         for start in range(0, len(inputs), self.batch_size):
             batch = list(inputs[start : start + self.batch_size])
             started = time.perf_counter()
-            ids, offsets = bow_encode(texts=batch, vocab=self.vocab)
-            with torch.inference_mode():
-                logits = self.model(ids.to(self.device), offsets.to(self.device))
-            chosen = logits.argmax(dim=-1).tolist()
+            chosen = self._logits(batch).argmax(dim=-1).tolist()
             latency_ms = (time.perf_counter() - started) * 1000 / len(batch)
             for text, index in zip(batch, chosen, strict=True):
                 label = self.labels[index]

@@ -73,23 +73,33 @@ class HFClassifierBackend:
             batch_size=batch_size,
         )
 
-    def predict(self, inputs: Sequence[str]) -> list[Prediction]:
-        # Batches of similar length pad less; results go back in input order.
+    def _logits(self, texts: list[str]) -> torch.Tensor:
+        encoded = self.tokenizer(
+            texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+        ).to(self.device)
+        with torch.inference_mode():
+            return self.model(**encoded).logits
+
+    def _by_length(self, inputs: Sequence[str]) -> list[list[int]]:
+        """Batches of input indices; similar lengths together, so batches pad less."""
         order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
+        return [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+
+    def class_scores(self, inputs: Sequence[str]) -> list[list[float]]:
+        """Class probabilities per input, in the order of `labels` (for attack mode)."""
+        scores: list[list[float]] = [[]] * len(inputs)
+        for batch in self._by_length(inputs):
+            probabilities = self._logits([inputs[i] for i in batch]).softmax(dim=-1).tolist()
+            for i, row in zip(batch, probabilities, strict=True):
+                scores[i] = row
+        return scores
+
+    def predict(self, inputs: Sequence[str]) -> list[Prediction]:
         predictions: list[Prediction | None] = [None] * len(inputs)
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
+        for batch in self._by_length(inputs):
             texts = [inputs[i] for i in batch]
             started = time.perf_counter()
-            encoded = self.tokenizer(
-                texts,
-                padding=True,
-                truncation=True,
-                max_length=self.max_length,
-                return_tensors="pt",
-            ).to(self.device)
-            with torch.inference_mode():
-                chosen = self.model(**encoded).logits.argmax(dim=-1).tolist()
+            chosen = self._logits(texts).argmax(dim=-1).tolist()
             latency_ms = (time.perf_counter() - started) * 1000 / len(batch)
             for i, text, index in zip(batch, texts, chosen, strict=True):
                 label = self.labels[index]

@@ -1,4 +1,4 @@
-"""Layer 1 runs with the network blocked: no hub, no S3, no NLTK downloader."""
+"""Layer 1, attack mode included, runs with the network blocked: no hub, no S3, no NLTK downloader."""
 
 import json
 import os
@@ -40,12 +40,14 @@ records = [{"id": i.id, "input": i.input, "label": i.label, "language": i.langua
 suite, _ = eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=None)
 version = model_version_register(family="fam", label="v1", backend_kind="builtin",
                                  backend_config={"path": sys.argv[1]}, actor=None)
-overrides = {"required_layers": ["robustness"], "robustness_samples": 120, "robustness_min_samples": 100}
+overrides = {"required_layers": ["robustness"], "robustness_samples": 120, "robustness_min_samples": 100,
+             "attack_recipe": "deepwordbug", "attack_items": 8}
 run = gate_run_start(candidate=version, suite=suite, actor=None, policy_overrides=overrides)
 run = gate_run_execute(gate_run_id=run.pk, worker="offline")
 layer = run.layers.get(layer="robustness")
+attacked = layer.details["attack"]["versions"][version.ref]["items_sampled"]
 print(json.dumps({"status": run.status, "n": layer.details["candidate"]["n"], "attempts": attempts,
-                  "textattack": "textattack" in sys.modules}))
+                  "textattack": "textattack" in sys.modules, "attacked": attacked}))
 """
 
 
@@ -69,4 +71,4 @@ def test_robustness_layer_runs_with_the_network_blocked(small_bow, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report == {"status": "succeeded", "n": 120, "attempts": [], "textattack": True}
+    assert report == {"status": "succeeded", "n": 120, "attempts": [], "textattack": True, "attacked": 8}

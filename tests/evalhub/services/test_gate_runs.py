@@ -298,6 +298,68 @@ def test_recipe_needing_downloads_is_a_layer_error_not_a_crash(versions, suite):
     assert "textfooler" in layer.reasons[0] and "offline" in layer.reasons[0]
 
 
+def test_consistency_mode_judges_samples_by_the_models_own_clean_answers(versions, suite, small_bow):
+    from workers.backends.builtin import BowBackend
+
+    candidate, _ = versions
+    run = start(candidate, suite, **ROBUST, run_baseline=False, robustness_judge_by="consistency")
+    layer = robustness_of(gate_run_execute(gate_run_id=run.pk, worker="w"))
+    assert layer.details["judged_by"] == "consistency"
+    model = BowBackend.from_dir(small_bow, device="cpu")
+    samples = list(layer.samples.select_related("item"))
+    answers = model.predict([s.item.input for s in samples])
+    clean = {s.item.input: p.label for s, p in zip(samples, answers, strict=True)}
+    assert all(s.correct == (s.output_label == clean[s.item.input]) for s in samples)
+    # Agreeing with itself is not the same as being right: wrong clean answers kept count here.
+    assert any(s.correct and s.output_label != s.item.label for s in samples)
+
+
+def test_attack_mode_reports_accuracy_under_attack_beside_the_rate(versions, suite, admin_client):
+    candidate, baseline = versions
+    run = start(candidate, suite, **ROBUST, attack_recipe="deepwordbug", attack_items=12)
+    run = gate_run_execute(gate_run_id=run.pk, worker="w")
+    layer = robustness_of(run)
+    attack = layer.details["attack"]
+    assert attack["spec"] == {"recipe": "deepwordbug", "seed": 0, "items": 12, "query_budget": 500}
+    assert set(attack["versions"]) == {candidate.ref, baseline.ref}
+    report = attack["versions"][candidate.ref]
+    assert report["items_sampled"] == 12 and report["attacked"] + report["originally_wrong"] > 0
+    assert report["accuracy_under_attack"] <= report["accuracy_before"]
+    assert layer.details["timings"]["attack"] > 0
+    assert layer.verdict in ("pass", "fail")  # the attack is reported, the rate decides
+    page = admin_client.get(f"/gate-runs/{run.pk}/").content.decode()
+    assert "Attack deepwordbug (seed 0, 12 items, 500 queries each)" in page
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"attack_recipe": "textfooler"}, "Universal Sentence Encoder"),
+        ({"attack_recipe": "hotflip"}, "unknown attack recipe"),
+    ],
+)
+def test_an_attack_that_cannot_run_is_a_layer_error_before_any_model_work(
+    versions, suite, overrides, message
+):
+    run = start(versions[0], suite, **{**ROBUST, "required_layers": ["robustness"]}, **overrides)
+    layer = robustness_of(gate_run_execute(gate_run_id=run.pk, worker="w"))
+    assert layer.verdict == "error" and message in layer.reasons[0]
+    assert not layer.samples.exists()
+
+
+def test_attack_mode_refuses_a_model_without_class_scores(versions, suite):
+    remote = model_version_register(
+        family="fam",
+        label="remote",
+        backend_kind="openai",
+        backend_config={"base_url": "http://127.0.0.1:9/v1", "model": "m"},
+        actor=None,
+    )
+    run = start(remote, suite, **{**ROBUST, "required_layers": ["robustness"]}, attack_recipe="deepwordbug")
+    layer = robustness_of(gate_run_execute(gate_run_id=run.pk, worker="w"))
+    assert layer.verdict == "error" and "'openai'" in layer.reasons[0] and "class scores" in layer.reasons[0]
+
+
 def test_too_few_samples_is_insufficient_data(versions, suite):
     run = start(versions[0], suite, **{**ROBUST, "robustness_samples": 50, "robustness_min_samples": 100})
     layer = robustness_of(gate_run_execute(gate_run_id=run.pk, worker="w"))
@@ -325,6 +387,14 @@ def test_reference_only_items_are_judged_by_similarity(versions):
     assert samples.count() == 40
     assert all(s.correct == (s.output_label == truth[s.item.external_id]) for s in samples)
     assert 0 < samples.filter(correct=True).count() < 40
+
+    # The policy's cut-offs decide: 1.0 takes only a perfect match, -1.0 anything.
+    for cutoff, expected in ((1.0, 0), (-1.0, 40)):
+        strict = start(
+            candidate, suite, run_baseline=False, text_cutoffs={"bertscore": cutoff, "chrf": cutoff}
+        )
+        strict = gate_run_execute(gate_run_id=strict.pk, worker="w")
+        assert SampleResult.objects.filter(layer_result__gate_run=strict, correct=True).count() == expected
 
 
 def test_output_cache_reuses_answers_unless_the_policy_turns_it_off(versions, suite):

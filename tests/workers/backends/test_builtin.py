@@ -38,6 +38,15 @@ def test_predicts_in_input_order_with_the_answer_in_the_input_language(checkpoin
     assert backend.predict([]) == []
 
 
+def test_class_scores_are_probabilities_agreeing_with_predict(checkpoint):
+    backend = BowBackend.from_dir(checkpoint, device="cpu", batch_size=7)
+    inputs = [i.input for i in DATASET.eval[:30]]
+    scores = backend.class_scores(inputs)
+    assert len(scores) == 30 and all(abs(sum(row) - 1) < 1e-5 for row in scores)
+    chosen = [backend.labels[row.index(max(row))] for row in scores]
+    assert chosen == [p.label for p in backend.predict(inputs)]
+
+
 def test_missing_or_foreign_checkpoint_raises_backend_error(tmp_path, checkpoint):
     with pytest.raises(BackendError, match="does not exist") as caught:
         BowBackend.from_dir(tmp_path / "nope", device="cpu")

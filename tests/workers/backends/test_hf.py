@@ -59,3 +59,13 @@ def test_missing_or_broken_checkpoint_raises_backend_error(checkpoint, tmp_path)
     shutil.copy(checkpoint / "config.json", broken / "config.json")
     with pytest.raises(BackendError, match="cannot load checkpoint"):
         HFClassifierBackend.from_dir(broken, device="cpu")
+
+
+def test_class_scores_are_probabilities_in_input_order_agreeing_with_predict(checkpoint):
+    backend = HFClassifierBackend.from_dir(checkpoint, device="cpu", max_length=64, batch_size=4)
+    inputs = _inputs()
+    scores = backend.class_scores(inputs)
+    assert len(scores) == len(inputs) and all(len(row) == len(backend.labels) for row in scores)
+    assert all(abs(sum(row) - 1) < 1e-5 for row in scores)
+    chosen = [backend.labels[row.index(max(row))] for row in scores]
+    assert chosen == [p.label for p in backend.predict(inputs)]

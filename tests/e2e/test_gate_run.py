@@ -69,6 +69,24 @@ def test_gate_run_through_api_broker_worker_and_db(
         assert first["output_label"] and first["output_text"] and first["correct"] in (True, False)
         settled = "gate_failed" if run["verdict"] == "fail" else "registered"
         assert client.get("/api/v1/model-versions/contract-assistant:v4/").json()["status"] == settled
+
+        # The demo's layer-1 policies decide both ways on V4 (the README's claim). The same
+        # perturbed set, so the answers come from the output cache.
+        verdicts = {}
+        for policy in ("demo-robustness", "demo-robustness-consistency"):
+            started = client.post(
+                "/api/v1/gate-runs/", json={"candidate": "contract-assistant:v4", "policy": policy}
+            )
+            assert started.status_code == 202, started.text
+            decided = gate_run_wait(
+                client=client, run_id=started.json()["id"], timeout=600, watch=(worker, web)
+            )
+            [layer] = decided["layers"]
+            assert layer["details"]["set_hash"] == robustness["set_hash"]
+            assert layer["details"]["candidate"]["computed"] == 0
+            assert layer["verdict"] == ("pass" if layer["ci_low"] >= 0.85 else "fail") == decided["verdict"]
+            verdicts[policy] = decided["verdict"]
+        assert verdicts == {"demo-robustness": "fail", "demo-robustness-consistency": "pass"}
     finally:
         web.stop()
         worker.stop()

@@ -101,6 +101,7 @@ class ModelVersionOutputSerializer(serializers.ModelSerializer):
             "backend_kind",
             "backend_config",
             "has_api_key",
+            "serving_url",
             "baseline",
             "status",
             "is_demo",
@@ -131,6 +132,12 @@ class ModelVersionListApi(APIView):
         baseline = VersionRefField(required=False, allow_null=True)
         description = serializers.CharField(required=False, allow_blank=True)
         status = serializers.ChoiceField(choices=["registered", "promoted"], required=False)
+        serving_url = serializers.URLField(
+            required=False,
+            allow_blank=True,
+            max_length=500,
+            help_text="OpenAI-compatible base URL for live traffic",
+        )
 
     @extend_schema(parameters=[FilterSerializer], responses=ModelVersionOutputSerializer(many=True))
     def get(self, request):

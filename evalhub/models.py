@@ -33,6 +33,10 @@ class ModelVersion(models.Model):
     backend_config = models.JSONField(default=dict, blank=True)
     # Write-only: accepted by the API and admin, never shown back.
     api_key = models.CharField(max_length=500, blank=True)
+    # Where live traffic reaches this version: an OpenAI-compatible base URL (".../v1") that the
+    # canary proxy forwards to. Empty: the `openai` backend's base_url; other backends are not
+    # served until it is set (e.g. by `manage.py serve_model`).
+    serving_url = models.URLField(max_length=500, blank=True)
     baseline = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="challengers"
     )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 VIEWER, CI, RELEASE_MANAGER = "viewer", "ci", "release_manager"
-ROLES = (VIEWER, CI, RELEASE_MANAGER)
-READ_ROLES = frozenset(ROLES)
+# The production chat app: canary assignment, proxy and telemetry, nothing else.
+APP = "app"
+ROLES = (VIEWER, CI, RELEASE_MANAGER, APP)
+READ_ROLES = frozenset({VIEWER, CI, RELEASE_MANAGER})
 WRITE_ROLES = frozenset({CI, RELEASE_MANAGER})
 
 

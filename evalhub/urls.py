@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from canary import apis as canary_apis
 from evalhub import apis, views
 
 api_v1 = (
@@ -19,6 +20,38 @@ api_v1 = (
         path("gate-runs/", apis.GateRunListApi.as_view(), name="gate-run-list"),
         path("gate-runs/<int:pk>/", apis.GateRunDetailApi.as_view(), name="gate-run-detail"),
         path("gate-runs/<int:pk>/samples/", apis.GateRunSamplesApi.as_view(), name="gate-run-samples"),
+        path("canary/experiments/", canary_apis.ExperimentListApi.as_view(), name="experiment-list"),
+        path(
+            "canary/experiments/<slug:name>/",
+            canary_apis.ExperimentDetailApi.as_view(),
+            name="experiment-detail",
+        ),
+        re_path(
+            r"^canary/experiments/(?P<name>[-a-zA-Z0-9_.]+)/(?P<action>start|pause|resume|ramp|rollback|promote)/?$",
+            canary_apis.ExperimentActionApi.as_view(),
+            name="experiment-action",
+        ),
+        re_path(
+            r"^canary/experiments/(?P<name>[-a-zA-Z0-9_.]+)/analyses/?$",
+            canary_apis.ExperimentAnalysisApi.as_view(),
+            name="experiment-analyses",
+        ),
+        re_path(
+            r"^canary/experiments/(?P<name>[-a-zA-Z0-9_.]+)/probe-runs/?$",
+            canary_apis.ProbeRunListApi.as_view(),
+            name="experiment-probe-runs",
+        ),
+        re_path(
+            r"^canary/(?P<name>[-a-zA-Z0-9_.]+)/assign/?$",
+            canary_apis.AssignApi.as_view(),
+            name="canary-assign",
+        ),
+        re_path(
+            r"^canary/(?P<name>[-a-zA-Z0-9_.]+)/v1/chat/completions/?$",
+            canary_apis.ChatCompletionsProxyApi.as_view(),
+            name="canary-proxy",
+        ),
+        re_path(r"^events/?$", canary_apis.EventsApi.as_view(), name="events"),
         re_path(r"^.*$", apis.ApiNotFound.as_view(), name="not-found"),
     ],
     "api",

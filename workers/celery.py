@@ -25,11 +25,28 @@ app.conf.task_queues = tuple(
 app.conf.task_routes = {
     "workers.tasks.gate_run_execute_task": {"queue": "gpu"},
     "workers.tasks.gate_run_reap_stale_task": {"queue": "cpu"},
+    "workers.tasks.turn_stream_drain_task": {"queue": "cpu"},
+    "workers.tasks.webhook_deliver_task": {"queue": "cpu"},
+    "workers.tasks.canary_analysis_task": {"queue": "cpu"},
+    "workers.tasks.probe_runs_task": {"queue": "cpu"},
 }
 app.conf.beat_schedule = {
     "gate-run-reap-stale": {
         "task": "workers.tasks.gate_run_reap_stale_task",
         "schedule": float(os.environ.get("EVALHUB_REAPER_INTERVAL_SECONDS", 60)),
+    },
+    "canary-turn-stream-drain": {
+        "task": "workers.tasks.turn_stream_drain_task",
+        "schedule": float(os.environ.get("EVALHUB_TELEMETRY_DRAIN_SECONDS", 2)),
+        "options": {"expires": 10},
+    },
+    "canary-analysis": {
+        "task": "workers.tasks.canary_analysis_task",
+        "schedule": float(os.environ.get("EVALHUB_CANARY_ANALYSIS_SECONDS", 300)),
+    },
+    "canary-probe-runs": {
+        "task": "workers.tasks.probe_runs_task",
+        "schedule": float(os.environ.get("EVALHUB_PROBE_INTERVAL_SECONDS", 3600)),
     },
 }
 app.conf.include = ["workers.tasks"]

@@ -75,3 +75,53 @@ def gate_run_reap_stale_task() -> dict:
     from evalhub.services.gate_runs import gate_run_reap_stale
 
     return gate_run_reap_stale()
+
+
+@app.task
+def turn_stream_drain_task() -> int:
+    """Move the canary proxy's turn events from the Redis stream into the database."""
+    from canary.services.telemetry import turn_stream_drain
+
+    return turn_stream_drain()
+
+
+@app.task(
+    autoretry_for=(OSError,),
+    retry_backoff=5,
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=8,
+)
+def webhook_deliver_task(event: str, body: str) -> int:
+    """POST a signed webhook; connection failures and HTTP errors are retried with backoff."""
+    import httpx
+
+    from evalhub.services.webhooks import webhook_deliver
+
+    try:
+        return webhook_deliver(event=event, body=body)
+    except httpx.HTTPError as exc:
+        raise OSError(str(exc)) from exc
+
+
+@app.task(soft_time_limit=600, time_limit=660)
+def canary_analysis_task() -> int:
+    """Analyse every running experiment; a failing one rolls back."""
+    from canary.services.analysis import experiments_analyze
+
+    return len(experiments_analyze())
+
+
+@app.task(soft_time_limit=1800, time_limit=1860)
+def probe_runs_task(experiment_id: int | None = None, probe_set_id: int | None = None) -> int:
+    """One probe set through one experiment's versions, or (no arguments) every one that is due."""
+    from canary.models import Experiment, ProbeSet
+    from canary.services.probes import probe_run_execute, probe_runs_due
+
+    if experiment_id is None:
+        return len(probe_runs_due())
+    probe_run_execute(
+        experiment=Experiment.objects.select_related("baseline", "candidate").get(pk=experiment_id),
+        probe_set=ProbeSet.objects.get(pk=probe_set_id),
+    )
+    return 1

@@ -32,6 +32,7 @@ def _snapshot(version: ModelVersion) -> dict:
         "backend_kind": version.backend_kind,
         "backend_config": version.backend_config,
         "baseline": version.baseline.ref if version.baseline else None,
+        "serving_url": version.serving_url,
     }
 
 
@@ -48,6 +49,7 @@ def model_version_register(
     description: str = "",
     status: str = Status.REGISTERED,
     is_demo: bool = False,
+    serving_url: str = "",
 ) -> ModelVersion:
     if status not in INITIAL_STATUSES:
         raise ApplicationError(
@@ -75,6 +77,7 @@ def model_version_register(
         description=description,
         status=status,
         is_demo=is_demo,
+        serving_url=serving_url,
         created_by=actor if getattr(actor, "is_authenticated", False) else None,
     )
     try:
@@ -129,3 +132,39 @@ def model_version_transition(
     )
     version.status = locked.status
     return locked
+
+
+def model_version_serving_set(
+    *, version: ModelVersion, serving_url: str, actor, system: str = "system"
+) -> ModelVersion:
+    """Point live traffic (the canary proxy) at `serving_url`, an OpenAI-compatible base URL."""
+    from django.core.validators import URLValidator
+
+    if serving_url:
+        try:
+            URLValidator(schemes=["http", "https"])(serving_url)
+        except ValidationError:
+            raise ApplicationError(
+                "serving_url must be an http(s) URL.", fields={"serving_url": ["an http(s) URL"]}
+            ) from None
+    before = version.serving_url
+    ModelVersion.objects.filter(pk=version.pk).update(serving_url=serving_url)
+    version.serving_url = serving_url
+    audit_record(
+        actor=actor,
+        action="model_version.serving_set",
+        target=version,
+        before={"serving_url": before},
+        after={"serving_url": serving_url},
+        system=system,
+    )
+    return version
+
+
+def model_version_serving_url(*, version: ModelVersion) -> str:
+    """Where live traffic for `version` goes; empty when it is not served."""
+    if version.serving_url:
+        return version.serving_url
+    if version.backend_kind == ModelVersion.BackendKind.OPENAI:
+        return version.backend_config.get("base_url", "")
+    return ""

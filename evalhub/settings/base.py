@@ -163,6 +163,13 @@ EVALHUB_MODEL_DIR = Path(os.environ.get("EVALHUB_MODEL_DIR", VAR_DIR / "models")
 # A running gate run whose worker has not reported for this long is considered lost.
 EVALHUB_GATE_RUN_STALE_SECONDS = int(os.environ.get("EVALHUB_GATE_RUN_STALE_SECONDS", 300))
 EVALHUB_GATE_RUN_MAX_ATTEMPTS = int(os.environ.get("EVALHUB_GATE_RUN_MAX_ATTEMPTS", 3))
+# Outgoing webhooks (canary rollbacks, verdicts, decisions): JSON POSTs signed with HMAC-SHA256.
+EVALHUB_WEBHOOK_URL = os.environ.get("EVALHUB_WEBHOOK_URL", "")
+EVALHUB_WEBHOOK_SECRET = os.environ.get("EVALHUB_WEBHOOK_SECRET", "")
+# Canary telemetry: the most events one POST /api/v1/events may carry.
+EVALHUB_EVENTS_MAX_BATCH = int(os.environ.get("EVALHUB_EVENTS_MAX_BATCH", 5000))
+# Canary proxy: seconds to wait for a version's answer before the baseline stands in.
+EVALHUB_PROXY_TIMEOUT_SECONDS = float(os.environ.get("EVALHUB_PROXY_TIMEOUT_SECONDS", 30))
 
 # ---------------------------------------------------------------------------------------------
 # Celery: CELERY_BROKER_URL, else kombu's filesystem transport under var/ (no server)
@@ -189,6 +196,12 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True  # results live in the database, not in a result backend
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
+
+# Where the proxy's turn events wait for a worker (a Redis stream); by default the Celery broker
+# when it is Redis. Empty: the proxy writes them to the database in the request.
+EVALHUB_TELEMETRY_REDIS_URL = os.environ.get(
+    "EVALHUB_TELEMETRY_REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else ""
+)
 CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", 3300))
 CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", 3600))
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

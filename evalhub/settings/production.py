@@ -3,10 +3,12 @@
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import SECRET_KEY, env_bool
+from .base import EVALHUB_WEBHOOK_SECRET, EVALHUB_WEBHOOK_URL, SECRET_KEY, env_bool
 
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set in the environment for production.")
+if EVALHUB_WEBHOOK_URL and not EVALHUB_WEBHOOK_SECRET:
+    raise ImproperlyConfigured("EVALHUB_WEBHOOK_SECRET must be set when EVALHUB_WEBHOOK_URL is.")
 
 DEBUG = env_bool("DEBUG", False)
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)

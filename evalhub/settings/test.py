@@ -34,10 +34,14 @@ if os.environ.get("DATABASE_URL"):
     DATABASES = {"default": database_config(os.environ["DATABASE_URL"])}
 elif POSTGRES_UP:
     DATABASES = {"default": database_config(POSTGRES_URL)}
+# Live-server tests answer requests on short-lived threads: a connection kept open for reuse
+# would outlive its thread and hold the test database open at teardown.
+DATABASES["default"]["CONN_MAX_AGE"] = 0
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Unit tests never reach a broker; end-to-end tests start a real worker on REDIS_URL.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "memory://"
 CELERY_BROKER_TRANSPORT_OPTIONS = {}
+EVALHUB_TELEMETRY_REDIS_URL = os.environ.get("EVALHUB_TELEMETRY_REDIS_URL", "")
 EVALHUB_MAX_UPLOAD_BYTES = 200_000
 DATA_UPLOAD_MAX_MEMORY_SIZE = EVALHUB_MAX_UPLOAD_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = EVALHUB_MAX_UPLOAD_BYTES

@@ -60,6 +60,20 @@ def test_production_refuses_to_start_without_secret_key():
     assert settings_of("evalhub.settings.production", SECRET_KEY="s" * 50).returncode == 0
 
 
+def test_production_refuses_unsigned_webhooks():
+    unsigned = settings_of(
+        "evalhub.settings.production", SECRET_KEY="s" * 50, EVALHUB_WEBHOOK_URL="http://x/h"
+    )
+    assert unsigned.returncode != 0 and "EVALHUB_WEBHOOK_SECRET" in unsigned.stderr
+    signed = settings_of(
+        "evalhub.settings.production",
+        SECRET_KEY="s" * 50,
+        EVALHUB_WEBHOOK_URL="http://x/h",
+        EVALHUB_WEBHOOK_SECRET="w" * 32,
+    )
+    assert signed.returncode == 0
+
+
 @pytest.mark.parametrize(("forced", "expected"), [("cuda:1", "cuda:1"), ("", None)])
 def test_device_chosen_at_run_time(monkeypatch, forced, expected):
     from workers.device import device_select

@@ -1,0 +1,228 @@
+"""Canary experiments and their telemetry.
+
+An experiment sends a sticky share of units (users, or sessions without a user) to the
+candidate; `canary.router` decides who. Events are stored as sent by the chat app (or by the
+proxy), idempotent by (experiment, event_id), and indexed for per-arm aggregation in SQL.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from evalhub.models import ModelVersion, slug_validator
+
+from .router import ARMS, BUCKETS
+
+ARM_CHOICES = [(arm, arm) for arm in ARMS]
+
+
+def _salt() -> str:
+    return secrets.token_hex(8)
+
+
+class Experiment(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        RUNNING = "running"
+        PAUSED = "paused"
+        PROMOTED = "promoted"
+        ROLLED_BACK = "rolled_back"
+
+    ACTIVE = (Status.RUNNING, Status.PAUSED)
+
+    name = models.CharField(max_length=100, unique=True, validators=[slug_validator])
+    family = models.CharField(max_length=100, db_index=True)
+    baseline = models.ForeignKey(ModelVersion, on_delete=models.PROTECT, related_name="+")
+    candidate = models.ForeignKey(ModelVersion, on_delete=models.PROTECT, related_name="+")
+    # The candidate's share in buckets of 10 000 (100 = 1 %, 1 = 0.01 %).
+    traffic_buckets = models.PositiveIntegerField(default=100)
+    salt = models.CharField(max_length=64, default=_salt)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
+    # Ramp plan: shares in percent, increasing; `ramp_step` is the index of the current one.
+    ramp = models.JSONField(default=list, blank=True)
+    ramp_step = models.PositiveIntegerField(default=0)
+    # Whether a passing analysis may move to the next ramp step without a release manager.
+    ramp_auto = models.BooleanField(default=False)
+    guardrails = models.JSONField(default=dict, blank=True)
+    # sha256 of the QA tokens that may force an arm (the tokens themselves are never stored).
+    qa_token_hashes = models.JSONField(default=list, blank=True)
+    end_reason = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["family"],
+                condition=Q(status__in=["running", "paused"]),
+                name="canary_one_active_experiment_per_family",
+            ),
+            models.CheckConstraint(
+                condition=Q(traffic_buckets__lte=BUCKETS), name="canary_traffic_at_most_all_buckets"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def traffic_percent(self) -> float:
+        return self.traffic_buckets * 100 / BUCKETS
+
+
+class TurnEvent(models.Model):
+    """One chat turn: a user question or an assistant answer, on one arm."""
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+
+    class Source(models.TextChoices):
+        CLIENT = "client"  # sent by the chat app to /api/v1/events
+        PROXY = "proxy"  # recorded by the router's proxy
+        PROBE = "probe"  # stress probe traffic: never counted as user behaviour
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="turns")
+    event_id = models.CharField(max_length=100)
+    session_id = models.CharField(max_length=200)
+    user_id = models.CharField(max_length=200, blank=True)
+    arm = models.CharField(max_length=10, choices=ARM_CHOICES)
+    version = models.ForeignKey(
+        ModelVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    turn_index = models.PositiveIntegerField()
+    role = models.CharField(max_length=10, choices=Role.choices)
+    text = models.TextField(blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    # The candidate failed and the baseline answered instead (proxy only).
+    fallback = models.BooleanField(default=False)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.CLIENT)
+    occurred_at = models.DateTimeField()
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "event_id"], name="canary_turn_event_once"),
+        ]
+        indexes = [
+            models.Index(fields=["experiment", "arm", "role", "occurred_at"], name="canary_turn_arm_role"),
+            models.Index(fields=["experiment", "session_id", "turn_index"], name="canary_turn_session"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id}:{self.event_id}"
+
+
+class OutcomeEvent(models.Model):
+    """A business outcome of one unit (e.g. review hours for one contract) on one arm."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="outcomes")
+    event_id = models.CharField(max_length=100)
+    unit_id = models.CharField(max_length=200)
+    user_id = models.CharField(max_length=200, blank=True)
+    arm = models.CharField(max_length=10, choices=ARM_CHOICES)
+    metric = models.CharField(max_length=100)
+    value = models.FloatField()
+    occurred_at = models.DateTimeField()
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "event_id"], name="canary_outcome_event_once"),
+        ]
+        indexes = [models.Index(fields=["experiment", "metric", "arm"], name="canary_outcome_metric_arm")]
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id}:{self.event_id}"
+
+
+class ProbeSet(models.Model):
+    """Stress probes: inputs aimed at a family's known weaknesses, each with its expected label."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[slug_validator])
+    family = models.CharField(max_length=100, db_index=True)
+    description = models.TextField(blank=True)
+    is_demo = models.BooleanField(default=False, help_text="SYNTHETIC probes of the bundled demo.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Probe(models.Model):
+    probe_set = models.ForeignKey(ProbeSet, on_delete=models.CASCADE, related_name="probes")
+    external_id = models.CharField(max_length=200)
+    weakness = models.CharField(max_length=100)
+    input = models.TextField()
+    expected_label = models.CharField(max_length=200)
+    language = models.CharField(max_length=10)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["probe_set", "external_id"], name="canary_probe_once")]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class ProbeRun(models.Model):
+    """Every probe of a set through both versions of an experiment, paired per probe."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="probe_runs")
+    probe_set = models.ForeignKey(ProbeSet, on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    report = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id}:{self.probe_set_id}:{self.pk}"
+
+
+class ProbeResult(models.Model):
+    probe_run = models.ForeignKey(ProbeRun, on_delete=models.CASCADE, related_name="results")
+    probe = models.ForeignKey(Probe, on_delete=models.CASCADE, related_name="+")
+    arm = models.CharField(max_length=10, choices=ARM_CHOICES)
+    version = models.ForeignKey(ModelVersion, on_delete=models.PROTECT, related_name="+")
+    output_label = models.CharField(max_length=200, blank=True)
+    output_text = models.TextField(blank=True)
+    correct = models.BooleanField()
+    latency_ms = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["probe_run", "probe", "arm"], name="canary_probe_result_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.probe_run_id}:{self.probe_id}:{self.arm}"
+
+
+class CanaryAnalysis(models.Model):
+    """One comparison of the candidate with the baseline on an experiment's traffic so far."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="analyses")
+    verdict = models.CharField(max_length=20)  # pass / marginal / fail / insufficient_data
+    reasons = models.JSONField(default=list)
+    metrics = models.JSONField(default=list)  # one result per metric, with its numbers
+    action = models.CharField(max_length=50, blank=True)  # rolled_back, ramped, waiting_for_release_manager
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id}:{self.verdict}@{self.created_at:%Y-%m-%d %H:%M}"

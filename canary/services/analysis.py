@@ -1,0 +1,179 @@
+"""Canary analysis: the candidate against the baseline on the experiment's user traffic so far.
+
+Per metric (guardrails and minimum samples from the experiment):
+- error rate (answers with an error, fallbacks included): two-proportion test;
+- fallback rate (candidate answers the baseline had to give): two-proportion test;
+- latency of answers (the last 10 000 per arm): Mann-Whitney U on the medians' ratio;
+- user turns per session: Welch's t-test on sufficient statistics;
+- stress probes (the latest probe run): exact McNemar on the paired results.
+Probe traffic never counts as user traffic. Insufficient data never passes. Counts and sums are
+aggregated in SQL, so the cost does not grow with the number of events held in Python.
+
+Acting on the verdict: `fail` rolls the experiment back at once (share 0, audit row, webhook);
+`pass` moves to the next ramp step only when the plan allows it (`ramp_auto`), otherwise the
+experiment waits for a release manager.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.db.models import Count, Q
+
+from canary.analysis_stats import (
+    MeanStats,
+    Proportion,
+    analysis_combine,
+    error_rate_compare,
+    latency_compare,
+    mean_compare,
+    probes_compare,
+    rate_compare,
+)
+from canary.models import CanaryAnalysis, Experiment, ProbeRun, TurnEvent
+from canary.router import BASELINE, CANDIDATE
+from canary.services.experiments import GUARDRAIL_DEFAULTS, experiment_ramp, experiment_rollback
+
+LATENCY_SAMPLE = 10_000
+# Turns per session may grow by this much (relative) before it counts against the candidate.
+MAX_TURNS_INCREASE = 0.2
+SYSTEM = "canary-analysis"
+
+
+def _user_answers(experiment: Experiment):
+    return TurnEvent.objects.filter(experiment=experiment, role=TurnEvent.Role.ASSISTANT).exclude(
+        source=TurnEvent.Source.PROBE
+    )
+
+
+def _counts(experiment: Experiment) -> dict[str, dict[str, int]]:
+    rows = (
+        _user_answers(experiment)
+        .values("arm")
+        .annotate(
+            n=Count("id"),
+            errors=Count("id", filter=~Q(error="")),
+            fallbacks=Count("id", filter=Q(fallback=True)),
+        )
+    )
+    counts = {arm: {"n": 0, "errors": 0, "fallbacks": 0} for arm in (BASELINE, CANDIDATE)}
+    for row in rows:
+        counts[row.pop("arm")] = row
+    return counts
+
+
+def _latencies(experiment: Experiment, arm: str) -> list[float]:
+    return list(
+        _user_answers(experiment)
+        .filter(arm=arm, latency_ms__isnull=False, error="")
+        .order_by("-occurred_at")
+        .values_list("latency_ms", flat=True)[:LATENCY_SAMPLE]
+    )
+
+
+def _turns_per_session(experiment: Experiment) -> dict[str, MeanStats]:
+    """Per arm: sessions, and the sum and sum of squares of their user turns, in one SQL query."""
+    table = TurnEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT arm, COUNT(*), SUM(turns), SUM(turns * turns) FROM (
+                SELECT arm, session_id, COUNT(*) AS turns FROM {table}
+                WHERE experiment_id = %s AND role = %s AND source <> %s
+                GROUP BY arm, session_id
+            ) AS sessions GROUP BY arm
+            """,
+            [experiment.pk, TurnEvent.Role.USER, TurnEvent.Source.PROBE],
+        )
+        rows = cursor.fetchall()
+    stats = {arm: MeanStats(n=0, total=0.0, total_squares=0.0) for arm in (BASELINE, CANDIDATE)}
+    for arm, n, total, squares in rows:
+        stats[arm] = MeanStats(n=int(n), total=float(total), total_squares=float(squares))
+    return stats
+
+
+def _probe_result(experiment: Experiment, min_probes: int):
+    run = experiment.probe_runs.filter(status=ProbeRun.Status.SUCCEEDED).order_by("-finished_at").first()
+    cell = (run.report.get("all") if run else None) or {}
+    pairs = cell.get("pairs", 0)
+    only_candidate, only_baseline = (
+        cell.get("only_candidate_correct", 0),
+        cell.get("only_baseline_correct", 0),
+    )
+    both = round(cell.get("baseline_rate", 0) * pairs) - only_baseline
+    return probes_compare(
+        only_candidate_correct=only_candidate,
+        only_baseline_correct=only_baseline,
+        both_correct=both,
+        neither_correct=pairs - both - only_candidate - only_baseline,
+        min_pairs=min_probes,
+    )
+
+
+def experiment_analyze(*, experiment: Experiment, act: bool = True) -> CanaryAnalysis:
+    """Compare the arms now; with `act`, roll back on fail and ramp on pass where the plan allows."""
+    guardrails = {**GUARDRAIL_DEFAULTS, **experiment.guardrails}
+    min_requests, min_sessions = int(guardrails["min_requests"]), int(guardrails["min_sessions"])
+    counts = _counts(experiment)
+    turns = _turns_per_session(experiment)
+    results = [
+        error_rate_compare(
+            candidate=Proportion(successes=counts[CANDIDATE]["errors"], n=counts[CANDIDATE]["n"]),
+            baseline=Proportion(successes=counts[BASELINE]["errors"], n=counts[BASELINE]["n"]),
+            max_increase=guardrails["max_error_rate_increase"],
+            min_n=min_requests,
+        ),
+        rate_compare(
+            metric="fallback_rate",
+            candidate=Proportion(successes=counts[CANDIDATE]["fallbacks"], n=counts[CANDIDATE]["n"]),
+            baseline=Proportion(successes=counts[BASELINE]["fallbacks"], n=counts[BASELINE]["n"]),
+            max_increase=guardrails["max_fallback_rate"],
+            min_n=min_requests,
+        ),
+        latency_compare(
+            candidate=_latencies(experiment, CANDIDATE),
+            baseline=_latencies(experiment, BASELINE),
+            max_ratio=guardrails["max_latency_ratio"],
+            min_n=min_requests,
+        ),
+        mean_compare(
+            candidate=turns[CANDIDATE],
+            baseline=turns[BASELINE],
+            max_increase_ratio=MAX_TURNS_INCREASE,
+            min_n=min_sessions,
+        ),
+        _probe_result(experiment, int(guardrails["min_probes"])),
+    ]
+    verdict, reasons = analysis_combine(results)
+    action = ""
+    if act and experiment.status in Experiment.ACTIVE:
+        if verdict == "fail":
+            failing = "; ".join(r for r in reasons if "[fail]" in r) or "; ".join(reasons)
+            experiment_rollback(
+                experiment=experiment, actor=None, system=SYSTEM, reason=f"canary analysis failed: {failing}"
+            )
+            action = "rolled_back"
+        elif verdict == "pass" and experiment.status == Experiment.Status.RUNNING:
+            if experiment.ramp_auto and experiment.ramp_step + 1 < len(experiment.ramp):
+                experiment_ramp(
+                    experiment=experiment, actor=None, system=SYSTEM, reason="canary analysis passed"
+                )
+                action = "ramped"
+            else:
+                action = "waiting_for_release_manager"
+    return CanaryAnalysis.objects.create(
+        experiment=experiment,
+        verdict=verdict,
+        reasons=list(reasons),
+        metrics=[r.to_dict() for r in results],
+        action=action,
+    )
+
+
+def experiments_analyze() -> list[CanaryAnalysis]:
+    """The periodic job: every running experiment."""
+    return [
+        experiment_analyze(experiment=experiment)
+        for experiment in Experiment.objects.filter(status=Experiment.Status.RUNNING).select_related(
+            "baseline", "candidate"
+        )
+    ]

@@ -1,0 +1,294 @@
+"""Experiment lifecycle: every change of status or share goes through here and is audited.
+
+draft → running ⇄ paused → promoted / rolled_back. At most one running or paused experiment
+per family (a database constraint, so two concurrent starts cannot both win). The share only
+grows while an experiment lives (so nobody already on the candidate is moved back); a
+rollback sets it to 0 and ends the experiment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from itertools import pairwise
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from canary.models import Experiment
+from canary.router import BUCKETS, share_to_buckets
+from evalhub.errors import ApplicationError
+from evalhub.models import ModelVersion
+from evalhub.services.audit import audit_record
+from evalhub.services.webhooks import webhook_send
+
+Status = Experiment.Status
+
+# Guardrail keys and their defaults; analysis reads them (see canary.analysis).
+GUARDRAIL_DEFAULTS: dict[str, float] = {
+    "max_error_rate_increase": 0.02,  # candidate error rate − baseline, absolute
+    "max_latency_ratio": 1.5,  # candidate median latency / baseline
+    "max_fallback_rate": 0.05,  # share of candidate requests answered by the baseline
+    "min_requests": 200,  # per arm, before errors and latency are judged
+    "min_sessions": 100,  # per arm, before turns per session are judged
+    "min_probes": 20,  # paired probe results, before probes are judged
+}
+
+TRANSITIONS = {
+    Status.DRAFT: {Status.RUNNING, Status.ROLLED_BACK},
+    Status.RUNNING: {Status.PAUSED, Status.PROMOTED, Status.ROLLED_BACK},
+    Status.PAUSED: {Status.RUNNING, Status.PROMOTED, Status.ROLLED_BACK},
+    Status.PROMOTED: set(),
+    Status.ROLLED_BACK: set(),
+}
+
+
+def qa_token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _share_buckets(percent: object, field: str) -> int:
+    if isinstance(percent, bool) or not isinstance(percent, (int, float)):
+        raise ApplicationError(f"{field} must be a number.", fields={field: ["must be a number"]})
+    if not 0 < percent <= 100:
+        raise ApplicationError(
+            f"{field} must be in (0, 100].", fields={field: ["must be more than 0 and at most 100"]}
+        )
+    try:
+        return share_to_buckets(float(percent))
+    except ValueError as exc:
+        raise ApplicationError(str(exc), fields={field: [f"steps of {100 / BUCKETS} %"]}) from None
+
+
+def _guardrails_parse(guardrails: object) -> dict[str, float]:
+    if guardrails is None:
+        return dict(GUARDRAIL_DEFAULTS)
+    if not isinstance(guardrails, dict):
+        raise ApplicationError("guardrails must be an object.", fields={"guardrails": ["must be an object"]})
+    result = dict(GUARDRAIL_DEFAULTS)
+    for key, value in guardrails.items():
+        field = f"guardrails.{key}"
+        if key not in GUARDRAIL_DEFAULTS:
+            known = ", ".join(GUARDRAIL_DEFAULTS)
+            raise ApplicationError(f"Unknown guardrail {key!r}.", fields={field: [f"known: {known}"]})
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ApplicationError(f"{field} must be a number ≥ 0.", fields={field: ["must be a number ≥ 0"]})
+        result[key] = value
+    return result
+
+
+def experiment_create(
+    *,
+    name: str,
+    baseline: ModelVersion,
+    candidate: ModelVersion,
+    actor,
+    traffic_percent: float | None = None,
+    ramp: Sequence[float] | None = None,
+    ramp_auto: bool = False,
+    guardrails: dict | None = None,
+    qa_tokens: Sequence[str] = (),
+) -> Experiment:
+    """A draft experiment. With a ramp plan, the share starts at its first step."""
+    if candidate.pk == baseline.pk:
+        raise ApplicationError(
+            "The candidate must differ from the baseline.", fields={"candidate": ["same as the baseline"]}
+        )
+    if candidate.family != baseline.family:
+        raise ApplicationError(
+            f"{candidate.ref} and {baseline.ref} belong to different families.",
+            fields={"candidate": [f"must be a version of family {baseline.family!r}"]},
+        )
+    steps = [_share_buckets(step, f"ramp[{i}]") for i, step in enumerate(ramp or [])]
+    if any(b <= a for a, b in pairwise(steps)):
+        raise ApplicationError("The ramp plan must increase.", fields={"ramp": ["each step above the last"]})
+    if traffic_percent is None:
+        buckets = steps[0] if steps else 100
+    else:
+        buckets = _share_buckets(traffic_percent, "traffic_percent")
+        if steps and buckets != steps[0]:
+            raise ApplicationError(
+                "traffic_percent must be the ramp plan's first step.",
+                fields={"traffic_percent": [f"the plan starts at {steps[0] * 100 / BUCKETS} %"]},
+            )
+    if Experiment.objects.filter(name=name).exists():
+        raise ApplicationError(
+            f"An experiment named {name!r} exists.",
+            code="conflict",
+            fields={"name": ["taken"]},
+            status_code=409,
+        )
+    with transaction.atomic():
+        experiment = Experiment.objects.create(
+            name=name,
+            family=candidate.family,
+            baseline=baseline,
+            candidate=candidate,
+            traffic_buckets=buckets,
+            ramp=[b * 100 / BUCKETS for b in steps],
+            ramp_auto=ramp_auto,
+            guardrails=_guardrails_parse(guardrails),
+            qa_token_hashes=[qa_token_hash(t) for t in qa_tokens],
+            created_by=actor if getattr(actor, "is_authenticated", False) else None,
+        )
+        audit_record(
+            actor=actor,
+            action="experiment.create",
+            target=experiment,
+            after={
+                "baseline": baseline.ref,
+                "candidate": candidate.ref,
+                "traffic_percent": experiment.traffic_percent,
+                "ramp": experiment.ramp,
+            },
+        )
+    return experiment
+
+
+def _locked(experiment: Experiment) -> Experiment:
+    return Experiment.objects.select_for_update().get(pk=experiment.pk)
+
+
+def _status_set(
+    *, experiment: Experiment, to: str, actor, reason: str, system: str = "system", **changes
+) -> Experiment:
+    with transaction.atomic():
+        locked = _locked(experiment)
+        if to not in TRANSITIONS[locked.status]:
+            allowed = ", ".join(sorted(TRANSITIONS[locked.status])) or "none: it has ended"
+            raise ApplicationError(
+                f"Experiment {locked.name} cannot go from {locked.status} to {to}.",
+                code="illegal_transition",
+                fields={"status": [f"from {locked.status} allowed: {allowed}"]},
+                status_code=409,
+            )
+        before = {"status": locked.status, "traffic_percent": locked.traffic_percent}
+        locked.status = to
+        for field, value in changes.items():
+            setattr(locked, field, value)
+        try:
+            with transaction.atomic():
+                locked.save()
+        except IntegrityError:
+            raise ApplicationError(
+                f"Family {locked.family!r} already has a running or paused experiment.",
+                code="conflict",
+                fields={"family": ["one running or paused experiment per family"]},
+                status_code=409,
+            ) from None
+        audit_record(
+            actor=actor,
+            action=f"experiment.{to}",
+            target=locked,
+            before=before,
+            after={"status": locked.status, "traffic_percent": locked.traffic_percent},
+            reason=reason,
+            system=system,
+        )
+    return locked
+
+
+def experiment_start(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
+    return _status_set(
+        experiment=experiment, to=Status.RUNNING, actor=actor, reason=reason, started_at=timezone.now()
+    )
+
+
+def experiment_pause(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
+    return _status_set(experiment=experiment, to=Status.PAUSED, actor=actor, reason=reason)
+
+
+def experiment_resume(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
+    return _status_set(experiment=experiment, to=Status.RUNNING, actor=actor, reason=reason)
+
+
+def experiment_rollback(*, experiment: Experiment, actor, reason: str, system: str = "system") -> Experiment:
+    """Everyone back on the baseline at once; the experiment ends; a webhook tells the world."""
+    if not reason.strip():
+        raise ApplicationError("A rollback needs a reason.", fields={"reason": ["required"]})
+    with transaction.atomic():
+        rolled_back = _status_set(
+            experiment=experiment,
+            to=Status.ROLLED_BACK,
+            actor=actor,
+            reason=reason,
+            system=system,
+            traffic_buckets=0,
+            ended_at=timezone.now(),
+            end_reason=reason,
+        )
+        webhook_send(
+            event="experiment.rolled_back",
+            payload={
+                "experiment": rolled_back.name,
+                "baseline": rolled_back.baseline.ref,
+                "candidate": rolled_back.candidate.ref,
+                "reason": reason,
+                "by": actor.get_username() if getattr(actor, "is_authenticated", False) else system,
+            },
+        )
+    return rolled_back
+
+
+def experiment_promote(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
+    """The candidate takes all traffic and the experiment ends."""
+    return _status_set(
+        experiment=experiment,
+        to=Status.PROMOTED,
+        actor=actor,
+        reason=reason,
+        traffic_buckets=BUCKETS,
+        ended_at=timezone.now(),
+        end_reason=reason,
+    )
+
+
+def experiment_ramp(
+    *,
+    experiment: Experiment,
+    actor,
+    traffic_percent: float | None = None,
+    reason: str = "",
+    system: str = "system",
+) -> Experiment:
+    """Raise the candidate's share: to `traffic_percent`, or to the ramp plan's next step."""
+    with transaction.atomic():
+        locked = _locked(experiment)
+        if locked.status not in Experiment.ACTIVE:
+            raise ApplicationError(
+                f"Experiment {locked.name} is {locked.status}; only a running or paused one can ramp.",
+                code="illegal_transition",
+                fields={"status": ["must be running or paused"]},
+                status_code=409,
+            )
+        step = locked.ramp_step
+        if traffic_percent is None:
+            if step + 1 >= len(locked.ramp):
+                raise ApplicationError(
+                    "The ramp plan has no next step; give traffic_percent.",
+                    fields={"traffic_percent": ["required: no further ramp step"]},
+                )
+            step += 1
+            buckets = share_to_buckets(locked.ramp[step])
+        else:
+            buckets = _share_buckets(traffic_percent, "traffic_percent")
+            # Where the plan has this share (or passed it), it now stands at that step.
+            step = max([i for i, p in enumerate(locked.ramp) if share_to_buckets(p) <= buckets], default=step)
+        if buckets <= locked.traffic_buckets:
+            raise ApplicationError(
+                "A ramp only raises the share (lowering it would move users off the candidate).",
+                fields={"traffic_percent": [f"must be above {locked.traffic_percent} %"]},
+            )
+        before = {"traffic_percent": locked.traffic_percent, "ramp_step": locked.ramp_step}
+        locked.traffic_buckets, locked.ramp_step = buckets, step
+        locked.save(update_fields=["traffic_buckets", "ramp_step"])
+        audit_record(
+            actor=actor,
+            action="experiment.ramp",
+            target=locked,
+            before=before,
+            after={"traffic_percent": locked.traffic_percent, "ramp_step": step},
+            reason=reason,
+            system=system,
+        )
+    return locked

@@ -1,0 +1,191 @@
+"""Stress probes: import probe sets, run every probe through both versions of an experiment, and
+compare the paired results per weakness with an exact McNemar test.
+
+A probe run asks each version at its serving URL (as live traffic reaches it), reads the label
+from the answer (the `openai` backend's `label_regex`; a leading "[label]" by default), and
+records the question and answer as turn events marked `probe`, so they never count as user
+behaviour. Runs on the `cpu` queue (HTTP calls only), on a beat schedule and on demand.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db import transaction
+from django.utils import timezone
+
+from canary.analysis_stats import probes_compare
+from canary.models import Experiment, Probe, ProbeResult, ProbeRun, ProbeSet, TurnEvent
+from canary.router import BASELINE, CANDIDATE
+from evalhub.errors import ApplicationError
+from evalhub.models import ModelVersion
+from evalhub.services.audit import audit_record
+from evalhub.services.versions import model_version_serving_url
+
+SIGNIFICANCE = 0.05
+
+
+def probe_set_import(
+    *, name: str, family: str, probes: list, actor, description: str = "", is_demo: bool = False
+) -> ProbeSet:
+    """A new probe set from `canary.probes_gen.ProbeSpec`s (generated, or parsed from JSONL)."""
+    if ProbeSet.objects.filter(name=name).exists():
+        raise ApplicationError(
+            f"A probe set named {name!r} exists.",
+            code="conflict",
+            fields={"name": ["taken"]},
+            status_code=409,
+        )
+    if not probes:
+        raise ApplicationError("A probe set needs at least one probe.", fields={"probes": ["empty"]})
+    with transaction.atomic():
+        probe_set = ProbeSet.objects.create(
+            name=name, family=family, description=description, is_demo=is_demo
+        )
+        Probe.objects.bulk_create(
+            [
+                Probe(
+                    probe_set=probe_set,
+                    external_id=p.id,
+                    weakness=p.weakness,
+                    input=p.input,
+                    expected_label=p.expected_label,
+                    language=p.language,
+                    metadata=p.metadata,
+                )
+                for p in probes
+            ]
+        )
+        audit_record(actor=actor, action="probe_set.import", target=probe_set, after={"probes": len(probes)})
+    return probe_set
+
+
+def _backend_for(version: ModelVersion):
+    """The version as live traffic reaches it: an OpenAI-compatible client at its serving URL."""
+    from workers.backends import backend_build
+
+    url = model_version_serving_url(version=version)
+    if not url:
+        raise ApplicationError(f"{version.ref} has no serving URL.", fields={"serving_url": ["required"]})
+    if version.backend_kind == ModelVersion.BackendKind.OPENAI:
+        config = {**version.backend_config, "base_url": url}
+    else:
+        config = {"base_url": url, "model": version.ref}
+    return backend_build(kind="openai", config=config, api_key=version.api_key)
+
+
+def probe_run_execute(*, experiment: Experiment, probe_set: ProbeSet) -> ProbeRun:
+    """Every probe through both versions; results paired per probe; the report per weakness."""
+    from workers.backends import BackendError
+
+    run = ProbeRun.objects.create(experiment=experiment, probe_set=probe_set)
+    probes = list(probe_set.probes.order_by("pk"))
+    try:
+        results, events = [], []
+        for arm, version in ((BASELINE, experiment.baseline), (CANDIDATE, experiment.candidate)):
+            predictions = _backend_for(version).predict([p.input for p in probes])
+            now = timezone.now()
+            for probe, prediction in zip(probes, predictions, strict=True):
+                correct = prediction.error is None and prediction.label == probe.expected_label
+                results.append(
+                    ProbeResult(
+                        probe_run=run,
+                        probe=probe,
+                        arm=arm,
+                        version=version,
+                        output_label=prediction.label or "",
+                        output_text=prediction.text,
+                        correct=correct,
+                        latency_ms=prediction.latency_ms,
+                        error=prediction.error or "",
+                    )
+                )
+                common = {
+                    "experiment": experiment,
+                    "session_id": f"probe-run-{run.pk}-{probe.external_id}"[:200],
+                    "arm": arm,
+                    "source": TurnEvent.Source.PROBE,
+                    "occurred_at": now,
+                }
+                events += [
+                    TurnEvent(
+                        **common,
+                        event_id=f"probe-{run.pk}-{probe.pk}-{arm}-q",
+                        turn_index=0,
+                        role="user",
+                        text=probe.input,
+                    ),
+                    TurnEvent(
+                        **common,
+                        event_id=f"probe-{run.pk}-{probe.pk}-{arm}-a",
+                        turn_index=1,
+                        role="assistant",
+                        text=prediction.text,
+                        version=version,
+                        latency_ms=prediction.latency_ms,
+                        error=prediction.error or "",
+                    ),
+                ]
+    except (BackendError, ApplicationError) as exc:  # a version down, or not served
+        ProbeRun.objects.filter(pk=run.pk).update(
+            status=ProbeRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}", finished_at=timezone.now()
+        )
+        run.refresh_from_db()
+        return run
+    with transaction.atomic():
+        ProbeResult.objects.bulk_create(results, batch_size=1000)
+        TurnEvent.objects.bulk_create(events, batch_size=1000, ignore_conflicts=True)
+        run.report = probe_report_build(probes=probes, results=results)
+        run.status, run.finished_at = ProbeRun.Status.SUCCEEDED, timezone.now()
+        run.save(update_fields=["report", "status", "finished_at"])
+    return run
+
+
+def probe_report_build(*, probes: list[Probe], results: list[ProbeResult]) -> dict:
+    """Per weakness and overall: pass rate per arm and the paired McNemar comparison."""
+    outcome = {(r.probe_id, r.arm): r.correct for r in results}
+    cells: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # both, only cand., only base., neither
+    for probe in probes:
+        candidate, baseline = outcome[(probe.pk, CANDIDATE)], outcome[(probe.pk, BASELINE)]
+        index = 0 if candidate and baseline else 1 if candidate else 2 if baseline else 3
+        for key in (probe.weakness, "all"):
+            cells[key][index] += 1
+    report = {}
+    for key, (both, only_candidate, only_baseline, neither) in sorted(cells.items()):
+        result = probes_compare(
+            only_candidate_correct=only_candidate,
+            only_baseline_correct=only_baseline,
+            both_correct=both,
+            neither_correct=neither,
+            min_pairs=1,
+            alpha=SIGNIFICANCE,
+        )
+        p = result.p_value
+        if p is not None and p < SIGNIFICANCE and only_candidate > only_baseline:
+            finding = "candidate fixes this weakness"
+        elif p is not None and p < SIGNIFICANCE and only_baseline > only_candidate:
+            finding = "candidate regresses"
+        else:
+            finding = "no clear difference"
+        pairs = both + only_candidate + only_baseline + neither
+        report[key] = {
+            "pairs": pairs,
+            "baseline_rate": (both + only_baseline) / pairs,
+            "candidate_rate": (both + only_candidate) / pairs,
+            "only_candidate_correct": only_candidate,
+            "only_baseline_correct": only_baseline,
+            "mcnemar_p": p,
+            "finding": finding,
+        }
+    return report
+
+
+def probe_runs_due() -> list[ProbeRun]:
+    """The beat's job: every probe set of each running experiment's family, through both versions."""
+    runs = []
+    for experiment in Experiment.objects.filter(status=Experiment.Status.RUNNING).select_related(
+        "baseline", "candidate"
+    ):
+        for probe_set in ProbeSet.objects.filter(family=experiment.family):
+            runs.append(probe_run_execute(experiment=experiment, probe_set=probe_set))
+    return runs

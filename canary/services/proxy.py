@@ -1,0 +1,190 @@
+"""The canary proxy: an OpenAI-compatible chat completion, answered by the user's arm.
+
+The request is assigned by its `user` field (OpenAI's own), else the X-EvalHub-User header, else
+the X-EvalHub-Session header, and forwarded to the arm's version at its serving URL. When the
+candidate fails (unreachable, times out, answers non-2xx or no choices) the baseline answers that
+request and the failure is recorded as a fallback. Streaming is not supported yet.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+
+from canary.models import Experiment, TurnEvent
+from canary.router import CANDIDATE
+from canary.services.assignment import experiment_assign
+from canary.services.telemetry import turn_events_record
+from evalhub.errors import ApplicationError
+from evalhub.models import ModelVersion
+from evalhub.services.versions import model_version_serving_url
+
+_client: httpx.Client | None = None
+
+
+def _http() -> httpx.Client:
+    global _client
+    if _client is None:
+        _client = httpx.Client(
+            timeout=settings.EVALHUB_PROXY_TIMEOUT_SECONDS,
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+        )
+    return _client
+
+
+@dataclass(frozen=True)
+class ProxyAnswer:
+    body: dict
+    arm: str  # the user's arm (stays "candidate" when the baseline stood in)
+    version: ModelVersion  # the version that answered
+    fallback: bool
+    latency_ms: float
+
+
+class UpstreamError(Exception):
+    pass
+
+
+def _validate(body: object) -> list[dict]:
+    if not isinstance(body, dict):
+        raise ApplicationError("The body must be a JSON object.", fields={"body": ["a JSON object"]})
+    if body.get("stream"):
+        raise ApplicationError(
+            "Streaming is not supported by the canary proxy yet.", fields={"stream": ["must be false"]}
+        )
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApplicationError(
+            "messages must be a non-empty list.", fields={"messages": ["a non-empty list"]}
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ApplicationError(
+                "Each message needs a role.", fields={f"messages[{index}].role": ["required"]}
+            )
+        if not isinstance(message.get("content"), str):
+            raise ApplicationError(
+                "Message content must be text.", fields={f"messages[{index}].content": ["must be a string"]}
+            )
+    if messages[-1]["role"] != "user":
+        raise ApplicationError(
+            "The last message must be the user's.", fields={f"messages[{len(messages) - 1}].role": ["'user'"]}
+        )
+    return messages
+
+
+def _ask(*, version: ModelVersion, body: dict) -> dict:
+    url = model_version_serving_url(version=version)
+    if not url:
+        raise UpstreamError(f"{version.ref} has no serving URL")
+    model = version.backend_config.get("model") if version.backend_kind == "openai" else version.ref
+    headers = {"Authorization": f"Bearer {version.api_key}"} if version.api_key else {}
+    try:
+        response = _http().post(
+            f"{url.rstrip('/')}/chat/completions", json={**body, "model": model}, headers=headers
+        )
+    except httpx.TimeoutException:
+        raise UpstreamError(f"{version.ref} timed out") from None
+    except httpx.HTTPError as exc:
+        raise UpstreamError(f"{version.ref} unreachable: {type(exc).__name__}") from None
+    if response.status_code >= 300:
+        raise UpstreamError(f"{version.ref} answered HTTP {response.status_code}")
+    try:
+        answer = response.json()
+        answer["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise UpstreamError(f"{version.ref} answered without a chat completion") from None
+    return answer
+
+
+def chat_completion_proxy(
+    *,
+    experiment: Experiment,
+    body: object,
+    user_id: str | None = None,
+    session_id: str | None = None,
+    force_arm: str | None = None,
+    qa_token: str | None = None,
+) -> ProxyAnswer:
+    messages = _validate(body)
+    user_id = body.get("user") if isinstance(body.get("user"), str) and body.get("user") else user_id
+    if not user_id and not session_id:
+        raise ApplicationError(
+            "Say who is asking: the request's `user`, or an X-EvalHub-User or X-EvalHub-Session header.",
+            fields={"user": ["required (or X-EvalHub-User / X-EvalHub-Session)"]},
+        )
+    routing = experiment_assign(
+        experiment=experiment, user_id=user_id, session_id=session_id, force_arm=force_arm, qa_token=qa_token
+    )
+    arm, version, fallback, error = routing.assignment.arm, routing.version, False, ""
+    started = time.perf_counter()
+    try:
+        answer = _ask(version=version, body=body)
+    except UpstreamError as exc:
+        if arm != CANDIDATE:
+            raise ApplicationError(
+                f"The baseline could not answer: {exc}", code="upstream_error", status_code=502
+            ) from None
+        error, fallback, version = str(exc), True, experiment.baseline
+        try:
+            answer = _ask(version=version, body=body)
+        except UpstreamError as again:
+            raise ApplicationError(
+                f"Neither version could answer: {exc}; {again}", code="upstream_error", status_code=502
+            ) from None
+    latency_ms = (time.perf_counter() - started) * 1000
+    _record(
+        experiment=experiment,
+        messages=messages,
+        answer=answer,
+        arm=arm,
+        version=version,
+        user_id=user_id or "",
+        session_id=session_id or f"user:{user_id}",
+        latency_ms=latency_ms,
+        error=error,
+        fallback=fallback,
+    )
+    return ProxyAnswer(body=answer, arm=arm, version=version, fallback=fallback, latency_ms=latency_ms)
+
+
+def _record(*, experiment, messages, answer, arm, version, user_id, session_id, latency_ms, error, fallback):
+    """The user's question and the answer, as two turn events (off the response path)."""
+    now = timezone.now().isoformat()
+    asked = sum(1 for m in messages if m["role"] == "user")
+    common = {
+        "experiment_id": experiment.pk,
+        "session_id": session_id[:200],
+        "user_id": user_id[:200],
+        "arm": arm,
+        "source": TurnEvent.Source.PROXY,
+        "occurred_at": now,
+    }
+    event = uuid.uuid4().hex
+    turn_events_record(
+        events=[
+            {
+                **common,
+                "event_id": f"px-{event}-q",
+                "turn_index": 2 * (asked - 1),
+                "role": TurnEvent.Role.USER,
+                "text": messages[-1]["content"],
+            },
+            {
+                **common,
+                "event_id": f"px-{event}-a",
+                "turn_index": 2 * asked - 1,
+                "role": TurnEvent.Role.ASSISTANT,
+                "text": answer["choices"][0]["message"]["content"],
+                "version_id": version.pk,
+                "latency_ms": latency_ms,
+                "error": error,
+                "fallback": fallback,
+            },
+        ]
+    )

@@ -1,0 +1,96 @@
+"""The proxy's own turn events, recorded off the response path.
+
+With Redis (`EVALHUB_TELEMETRY_REDIS_URL`, by default the Celery broker when it is Redis), the
+proxy appends each event to a Redis stream before it answers (one XADD, well under a millisecond)
+and a `cpu` worker drains the stream in bulk: read as a consumer group, insert, then acknowledge.
+An event is acknowledged only after its rows are committed, so a worker that dies mid-drain leaves
+its events pending and the next drain claims them; a web process that restarts has already
+handed every answered request's events to Redis. Inserts ignore (experiment, event_id)
+conflicts, so an event drained twice is stored once.
+
+Without Redis (the embedded defaults) the events are inserted in the request instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from functools import cache
+
+from django.conf import settings
+from django.utils.dateparse import parse_datetime
+
+from canary.models import TurnEvent
+
+STREAM = "evalhub:canary:turns"
+GROUP = "ingest"
+CLAIM_IDLE_MS = 60_000  # pending this long: its consumer is presumed dead
+
+
+@cache
+def _redis():
+    import redis
+
+    return redis.Redis.from_url(settings.EVALHUB_TELEMETRY_REDIS_URL)
+
+
+def _row(data: dict) -> TurnEvent:
+    return TurnEvent(**{**data, "occurred_at": parse_datetime(data["occurred_at"])})
+
+
+def turn_events_record(*, events: list[dict]) -> None:
+    """Hand the proxy's events (TurnEvent fields, ids for foreign keys) to the store."""
+    if not settings.EVALHUB_TELEMETRY_REDIS_URL:
+        TurnEvent.objects.bulk_create([_row(e) for e in events], ignore_conflicts=True)
+        return
+    pipe = _redis().pipeline(transaction=False)
+    for event in events:
+        pipe.xadd(STREAM, {"event": json.dumps(event)})
+    pipe.execute()
+
+
+def turn_stream_drain(
+    *, batch: int = 1000, max_batches: int = 100, claim_idle_ms: int = CLAIM_IDLE_MS
+) -> int:
+    """Move events from the stream into the database, in bulk; returns how many were read."""
+    if not settings.EVALHUB_TELEMETRY_REDIS_URL:
+        return 0
+    import redis
+
+    client = _redis()
+    try:
+        client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+    except redis.ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+    consumer = f"{socket.gethostname()}:{os.getpid()}"
+    total = 0
+    # Events of a consumer that died before acknowledging, then new ones.
+    _, claimed, *_ = client.xautoclaim(STREAM, GROUP, consumer, min_idle_time=claim_idle_ms, count=batch)
+    total += _store(client, claimed)
+    for _ in range(max_batches):
+        reply = client.xreadgroup(GROUP, consumer, {STREAM: ">"}, count=batch)
+        messages = reply[0][1] if reply else []
+        if not messages:
+            break
+        total += _store(client, messages)
+    return total
+
+
+def _store(client, messages) -> int:
+    if not messages:
+        return 0
+    rows = [_row(json.loads(fields[b"event"])) for _, fields in messages]
+    TurnEvent.objects.bulk_create(rows, batch_size=1000, ignore_conflicts=True)
+    ids = [message_id for message_id, _ in messages]
+    client.xack(STREAM, GROUP, *ids)
+    client.xdel(STREAM, *ids)
+    return len(messages)
+
+
+def turn_stream_pending() -> int:
+    """Events in the stream not yet stored (for health checks and tests)."""
+    if not settings.EVALHUB_TELEMETRY_REDIS_URL:
+        return 0
+    return _redis().xlen(STREAM)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 
@@ -20,9 +21,13 @@ from evalhub.gate.policy import gate_policy_parse
 from evalhub.models import EvalSuite, GatePolicy, ModelVersion
 from evalhub.services.audit import audit_record
 from evalhub.services.suites import eval_suite_import, suite_items_parse
-from evalhub.services.versions import model_version_register
+from evalhub.services.versions import model_version_register, model_version_serving_set
 
 FAMILY = "contract-assistant"
+DEMO_EXPERIMENT = "contract-assistant-canary"
+DEMO_PROBE_SET = "contract-assistant-weaknesses"
+# Ports of the demo's model servers (bin/run-local starts them: `manage.py serve_model`).
+DEMO_SERVE_PORTS = tuple(int(p) for p in os.environ.get("EVALHUB_DEMO_SERVE_PORTS", "8101,8102").split(","))
 # Layer-1-only policies for the demo, so a newcomer sees the gate decide both ways on the same
 # models: V4 misses the bar on answers right for the item (its clean accuracy caps that rate),
 # and clears it on answers agreeing with its own clean answers (it is stable under perturbation).
@@ -120,10 +125,50 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
         suite, created = eval_suite_import(
             name=FAMILY, items=items, description=SUITE_DESCRIPTION, is_demo=True, actor=None
         )
+    experiment = _demo_canary_install(v3=v3, v4=v4)
     log(f"versions: {v3.ref} ({v3.status}), {v4.ref} ({v4.status}, baseline {v3.ref})")
+    log(f"served at {v3.serving_url} and {v4.serving_url} (bin/run-local starts both model servers)")
+    log(
+        f"canary experiment {experiment.name}: {experiment.status}, "
+        f"{experiment.traffic_percent} % on {v4.ref}"
+    )
     log(f"suite: {suite}: {suite.item_count} items ({'imported' if created else 'already there'})")
     log(f"gate policies: default, {', '.join(DEMO_POLICIES)}")
     return {"versions": [v3, v4], "suite": suite, "trained": trained}
+
+
+def _demo_canary_install(*, v3: ModelVersion, v4: ModelVersion):
+    """Serving URLs for the demo's model servers, the demo's stress probes, and a running V3 → V4
+    experiment at 1 %."""
+    from canary.models import Experiment, ProbeSet
+    from canary.probes_gen import demo_probes_build
+    from canary.services.experiments import experiment_create, experiment_start
+    from canary.services.probes import probe_set_import
+
+    for version, port in zip((v3, v4), DEMO_SERVE_PORTS, strict=True):
+        if not version.serving_url:
+            model_version_serving_set(version=version, serving_url=f"http://127.0.0.1:{port}/v1", actor=None)
+    if not ProbeSet.objects.filter(name=DEMO_PROBE_SET).exists():
+        probe_set_import(
+            name=DEMO_PROBE_SET,
+            family=FAMILY,
+            probes=demo_probes_build(seed=0),
+            description="SYNTHETIC stress probes aimed at V3's weaknesses: a clause buried in a long "
+            "contract (2 000+ tokens), English clauses in Chinese contracts, OCR noise, conflicting clauses.",
+            is_demo=True,
+            actor=None,
+        )
+    experiment = Experiment.objects.filter(name=DEMO_EXPERIMENT).first()
+    if experiment is None:
+        experiment = experiment_create(
+            name=DEMO_EXPERIMENT, baseline=v3, candidate=v4, traffic_percent=1, ramp=None, actor=None
+        )
+    if (
+        experiment.status == Experiment.Status.DRAFT
+        and not Experiment.objects.filter(family=FAMILY, status__in=Experiment.ACTIVE).exists()
+    ):
+        experiment = experiment_start(experiment=experiment, actor=None, reason="demo set-up")
+    return experiment
 
 
 def demo_suite_get() -> EvalSuite | None:

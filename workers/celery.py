@@ -46,7 +46,7 @@ app.conf.beat_schedule = {
     },
     "canary-probe-runs": {
         "task": "workers.tasks.probe_runs_task",
-        "schedule": float(os.environ.get("EVALHUB_PROBE_INTERVAL_SECONDS", 3600)),
+        "schedule": float(os.environ.get("EVALHUB_PROBE_INTERVAL_SECONDS", 900)),
     },
 }
 app.conf.include = ["workers.tasks"]

@@ -8,12 +8,14 @@ its events pending and the next drain claims them; a web process that restarts h
 handed every answered request's events to Redis. Inserts ignore (experiment, event_id)
 conflicts, so an event drained twice is stored once.
 
-Without Redis (the embedded defaults) the events are inserted in the request instead.
+Without Redis (the embedded defaults), or when Redis does not answer, the events are inserted
+in the request instead.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 from functools import cache
@@ -22,6 +24,8 @@ from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
 from canary.models import TurnEvent
+
+logger = logging.getLogger(__name__)
 
 STREAM = "evalhub:canary:turns"
 GROUP = "ingest"
@@ -32,7 +36,9 @@ CLAIM_IDLE_MS = 60_000  # pending this long: its consumer is presumed dead
 def _redis():
     import redis
 
-    return redis.Redis.from_url(settings.EVALHUB_TELEMETRY_REDIS_URL)
+    # RESP2: redis-py 8's RESP3 handshake (maintenance notifications) failed under concurrent
+    # connects from threaded web workers ('NoneType' object has no attribute 'readline').
+    return redis.Redis.from_url(settings.EVALHUB_TELEMETRY_REDIS_URL, protocol=2)
 
 
 def _row(data: dict) -> TurnEvent:
@@ -41,13 +47,18 @@ def _row(data: dict) -> TurnEvent:
 
 def turn_events_record(*, events: list[dict]) -> None:
     """Hand the proxy's events (TurnEvent fields, ids for foreign keys) to the store."""
-    if not settings.EVALHUB_TELEMETRY_REDIS_URL:
-        TurnEvent.objects.bulk_create([_row(e) for e in events], ignore_conflicts=True)
-        return
-    pipe = _redis().pipeline(transaction=False)
-    for event in events:
-        pipe.xadd(STREAM, {"event": json.dumps(event)})
-    pipe.execute()
+    if settings.EVALHUB_TELEMETRY_REDIS_URL:
+        import redis
+
+        try:
+            pipe = _redis().pipeline(transaction=False)
+            for event in events:
+                pipe.xadd(STREAM, {"event": json.dumps(event)})
+            pipe.execute()
+            return
+        except redis.RedisError:  # Redis unavailable: store them now rather than lose them
+            logger.warning("telemetry stream unavailable; writing %d turn events directly", len(events))
+    TurnEvent.objects.bulk_create([_row(e) for e in events], ignore_conflicts=True)
 
 
 def turn_stream_drain(

@@ -161,7 +161,14 @@ def _demo_canary_install(*, v3: ModelVersion, v4: ModelVersion):
     experiment = Experiment.objects.filter(name=DEMO_EXPERIMENT).first()
     if experiment is None:
         experiment = experiment_create(
-            name=DEMO_EXPERIMENT, baseline=v3, candidate=v4, traffic_percent=1, ramp=None, actor=None
+            name=DEMO_EXPERIMENT,
+            baseline=v3,
+            candidate=v4,
+            traffic_percent=1,
+            # V4 is a transformer on the CPU, V3 a bag of words: V4's answers take tens of times
+            # longer (measured by simulate_traffic), which the default 1.5 would roll back at once.
+            guardrails={"max_latency_ratio": 100},
+            actor=None,
         )
     if (
         experiment.status == Experiment.Status.DRAFT

@@ -150,3 +150,13 @@ def test_turn_events_wait_in_a_redis_stream_until_a_drain_stores_them(live_serve
     assert telemetry.turn_stream_drain(claim_idle_ms=0) == 0
     client.delete(telemetry.STREAM)
     telemetry._redis.cache_clear()
+
+
+def test_without_redis_the_proxy_stores_its_events_itself(live_server, served, token, settings):
+    settings.EVALHUB_TELEMETRY_REDIS_URL = "redis://127.0.0.1:9/0"  # nothing listens there
+    telemetry._redis.cache_clear()
+    running(served)
+    client = openai.OpenAI(base_url=proxy_url(live_server), api_key=token, max_retries=0)
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": QUESTION}], user="u1")
+    assert TurnEvent.objects.count() == 2
+    telemetry._redis.cache_clear()

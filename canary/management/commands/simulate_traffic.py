@@ -1,4 +1,5 @@
 import json
+import logging
 import os
 
 from django.contrib.auth import get_user_model
@@ -33,6 +34,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         from canary.simulator import SimulationConfig, traffic_simulate
+
+        for name in ("httpx", "httpx2", "openai"):  # one INFO line per request otherwise
+            logging.getLogger(name).setLevel(logging.WARNING)
 
         try:
             experiment = experiment_get(name=options["experiment"])

@@ -1,0 +1,944 @@
+"""Canary router cost: assignment, the decision API, the proxy and event ingestion.
+
+In one run (figures from one run on one machine, so the ratios are fair on a noisy one):
+  1. assignment in-process: µs per `canary.router.arm_assign` decision over --assign-ids ids
+     (target <= 20 µs), with `bucket_of` alone and `experiment_assign` (a loaded experiment) beside it;
+  2. decision API: POST /api/v1/canary/<name>/assign under a real gunicorn (2 workers x 4 threads,
+     as bin/run-local) on loopback, --decision-threads client threads with keep-alive for
+     --decision-seconds; decisions/s (target >= 1500 on 2 cores), p50/p99 latency, and where the
+     CPU went (this client, gunicorn, the rest: mostly PostgreSQL);
+  3. proxy overhead: the same chat completions straight to a reference model server
+     (`manage.py serve_model`, demo V3, bag of words) and through the canary proxy to it
+     (users chosen on the baseline arm, so both paths reach the same server), interleaved;
+     overhead = proxy p50 - direct p50 (target <= 5 ms);
+  4. event ingestion: turn events via POST /api/v1/events in batches vs `events_ingest` called
+     in-process vs a raw COPY (psycopg 3) of the same rows into the same table, one transaction
+     per batch each; rows/s and API / COPY (target >= 25 %).
+
+    python bench/router.py [--decision-seconds 15] [--decision-threads 16]
+                           [--proxy-requests 300] [--proxy-concurrency 1]
+                           [--events-batch 1000] [--events-batches 5]
+
+Runs against PostgreSQL at --postgres (default postgres@127.0.0.1:5432) in a scratch database
+(--database, dropped at the end). Models come from EVALHUB_MODEL_DIR (default
+~/.cache/evalhub/test-models; `demo_install` trains them there when missing). The web server runs
+with DEBUG off and EVALHUB_TELEMETRY_REDIS_URL="", so the proxy writes its two turn events to
+PostgreSQL inside each request (the embedded default). Redis telemetry is not offered: its stream
+key (canary.services.telemetry.STREAM) is global to a Redis database, so on a shared Redis the
+bench's events would reach other stacks' drains (whose databases lack the bench's experiments).
+Default total run time: about 1 to 2 minutes plus the demo set-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import secrets
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from evalhub.devstack import Process, port_free, url_wait, web_start  # noqa: E402
+
+EXPERIMENT = "bench-router"
+EVENTS_EXPERIMENT = "bench-router-events"
+FAMILY = "contract-assistant"
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+# ---------------------------------------------------------------------------------------------
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of `values`."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))
+    return ordered[rank]
+
+
+class CpuMeter:
+    """CPU seconds used by this process, by a process tree, and by the whole machine, over a window."""
+
+    def __init__(self, *, trees: dict[str, int]):
+        self.trees = trees  # name -> root pid
+
+    @staticmethod
+    def _tree_seconds(pid: int) -> float:
+        try:
+            root = psutil.Process(pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return 0.0
+        total = 0.0
+        for proc in procs:
+            try:
+                times = proc.cpu_times()
+                total += times.user + times.system
+            except psutil.NoSuchProcess:
+                pass
+        return total
+
+    def _snapshot(self) -> dict[str, float]:
+        machine = psutil.cpu_times()
+        me = psutil.Process().cpu_times()
+        return {
+            "wall": time.perf_counter(),
+            "machine": machine.user + machine.system + machine.nice + getattr(machine, "softirq", 0.0),
+            "client (this process)": me.user + me.system,
+            **{name: self._tree_seconds(pid) for name, pid in self.trees.items()},
+        }
+
+    def __enter__(self):
+        self.start = self._snapshot()
+        return self
+
+    def __exit__(self, *exc):
+        self.end = self._snapshot()
+
+    def report(self) -> str:
+        wall = self.end["wall"] - self.start["wall"]
+        used = {k: self.end[k] - self.start[k] for k in self.start if k != "wall"}
+        machine = used.pop("machine")
+        parts = [f"{name} {seconds / wall:.2f}" for name, seconds in used.items()]
+        rest = machine - sum(used.values())
+        parts.append(f"rest (PostgreSQL, others) {rest / wall:.2f}")
+        return (
+            f"CPU cores busy over the window: machine {machine / wall:.2f} of {psutil.cpu_count()}: "
+            + ", ".join(parts)
+        )
+
+
+def scratch_database_create(*, admin_url: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def scratch_database_drop(*, admin_url: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Assignment in-process
+# ---------------------------------------------------------------------------------------------
+def bench_assign(*, n: int, repeat: int = 3) -> dict:
+    from canary.router import CANDIDATE, arm_assign, bucket_of
+
+    salt = secrets.token_hex(8)
+    ids = [f"user:{i:08d}" for i in range(n)]
+    best_assign = best_bucket = float("inf")
+    on_candidate = 0
+    for _ in range(repeat):
+        started = time.perf_counter()
+        for unit in ids:
+            bucket_of(salt=salt, unit_id=unit)
+        best_bucket = min(best_bucket, time.perf_counter() - started)
+        started = time.perf_counter()
+        on_candidate = 0
+        for unit in ids:
+            if arm_assign(salt=salt, unit_id=unit, candidate_buckets=5000).arm == CANDIDATE:
+                on_candidate += 1
+        best_assign = min(best_assign, time.perf_counter() - started)
+    return {
+        "assign_us": best_assign / n * 1e6,
+        "bucket_us": best_bucket / n * 1e6,
+        "candidate_share": on_candidate / n,
+    }
+
+
+def bench_experiment_assign(*, experiment, n: int) -> float:
+    """µs per `experiment_assign` on an experiment already loaded (no database query)."""
+    from canary.services.assignment import experiment_assign
+
+    ids = [f"{i:08d}" for i in range(n)]
+    started = time.perf_counter()
+    for unit in ids:
+        experiment_assign(experiment=experiment, user_id=unit)
+    return (time.perf_counter() - started) / n * 1e6
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Decision API
+# ---------------------------------------------------------------------------------------------
+class HttpxPoster:
+    """One keep-alive httpx client: POST a JSON body, return (status, parsed body)."""
+
+    def __init__(self, *, base_url: str, token: str):
+        self.client = httpx.Client(base_url=base_url, headers={"Authorization": f"Token {token}"}, timeout=30)
+
+    def post(self, path: str, body: dict) -> tuple[int, dict]:
+        response = self.client.post(path, json=body)
+        return response.status_code, response.json()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class RawPoster:
+    """The least client CPU: one keep-alive socket, HTTP/1.1 written and read by hand."""
+
+    def __init__(self, *, base_url: str, token: str):
+        self.host, self.port = httpx.URL(base_url).host, httpx.URL(base_url).port
+        self.head = f"Host: {self.host}:{self.port}\r\nAuthorization: Token {token}\r\n"
+        self.sock = None
+
+    def _connect(self) -> None:
+        self.sock = socket.create_connection((self.host, self.port), timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buffer = b""
+
+    def post(self, path: str, body: dict) -> tuple[int, dict]:
+        if self.sock is None:
+            self._connect()
+        payload = json.dumps(body).encode()
+        self.sock.sendall(
+            f"POST {path} HTTP/1.1\r\n{self.head}Content-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n".encode()
+            + payload
+        )
+        while b"\r\n\r\n" not in self.buffer:
+            self._read()
+        head, _, rest = self.buffer.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        length = int(headers.get("content-length", 0))
+        while len(rest) < length:
+            rest += self._read(into_buffer=False)
+        self.buffer = rest[length:]
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        return int(lines[0].split()[1]), json.loads(rest[:length])
+
+    def _read(self, into_buffer: bool = True) -> bytes:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("server closed the connection")
+        if into_buffer:
+            self.buffer += chunk
+        return chunk
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+def bench_decisions(
+    *, base_url: str, token: str, threads: int, seconds: float, warmup: float, meter_trees, client: str
+):
+    path = f"/api/v1/canary/{EXPERIMENT}/assign"
+    poster_class = RawPoster if client == "raw" else HttpxPoster
+    latencies: list[list[float]] = [[] for _ in range(threads)]
+    errors = [0] * threads
+    arms = [{"baseline": 0, "candidate": 0} for _ in range(threads)]
+    barrier = threading.Barrier(threads + 1)
+    phase = {"measure_from": None, "stop_at": None}
+
+    def client_loop(index: int) -> None:
+        poster = poster_class(base_url=base_url, token=token)
+        try:
+            poster.post(path, {"user_id": f"warm-{index}"})
+            barrier.wait()
+            i = 0
+            while time.perf_counter() < phase["stop_at"]:
+                i += 1
+                started = time.perf_counter()
+                try:
+                    status, body = poster.post(path, {"user_id": f"t{index}-{i}"})
+                except (OSError, ValueError, httpx.HTTPError):
+                    status, body = 0, None
+                    poster.close()
+                    poster = poster_class(base_url=base_url, token=token)
+                elapsed = time.perf_counter() - started
+                if started < phase["measure_from"]:
+                    continue
+                if status == 200:
+                    latencies[index].append(elapsed)
+                    arms[index][body["arm"]] += 1
+                else:
+                    errors[index] += 1
+        finally:
+            poster.close()
+
+    workers = [threading.Thread(target=client_loop, args=(i,), daemon=True) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    now = time.perf_counter()
+    phase["measure_from"] = now + warmup
+    phase["stop_at"] = now + warmup + seconds
+    barrier.wait()
+    time.sleep(max(0.0, phase["measure_from"] - time.perf_counter()))
+    with CpuMeter(trees=meter_trees) as meter:
+        for worker in workers:
+            worker.join()
+    window = meter.end["wall"] - meter.start["wall"]
+    flat = [x for per in latencies for x in per]
+    return {
+        "n": len(flat),
+        "errors": sum(errors),
+        "window": window,
+        "per_second": len(flat) / seconds,
+        "p50_ms": percentile(flat, 50) * 1000,
+        "p99_ms": percentile(flat, 99) * 1000,
+        "candidate_share": sum(a["candidate"] for a in arms) / max(1, len(flat)),
+        "cpu": meter.report(),
+        "cpu_client": (meter.end["client (this process)"] - meter.start["client (this process)"]),
+        "cpu_web": meter.end["gunicorn"] - meter.start["gunicorn"],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Proxy overhead
+# ---------------------------------------------------------------------------------------------
+def baseline_users(*, experiment, n: int) -> list[str]:
+    from canary.router import BASELINE, arm_assign
+
+    users, i = [], 0
+    while len(users) < n:
+        i += 1
+        unit = f"proxy-user-{i}"
+        arm = arm_assign(
+            salt=experiment.salt, unit_id=f"user:{unit}", candidate_buckets=experiment.traffic_buckets
+        )
+        if arm.arm == BASELINE:
+            users.append(unit)
+    return users
+
+
+def bench_proxy(
+    *,
+    web_url: str,
+    model_url: str,
+    model_name: str,
+    token: str,
+    questions: list[str],
+    users: list[str],
+    concurrency: int,
+    warmup: int,
+) -> dict:
+    n = len(users)
+    bodies = [
+        {
+            "model": model_name,
+            "messages": [{"role": "user", "content": questions[i % len(questions)]}],
+            "user": users[i],
+        }
+        for i in range(n)
+    ]
+    direct: list[list[float]] = [[] for _ in range(concurrency)]
+    proxied: list[list[float]] = [[] for _ in range(concurrency)]
+    problems: list[str] = []
+    proxy_path = f"/api/v1/canary/{EXPERIMENT}/v1/chat/completions"
+
+    def loop(index: int) -> None:
+        with (
+            httpx.Client(base_url=model_url, timeout=30) as to_model,
+            httpx.Client(base_url=web_url, headers={"Authorization": f"Token {token}"}, timeout=30) as to_web,
+        ):
+            for j in range(-warmup, n):
+                if j >= 0 and j % concurrency != index:
+                    continue
+                body = bodies[j % n]
+                order = ("direct", "proxy") if j % 2 == 0 else ("proxy", "direct")
+                for path in order:
+                    started = time.perf_counter()
+                    if path == "direct":
+                        response = to_model.post("/chat/completions", json=body)
+                    else:
+                        response = to_web.post(proxy_path, json=body)
+                    elapsed = time.perf_counter() - started
+                    if response.status_code != 200:
+                        problems.append(f"{path} HTTP {response.status_code}: {response.text[:200]}")
+                        continue
+                    if path == "proxy" and response.headers.get("X-EvalHub-Model-Version") != model_name:
+                        problems.append(
+                            f"proxy answered by {response.headers.get('X-EvalHub-Model-Version')}"
+                        )
+                    if j >= 0:
+                        (direct if path == "direct" else proxied)[index].append(elapsed)
+
+    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if problems:
+        raise RuntimeError(f"{len(problems)} proxy bench problem(s), e.g. {problems[:3]}")
+    d = [x for per in direct for x in per]
+    p = [x for per in proxied for x in per]
+    return {
+        "n": len(d),
+        "direct_p50": percentile(d, 50) * 1000,
+        "direct_p99": percentile(d, 99) * 1000,
+        "proxy_p50": percentile(p, 50) * 1000,
+        "proxy_p99": percentile(p, 99) * 1000,
+    }
+
+
+# The reference server (http.server) writes the headers and the body of an answer in two sends
+# without TCP_NODELAY, so the body waits for the client's delayed ACK: ~40 ms on most answers on
+# Linux loopback, whatever the model. Setting the flag in the handler's base class removes that.
+NODELAY_BOOT = (
+    "import runpy, socketserver, sys; "
+    "socketserver.StreamRequestHandler.disable_nagle_algorithm = True; "
+    "sys.argv = ['manage.py', *sys.argv[1:]]; "
+    "runpy.run_path('manage.py', run_name='__main__')"
+)
+
+
+def model_server_start(*, env: dict, log_dir: Path, port: int, nodelay: bool) -> Process:
+    args = ["serve_model", f"{FAMILY}:v3", "--port", str(port)]
+    argv = [sys.executable, "-c", NODELAY_BOOT, *args] if nodelay else [sys.executable, "manage.py", *args]
+    return Process(
+        name=f"model-v3-{'nodelay' if nodelay else 'shipped'}", argv=argv, env=env, log_dir=log_dir
+    )
+
+
+def bench_direct(*, model_url: str, model_name: str, questions: list[str], n: int) -> dict:
+    latencies = []
+    with httpx.Client(base_url=model_url, timeout=30) as client:
+        for i in range(-5, n):
+            body = {
+                "model": model_name,
+                "messages": [{"role": "user", "content": questions[i % len(questions)]}],
+            }
+            started = time.perf_counter()
+            client.post("/chat/completions", json=body).raise_for_status()
+            if i >= 0:
+                latencies.append(time.perf_counter() - started)
+    return {"p50": percentile(latencies, 50) * 1000, "p99": percentile(latencies, 99) * 1000}
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Event ingestion
+# ---------------------------------------------------------------------------------------------
+def events_build(*, batches: int, size: int, questions: list[str], tag: str) -> list[list[dict]]:
+    started = datetime(2025, 1, 1, tzinfo=UTC)
+    out = []
+    for b in range(batches):
+        batch = []
+        for j in range(size):
+            k = b * size + j
+            user = k % 2 == 0
+            batch.append(
+                {
+                    "type": "turn",
+                    "experiment": EVENTS_EXPERIMENT,
+                    "event_id": f"{tag}-{b}-{j}",
+                    "arm": "candidate" if (k // 2) % 2 else "baseline",
+                    "timestamp": (started + timedelta(seconds=k)).isoformat(),
+                    "session_id": f"session-{k // 8}",
+                    "user_id": f"user-{k // 16}",
+                    "turn_index": (k // 2) % 4 * 2 + (0 if user else 1),
+                    "role": "user" if user else "assistant",
+                    "text": questions[k % len(questions)]
+                    if user
+                    else f"[termination] {questions[k % 7][:80]}",
+                    **({} if user else {"latency_ms": 12.5 + k % 50}),
+                }
+            )
+        out.append(batch)
+    return out
+
+
+def turn_rows_delete(*, conn, experiment_id: int) -> int:
+    deleted = conn.execute("DELETE FROM canary_turnevent WHERE experiment_id = %s", (experiment_id,)).rowcount
+    conn.execute("VACUUM canary_turnevent")
+    return deleted
+
+
+def bench_events_api(*, base_url: str, token: str, batches: list[list[dict]]) -> dict:
+    bodies = [json.dumps({"events": batch}).encode() for batch in batches]
+    headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+    per_batch = []
+    with httpx.Client(base_url=base_url, headers=headers, timeout=120) as client:
+        warm = client.post("/api/v1/events", content=json.dumps({"events": []}).encode())
+        assert warm.status_code == 400, warm.text  # connection and token warmed, nothing stored
+        started = time.perf_counter()
+        for body in bodies:
+            t0 = time.perf_counter()
+            response = client.post("/api/v1/events", content=body)
+            per_batch.append(time.perf_counter() - t0)
+            if response.status_code != 201:
+                raise RuntimeError(f"events API: HTTP {response.status_code}: {response.text[:500]}")
+        elapsed = time.perf_counter() - started
+    rows = sum(len(b) for b in batches)
+    return {"rows": rows, "seconds": elapsed, "per_second": rows / elapsed, "batch_ms": per_batch}
+
+
+def bench_events_inprocess(*, batches: list[list[dict]]) -> dict:
+    from canary.services.events import events_ingest
+
+    started = time.perf_counter()
+    for batch in batches:
+        result = events_ingest(events=batch)
+        assert result.accepted == len(batch), result
+    elapsed = time.perf_counter() - started
+    rows = sum(len(b) for b in batches)
+    return {"rows": rows, "seconds": elapsed, "per_second": rows / elapsed}
+
+
+def events_split(*, batch: list[dict]) -> dict:
+    """The steps of `events_ingest` on one batch, timed one by one (ms)."""
+    from django.db import transaction
+
+    from canary.models import Experiment, TurnEvent
+    from canary.services import events as ingest
+
+    times = {}
+    started = time.perf_counter()
+    experiments = {x.name: x for x in Experiment.objects.filter(name=EVENTS_EXPERIMENT)}
+    errors = ingest._Errors()
+    rows = [ingest._parse(event, index, experiments, errors) for index, event in enumerate(batch)]
+    assert not errors.fields, errors.fields
+    times["validation"] = time.perf_counter() - started
+    with transaction.atomic():
+        started = time.perf_counter()
+        ingest._existing(TurnEvent, rows)
+        times["duplicate count"] = time.perf_counter() - started
+        started = time.perf_counter()
+        TurnEvent.objects.bulk_create(rows, batch_size=1000, ignore_conflicts=True)
+        times["bulk INSERT"] = time.perf_counter() - started
+        started = time.perf_counter()
+    times["commit"] = time.perf_counter() - started
+    return {k: v * 1000 for k, v in times.items()}
+
+
+def request_lookups(*, token: str, n: int = 200) -> dict:
+    """CPU ms per call of the three lookups each API request makes, in this process."""
+    from django.contrib.auth import get_user_model
+    from django.test import RequestFactory
+
+    from canary.selectors import experiment_get
+    from evalhub.authentication import ApiTokenAuthentication
+    from evalhub.roles import user_roles
+
+    request = RequestFactory().post("/", HTTP_AUTHORIZATION=f"Token {token}")
+    user = get_user_model().objects.get(username="bench-router-app")
+    auth = ApiTokenAuthentication()
+
+    def roles():
+        user.__dict__.pop("_evalhub_roles", None)
+        user_roles(user)
+
+    calls = {
+        "token": lambda: auth.authenticate(request),
+        "roles": roles,
+        "experiment_get": lambda: experiment_get(name=EXPERIMENT),
+    }
+    out = {}
+    for name, call in calls.items():
+        call()
+        started = time.process_time()
+        for _ in range(n):
+            call()
+        out[name] = (time.process_time() - started) / n * 1000
+    return out
+
+
+def proxy_record_ms(*, experiment, n: int = 50) -> float:
+    """Wall ms of the proxy's `_record` (its two turn events) with the web server's settings."""
+    from canary.services.proxy import _record
+
+    answer = {"choices": [{"message": {"content": "[termination] 30 days notice"}}]}
+    messages = [{"role": "user", "content": "What notice does the termination clause need?"}]
+    started = time.perf_counter()
+    for i in range(n):
+        _record(
+            experiment=experiment,
+            messages=messages,
+            answer=answer,
+            arm="baseline",
+            version=experiment.baseline,
+            user_id=f"record-{i}",
+            session_id=f"user:record-{i}",
+            latency_ms=3.0,
+            error="",
+            fallback=False,
+        )
+    return (time.perf_counter() - started) / n * 1000
+
+
+COPY_COLUMNS = (
+    "experiment_id",
+    "event_id",
+    "session_id",
+    "user_id",
+    "arm",
+    "version_id",
+    "turn_index",
+    "role",
+    "text",
+    "latency_ms",
+    "error",
+    "fallback",
+    "source",
+    "occurred_at",
+    "received_at",
+)
+
+
+def bench_events_copy(*, conn, experiment_id: int, batches: list[list[dict]]) -> dict:
+    now = datetime.now(UTC)
+    tables = [
+        [
+            (
+                experiment_id,
+                e["event_id"],
+                e["session_id"],
+                e["user_id"],
+                e["arm"],
+                None,
+                e["turn_index"],
+                e["role"],
+                e["text"],
+                e.get("latency_ms"),
+                "",
+                False,
+                "client",
+                datetime.fromisoformat(e["timestamp"]),
+                now,
+            )
+            for e in batch
+        ]
+        for batch in batches
+    ]
+    sql = f"COPY canary_turnevent ({', '.join(COPY_COLUMNS)}) FROM STDIN"
+    started = time.perf_counter()
+    for rows in tables:
+        with conn.transaction(), conn.cursor() as cursor, cursor.copy(sql) as copy:
+            for row in rows:
+                copy.write_row(row)
+    elapsed = time.perf_counter() - started
+    rows = sum(len(b) for b in batches)
+    return {"rows": rows, "seconds": elapsed, "per_second": rows / elapsed}
+
+
+# ---------------------------------------------------------------------------------------------
+# Set-up and the run
+# ---------------------------------------------------------------------------------------------
+def setup_django(*, env: dict) -> None:
+    os.environ.update(env)
+    for key in ("DATABASE_URL", "CELERY_BROKER_URL", "EVALHUB_WEBHOOK_URL"):
+        if key not in env:
+            os.environ.pop(key, None)
+    import django
+
+    django.setup()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request: noise and client CPU
+
+
+def fixtures_create(*, log) -> dict:
+    """Migrate, install the demo, an `app` token, a 50 % experiment and one for the events."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from canary.models import Experiment
+    from canary.services.experiments import experiment_create, experiment_rollback, experiment_start
+    from evalhub.models import ModelVersion
+    from evalhub.roles import APP
+    from evalhub.services.demo import DEMO_EXPERIMENT, demo_install, demo_suite_get
+    from evalhub.services.tokens import api_token_create, user_role_grant
+
+    call_command("migrate", verbosity=0)
+    demo_install(log=lambda line: log(f"  demo: {line}"))
+    user = get_user_model().objects.create_user("bench-router-app")
+    user_role_grant(user=user, role=APP)
+    _, token = api_token_create(user=user, name="bench-router")
+    v3 = ModelVersion.objects.get(family=FAMILY, label="v3")
+    v4 = ModelVersion.objects.get(family=FAMILY, label="v4")
+    demo = Experiment.objects.filter(name=DEMO_EXPERIMENT, status__in=Experiment.ACTIVE).first()
+    if demo is not None:
+        experiment_rollback(experiment=demo, actor=None, reason="bench")
+    experiment = experiment_create(name=EXPERIMENT, baseline=v3, candidate=v4, traffic_percent=50, actor=None)
+    experiment = experiment_start(experiment=experiment, actor=None, reason="bench")
+    events_experiment = experiment_create(name=EVENTS_EXPERIMENT, baseline=v3, candidate=v4, actor=None)
+    experiment = Experiment.objects.select_related("baseline", "candidate").get(pk=experiment.pk)
+    questions = [item.input for item in demo_suite_get().items.order_by("position")[:200]]
+    return {
+        "token": token,
+        "v3": v3,
+        "experiment": experiment,
+        "events_experiment": events_experiment,
+        "questions": questions,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--assign-ids", type=int, default=200_000, help="ids for the in-process bench")
+    parser.add_argument(
+        "--decision-seconds", type=float, default=15, help="measured load on the decision API"
+    )
+    parser.add_argument("--decision-warmup", type=float, default=2, help="unmeasured load before it")
+    parser.add_argument("--decision-threads", type=int, default=16, help="concurrent client threads")
+    parser.add_argument(
+        "--decision-client",
+        choices=["httpx", "raw"],
+        default="httpx",
+        help="httpx.Client per thread (default), or a hand-written keep-alive HTTP/1.1 socket client "
+        "that leaves more of the 2 cores to the server",
+    )
+    parser.add_argument("--proxy-requests", type=int, default=300, help="measured requests per path")
+    parser.add_argument("--proxy-concurrency", type=int, default=1, help="client threads (1: sequential)")
+    parser.add_argument("--events-batch", type=int, default=1000, help="turn events per batch")
+    parser.add_argument("--events-batches", type=int, default=5, help="batches per ingestion method")
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        default=Path(os.environ.get("EVALHUB_MODEL_DIR") or Path.home() / ".cache/evalhub/test-models"),
+    )
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432", help="server URL")
+    parser.add_argument("--database", default="evalhub_bench_router", help="scratch database (dropped)")
+    parser.add_argument("--debug", action="store_true", help="run the web server with DEBUG on")
+    parser.add_argument(
+        "--model-server",
+        choices=["nodelay", "shipped"],
+        default="nodelay",
+        help="the model server behind the proxy: `manage.py serve_model` with TCP_NODELAY set by the "
+        "bench (default; the shipped one stalls ~40 ms on Nagle + delayed ACK, see --shipped-probe) "
+        "or exactly as shipped",
+    )
+    parser.add_argument(
+        "--shipped-probe",
+        type=int,
+        default=50,
+        help="with --model-server nodelay: requests straight to an as-shipped server too, to show its "
+        "latency beside (0: skip)",
+    )
+    args = parser.parse_args()
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    log("canary router bench: assignment in-process, decision API, proxy overhead, event ingestion")
+    log(f"machine: {psutil.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start\n")
+
+    # 1. First, while this process is alone and light.
+    assign = bench_assign(n=args.assign_ids)
+    log(f"1. assignment in-process, {args.assign_ids} ids at 50 % (best of 3)")
+    log(f"   arm_assign   {assign['assign_us']:7.2f} µs/decision   (target <= 20 µs)")
+    log(f"   bucket_of    {assign['bucket_us']:7.2f} µs  (the blake2b bucket alone)")
+    log(f"   on candidate {assign['candidate_share']:.3f}")
+
+    scratch = Path(tempfile.mkdtemp(prefix="evalhub-bench-router-"))
+    admin_url = f"{args.postgres.rstrip('/')}/postgres"
+    database_url = f"{args.postgres.rstrip('/')}/{args.database}".replace("postgresql://", "postgres://", 1)
+    model_port, web_port, spare_port, shipped_port = port_free(), port_free(), port_free(), port_free()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in ("DATABASE_URL", "CELERY_BROKER_URL", "EVALHUB_WEBHOOK_URL", "EVALHUB_TELEMETRY_REDIS_URL")
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="evalhub.settings.local",
+        DEBUG="1" if args.debug else "0",
+        DATABASE_URL=database_url,
+        EVALHUB_VAR_DIR=str(scratch),
+        EVALHUB_MODEL_DIR=str(args.model_dir),
+        EVALHUB_DEMO_SERVE_PORTS=f"{model_port},{spare_port}",
+        EVALHUB_TELEMETRY_REDIS_URL="",  # never a shared Redis stream (see the docstring)
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONUNBUFFERED="1",
+    )
+    processes: list[Process] = []
+    scratch_database_create(admin_url=admin_url, name=args.database)
+    try:
+        log(f"\nset-up: scratch database {args.database}, models in {args.model_dir}, logs in {scratch}")
+        setup_django(env=env)
+        fixtures = fixtures_create(log=log)
+        experiment = fixtures["experiment"]
+        in_service_us = bench_experiment_assign(experiment=experiment, n=min(args.assign_ids, 50_000))
+        log(f"   experiment_assign (service, experiment loaded) {in_service_us:.2f} µs/decision")
+
+        nodelay = args.model_server == "nodelay"
+        model_server = model_server_start(env=env, log_dir=scratch, port=model_port, nodelay=nodelay)
+        processes.append(model_server)
+        shipped_server = None
+        if nodelay and args.shipped_probe:
+            shipped_server = model_server_start(env=env, log_dir=scratch, port=shipped_port, nodelay=False)
+            processes.append(shipped_server)
+        for process, port in ((model_server, model_port), (shipped_server, shipped_port)):
+            if process is not None:
+                url_wait(f"http://127.0.0.1:{port}/health", process=process, timeout=120)
+        web = web_start(env=env, log_dir=scratch, port=web_port)
+        processes.append(web)
+        web_url = f"http://127.0.0.1:{web_port}"
+        log(
+            f"   gunicorn 2 workers x 4 threads on :{web_port} (DEBUG {'on' if args.debug else 'off'}); "
+            f"model server {FAMILY}:v3 on :{model_port} "
+            f"({'TCP_NODELAY set by the bench' if nodelay else 'as shipped'}); no telemetry Redis "
+            "(proxy events written to PostgreSQL in the request)"
+        )
+        trees = {"gunicorn": web.popen.pid}
+
+        # 2. Decision API.
+        decisions = bench_decisions(
+            base_url=web_url,
+            token=fixtures["token"],
+            threads=args.decision_threads,
+            seconds=args.decision_seconds,
+            warmup=args.decision_warmup,
+            meter_trees=trees,
+            client=args.decision_client,
+        )
+        log(
+            f"\n2. decision API: POST /api/v1/canary/{EXPERIMENT}/assign, {args.decision_threads} client "
+            f"threads ({args.decision_client}, keep-alive), {args.decision_seconds:g} s "
+            f"after {args.decision_warmup:g} s warm-up"
+        )
+        log(
+            f"   {decisions['per_second']:8.0f} decisions/s   (target >= 1500)   "
+            f"{decisions['n']} answered, {decisions['errors']} errors, "
+            f"on candidate {decisions['candidate_share']:.3f}"
+        )
+        log(f"   latency p50 {decisions['p50_ms']:.1f} ms, p99 {decisions['p99_ms']:.1f} ms")
+        log(f"   {decisions['cpu']}")
+        n = max(1, decisions["n"])
+        web_us, client_us = decisions["cpu_web"] / n * 1e6, decisions["cpu_client"] / n * 1e6
+        log(
+            f"   CPU per decision: gunicorn {web_us:.0f} µs, client {client_us:.0f} µs; "
+            f"arm_assign is {assign['assign_us'] / web_us:.2%} of the gunicorn CPU"
+        )
+        lookups = request_lookups(token=fixtures["token"])
+        log(
+            "   the request's three lookups, CPU per call in this process: "
+            + ", ".join(f"{name} {ms:.2f} ms" for name, ms in lookups.items())
+            + f" = {sum(lookups.values()) * 1000 / web_us:.0%} of the gunicorn CPU per decision"
+        )
+
+        # 3. Proxy overhead.
+        users = baseline_users(experiment=experiment, n=args.proxy_requests)
+        proxy = bench_proxy(
+            web_url=web_url,
+            model_url=f"http://127.0.0.1:{model_port}/v1",
+            model_name=fixtures["v3"].ref,
+            token=fixtures["token"],
+            questions=fixtures["questions"],
+            users=users,
+            concurrency=args.proxy_concurrency,
+            warmup=20,
+        )
+        from canary.models import TurnEvent
+
+        proxy_events = TurnEvent.objects.filter(experiment=experiment, source="proxy").count()
+        overhead = proxy["proxy_p50"] - proxy["direct_p50"]
+        log(
+            f"\n3. proxy overhead: {proxy['n']} chat completions per path to {fixtures['v3'].ref} "
+            f"(baseline-arm users), interleaved, concurrency {args.proxy_concurrency}"
+        )
+        log(f"   {'':10}{'p50 ms':>10}{'p99 ms':>10}")
+        log(f"   {'direct':10}{proxy['direct_p50']:>10.2f}{proxy['direct_p99']:>10.2f}")
+        log(f"   {'proxy':10}{proxy['proxy_p50']:>10.2f}{proxy['proxy_p99']:>10.2f}")
+        log(
+            f"   overhead p50 {overhead:.2f} ms (target <= 5 ms), p99 "
+            f"{proxy['proxy_p99'] - proxy['direct_p99']:.2f} ms; proxy/direct p50 "
+            f"{proxy['proxy_p50'] / proxy['direct_p50']:.2f}; "
+            f"turn events stored by the proxy: {proxy_events}"
+        )
+        log(
+            f"   in this process: the proxy's event write (2 rows, bulk_create + commit) "
+            f"{proxy_record_ms(experiment=experiment):.2f} ms; the three lookups "
+            f"{sum(lookups.values()):.2f} ms CPU (see 2.)"
+        )
+
+        if shipped_server is not None:
+            shipped = bench_direct(
+                model_url=f"http://127.0.0.1:{shipped_port}/v1",
+                model_name=fixtures["v3"].ref,
+                questions=fixtures["questions"],
+                n=args.shipped_probe,
+            )
+            shipped_server.stop()
+            log(
+                f"   the same model server as shipped (no TCP_NODELAY), {args.shipped_probe} requests "
+                f"straight to it: p50 {shipped['p50']:.2f} ms, p99 {shipped['p99']:.2f} ms "
+                f"({shipped['p50'] / proxy['direct_p50']:.1f} x the direct p50 above)"
+            )
+
+        # 4. Event ingestion.
+        import psycopg
+
+        events_id = fixtures["events_experiment"].pk
+        batches = events_build(
+            batches=args.events_batches, size=args.events_batch, questions=fixtures["questions"], tag="ev"
+        )
+        with psycopg.connect(
+            database_url.replace("postgres://", "postgresql://", 1), autocommit=True
+        ) as conn:
+            turn_rows_delete(conn=conn, experiment_id=events_id)
+            api = bench_events_api(base_url=web_url, token=fixtures["token"], batches=batches)
+            stored = turn_rows_delete(conn=conn, experiment_id=events_id)
+            assert stored == api["rows"], (stored, api["rows"])
+            service = bench_events_inprocess(batches=batches)
+            split = events_split(
+                batch=events_build(
+                    batches=1, size=args.events_batch, questions=fixtures["questions"], tag="split"
+                )[0]
+            )
+            turn_rows_delete(conn=conn, experiment_id=events_id)
+            copy = bench_events_copy(conn=conn, experiment_id=events_id, batches=batches)
+            copied = turn_rows_delete(conn=conn, experiment_id=events_id)
+            assert copied == copy["rows"], (copied, copy["rows"])
+        log(
+            f"\n4. event ingestion: {args.events_batches} batches x {args.events_batch} turn events, "
+            "one transaction per batch, the same rows each way (deleted and vacuumed between)"
+        )
+        log(f"   {'':34}{'rows/s':>10}{'seconds':>10}{'of COPY':>10}")
+        for name, result in (
+            ("POST /api/v1/events", api),
+            ("events_ingest in-process", service),
+            ("raw COPY (psycopg 3)", copy),
+        ):
+            log(
+                f"   {name:34}{result['per_second']:>10.0f}{result['seconds']:>10.2f}"
+                f"{result['per_second'] / copy['per_second']:>10.0%}"
+            )
+        log(
+            f"   API / COPY = {api['per_second'] / copy['per_second']:.0%} (target >= 25 %); "
+            f"API batch p50 {percentile(api['batch_ms'], 50) * 1000:.0f} ms"
+        )
+        log(
+            f"   events_ingest's steps on one more batch of {args.events_batch}, ms: "
+            + ", ".join(f"{name} {ms:.0f}" for name, ms in split.items())
+        )
+        log(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+    finally:
+        for process in reversed(processes):
+            process.stop()
+        try:
+            from django.db import connections
+
+            connections.close_all()
+        except Exception:  # Django may not be set up yet
+            pass
+        scratch_database_drop(admin_url=admin_url, name=args.database)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from canary.models import CanaryAnalysis, Experiment, OutcomeEvent, ProbeRun, ProbeSet, TurnEvent
 from canary.router import ARMS
-from canary.selectors import experiment_get, experiment_list
+from canary.selectors import experiment_get, experiment_get_live, experiment_list
 from canary.services import experiments as lifecycle
 from canary.services.analysis import experiment_analyze
 from canary.services.assignment import experiment_assign
@@ -198,7 +198,7 @@ class AssignApi(APIView):
 
     @extend_schema(request=InputSerializer, responses=OutputSerializer)
     def post(self, request, name: str):
-        experiment = experiment_get(name=name)
+        experiment = experiment_get_live(name=name)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         routing = experiment_assign(experiment=experiment, **serializer.validated_data)
@@ -252,7 +252,7 @@ class ChatCompletionsProxyApi(APIView):
         responses={200: {"type": "object"}},
     )
     def post(self, request, name: str):
-        experiment = experiment_get(name=name)
+        experiment = experiment_get_live(name=name)
         answer = chat_completion_proxy(
             experiment=experiment,
             body=request.data,

@@ -288,3 +288,33 @@ class TestEvents:
         settings.EVALHUB_EVENTS_MAX_BATCH = 3
         assert_error(send(app, [turn(i) for i in range(4)]), 413, "events")
         assert not TurnEvent.objects.exists()
+
+
+class TestHotPathReuse:
+    """Assignment reuses the token check and the experiment for a bounded time per process."""
+
+    def test_a_paused_experiment_applies_within_the_cache_time(self, app, manager, running, settings):
+        from canary import selectors
+
+        settings.EVALHUB_CANARY_CACHE_SECONDS = 60
+        selectors._live.clear()
+        users = [f"u{i}" for i in range(40)]
+        before = {u: assign(app, user_id=u).json()["arm"] for u in users}
+        act(manager, "pause")
+        assert {u: assign(app, user_id=u).json()["arm"] for u in users} == before  # still cached
+        settings.EVALHUB_CANARY_CACHE_SECONDS = 0
+        assert {assign(app, user_id=u).json()["arm"] for u in users} == {"baseline"}
+        selectors._live.clear()
+
+    def test_a_revoked_token_stops_within_the_cache_time(self, app, running, settings):
+        from evalhub import authentication
+        from evalhub.models import ApiToken
+
+        settings.EVALHUB_AUTH_CACHE_SECONDS = 60
+        authentication._recent.clear()
+        assert assign(app, user_id="u1").status_code == 200
+        ApiToken.objects.update(revoked_at="2026-11-29T10:00:00Z")
+        assert assign(app, user_id="u1").status_code == 200  # checked less than a minute ago
+        settings.EVALHUB_AUTH_CACHE_SECONDS = 0
+        assert_error(assign(app, user_id="u1"), 401)
+        authentication._recent.clear()

@@ -23,9 +23,10 @@ Runs against PostgreSQL at --postgres (default postgres@127.0.0.1:5432) in a scr
 (--database, dropped at the end). Models come from EVALHUB_MODEL_DIR (default
 ~/.cache/evalhub/test-models; `demo_install` trains them there when missing). The web server runs
 with DEBUG off and EVALHUB_TELEMETRY_REDIS_URL="", so the proxy writes its two turn events to
-PostgreSQL inside each request (the embedded default). Redis telemetry is not offered: its stream
-key (canary.services.telemetry.STREAM) is global to a Redis database, so on a shared Redis the
-bench's events would reach other stacks' drains (whose databases lack the bench's experiments).
+PostgreSQL inside each request (the embedded default), unless --telemetry-redis names a Redis
+database: then the proxy appends them to a Redis stream of its own (a key unique to this run,
+deleted at the end, so other stacks on that Redis never see them), as in production, and the
+bench drains it before counting.
 Default total run time: about 1 to 2 minutes plus the demo set-up.
 """
 
@@ -713,6 +714,11 @@ def main() -> None:
     parser.add_argument("--database", default="evalhub_bench_router", help="scratch database (dropped)")
     parser.add_argument("--debug", action="store_true", help="run the web server with DEBUG on")
     parser.add_argument(
+        "--telemetry-redis",
+        default="",
+        help="Redis URL for the proxy's event stream (a key of its own); default: events to PostgreSQL",
+    )
+    parser.add_argument(
         "--model-server",
         choices=["nodelay", "shipped"],
         default="nodelay",
@@ -759,7 +765,8 @@ def main() -> None:
         EVALHUB_VAR_DIR=str(scratch),
         EVALHUB_MODEL_DIR=str(args.model_dir),
         EVALHUB_DEMO_SERVE_PORTS=f"{model_port},{spare_port}",
-        EVALHUB_TELEMETRY_REDIS_URL="",  # never a shared Redis stream (see the docstring)
+        EVALHUB_TELEMETRY_REDIS_URL=args.telemetry_redis,
+        EVALHUB_TELEMETRY_STREAM=f"evalhub:bench-router:{secrets.token_hex(6)}",
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         PYTHONUNBUFFERED="1",
@@ -790,8 +797,12 @@ def main() -> None:
         log(
             f"   gunicorn 2 workers x 4 threads on :{web_port} (DEBUG {'on' if args.debug else 'off'}); "
             f"model server {FAMILY}:v3 on :{model_port} "
-            f"({'TCP_NODELAY set by the bench' if nodelay else 'as shipped'}); no telemetry Redis "
-            "(proxy events written to PostgreSQL in the request)"
+            f"({'TCP_NODELAY set by the bench' if nodelay else 'as shipped'}); "
+            + (
+                f"proxy events to the Redis stream {env['EVALHUB_TELEMETRY_STREAM']} ({args.telemetry_redis})"
+                if args.telemetry_redis
+                else "no telemetry Redis (proxy events written to PostgreSQL in the request)"
+            )
         )
         trees = {"gunicorn": web.popen.pid}
 
@@ -843,7 +854,9 @@ def main() -> None:
             warmup=20,
         )
         from canary.models import TurnEvent
+        from canary.services.telemetry import turn_stream_drain
 
+        turn_stream_drain()  # what a cpu worker would do (nothing without Redis)
         proxy_events = TurnEvent.objects.filter(experiment=experiment, source="proxy").count()
         overhead = proxy["proxy_p50"] - proxy["direct_p50"]
         log(
@@ -929,6 +942,10 @@ def main() -> None:
     finally:
         for process in reversed(processes):
             process.stop()
+        if args.telemetry_redis:
+            import redis
+
+            redis.Redis.from_url(args.telemetry_redis).delete(env["EVALHUB_TELEMETRY_STREAM"])
         try:
             from django.db import connections
 

@@ -27,9 +27,12 @@ from canary.models import TurnEvent
 
 logger = logging.getLogger(__name__)
 
-STREAM = "evalhub:canary:turns"
 GROUP = "ingest"
 CLAIM_IDLE_MS = 60_000  # pending this long: its consumer is presumed dead
+
+
+def _stream() -> str:
+    return settings.EVALHUB_TELEMETRY_STREAM
 
 
 @cache
@@ -53,7 +56,7 @@ def turn_events_record(*, events: list[dict]) -> None:
         try:
             pipe = _redis().pipeline(transaction=False)
             for event in events:
-                pipe.xadd(STREAM, {"event": json.dumps(event)})
+                pipe.xadd(_stream(), {"event": json.dumps(event)})
             pipe.execute()
             return
         except redis.RedisError:  # Redis unavailable: store them now rather than lose them
@@ -71,17 +74,17 @@ def turn_stream_drain(
 
     client = _redis()
     try:
-        client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+        client.xgroup_create(_stream(), GROUP, id="0", mkstream=True)
     except redis.ResponseError as exc:
         if "BUSYGROUP" not in str(exc):
             raise
     consumer = f"{socket.gethostname()}:{os.getpid()}"
     total = 0
     # Events of a consumer that died before acknowledging, then new ones.
-    _, claimed, *_ = client.xautoclaim(STREAM, GROUP, consumer, min_idle_time=claim_idle_ms, count=batch)
+    _, claimed, *_ = client.xautoclaim(_stream(), GROUP, consumer, min_idle_time=claim_idle_ms, count=batch)
     total += _store(client, claimed)
     for _ in range(max_batches):
-        reply = client.xreadgroup(GROUP, consumer, {STREAM: ">"}, count=batch)
+        reply = client.xreadgroup(GROUP, consumer, {_stream(): ">"}, count=batch)
         messages = reply[0][1] if reply else []
         if not messages:
             break
@@ -95,8 +98,8 @@ def _store(client, messages) -> int:
     rows = [_row(json.loads(fields[b"event"])) for _, fields in messages]
     TurnEvent.objects.bulk_create(rows, batch_size=1000, ignore_conflicts=True)
     ids = [message_id for message_id, _ in messages]
-    client.xack(STREAM, GROUP, *ids)
-    client.xdel(STREAM, *ids)
+    client.xack(_stream(), GROUP, *ids)
+    client.xdel(_stream(), *ids)
     return len(messages)
 
 
@@ -104,4 +107,4 @@ def turn_stream_pending() -> int:
     """Events in the stream not yet stored (for health checks and tests)."""
     if not settings.EVALHUB_TELEMETRY_REDIS_URL:
         return 0
-    return _redis().xlen(STREAM)
+    return _redis().xlen(_stream())

@@ -206,6 +206,8 @@ CELERY_TASK_DEFAULT_QUEUE = "cpu"
 EVALHUB_TELEMETRY_REDIS_URL = os.environ.get(
     "EVALHUB_TELEMETRY_REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else ""
 )
+# The stream's key: deployments sharing one Redis database need their own.
+EVALHUB_TELEMETRY_STREAM = os.environ.get("EVALHUB_TELEMETRY_STREAM", "evalhub:canary:turns")
 CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", 3300))
 CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", 3600))
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -42,6 +42,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "memory://"
 CELERY_BROKER_TRANSPORT_OPTIONS = {}
 EVALHUB_TELEMETRY_REDIS_URL = os.environ.get("EVALHUB_TELEMETRY_REDIS_URL", "")
+EVALHUB_TELEMETRY_STREAM = "evalhub:test:canary:turns"
 # Tests change tokens, roles and experiments between requests: no reuse (tested on its own).
 EVALHUB_AUTH_CACHE_SECONDS = 0
 EVALHUB_CANARY_CACHE_SECONDS = 0

@@ -189,6 +189,11 @@ class TestAssign:
         assert_error(assign(app), 400, "user_id")
         assert_error(assign(app, user_id="u", force_arm="v5", qa_token=QA_TOKEN), 400, "force_arm")
         assert_error(assign(app, name="nope", user_id="u"), 404, "experiment")
+        assert_error(assign(app, user_id=42), 400, "user_id")
+        assert_error(assign(app, user_id="u", colour="blue"), 400, "colour")
+        assert_error(assign(app, session_id="s" * 201), 400, "session_id")
+        bad_json = app.post("/api/v1/canary/v4-canary/assign", "[1, 2]", content_type="application/json")
+        assert_error(bad_json, 400)
 
 
 def turn(i, **overrides):

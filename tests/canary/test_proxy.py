@@ -134,7 +134,7 @@ def test_turn_events_wait_in_a_redis_stream_until_a_drain_stores_them(live_serve
     settings.EVALHUB_TELEMETRY_REDIS_URL = django_settings.REDIS_URL
     telemetry._redis.cache_clear()
     client = telemetry._redis()
-    client.delete(telemetry.STREAM)
+    client.delete(settings.EVALHUB_TELEMETRY_STREAM)
     running(served)
     openai_client = openai.OpenAI(base_url=proxy_url(live_server), api_key=token, max_retries=0)
     for i in range(10):
@@ -143,12 +143,12 @@ def test_turn_events_wait_in_a_redis_stream_until_a_drain_stores_them(live_serve
         )
     assert TurnEvent.objects.count() == 0 and telemetry.turn_stream_pending() == 20
     # A consumer that read events and died before storing them: its events are claimed later.
-    client.xgroup_create(telemetry.STREAM, telemetry.GROUP, id="0", mkstream=True)
-    client.xreadgroup(telemetry.GROUP, "dead-worker", {telemetry.STREAM: ">"}, count=6)
+    client.xgroup_create(settings.EVALHUB_TELEMETRY_STREAM, telemetry.GROUP, id="0", mkstream=True)
+    client.xreadgroup(telemetry.GROUP, "dead-worker", {settings.EVALHUB_TELEMETRY_STREAM: ">"}, count=6)
     assert telemetry.turn_stream_drain(claim_idle_ms=0) == 20
     assert TurnEvent.objects.count() == 20 and telemetry.turn_stream_pending() == 0
     assert telemetry.turn_stream_drain(claim_idle_ms=0) == 0
-    client.delete(telemetry.STREAM)
+    client.delete(settings.EVALHUB_TELEMETRY_STREAM)
     telemetry._redis.cache_clear()
 
 

@@ -22,11 +22,10 @@ In one run (figures from one run on one machine, so the ratios are fair on a noi
 Runs against PostgreSQL at --postgres (default postgres@127.0.0.1:5432) in a scratch database
 (--database, dropped at the end). Models come from EVALHUB_MODEL_DIR (default
 ~/.cache/evalhub/test-models; `demo_install` trains them there when missing). The web server runs
-with DEBUG off and EVALHUB_TELEMETRY_REDIS_URL="", so the proxy writes its two turn events to
-PostgreSQL inside each request (the embedded default), unless --telemetry-redis names a Redis
-database: then the proxy appends them to a Redis stream of its own (a key unique to this run,
-deleted at the end, so other stacks on that Redis never see them), as in production, and the
-bench drains it before counting.
+with DEBUG off; as in production, the proxy appends its turn events to a Redis stream
+(--telemetry-redis, default redis://127.0.0.1:6379/12) under a key unique to this run, deleted at
+the end, so other stacks on that Redis never see them; the bench drains it before counting.
+--telemetry-redis '' writes them to PostgreSQL inside each request instead (the embedded default).
 Default total run time: about 1 to 2 minutes plus the demo set-up.
 """
 
@@ -697,9 +696,9 @@ def main() -> None:
     parser.add_argument(
         "--decision-client",
         choices=["httpx", "raw"],
-        default="httpx",
-        help="httpx.Client per thread (default), or a hand-written keep-alive HTTP/1.1 socket client "
-        "that leaves more of the 2 cores to the server",
+        default="raw",
+        help="a hand-written keep-alive HTTP/1.1 socket client (default: ~0.1 ms CPU per request, so "
+        "the load generator leaves the 2 cores to the server), or httpx.Client per thread (~1 ms)",
     )
     parser.add_argument("--proxy-requests", type=int, default=300, help="measured requests per path")
     parser.add_argument("--proxy-concurrency", type=int, default=1, help="client threads (1: sequential)")
@@ -715,8 +714,9 @@ def main() -> None:
     parser.add_argument("--debug", action="store_true", help="run the web server with DEBUG on")
     parser.add_argument(
         "--telemetry-redis",
-        default="",
-        help="Redis URL for the proxy's event stream (a key of its own); default: events to PostgreSQL",
+        default="redis://127.0.0.1:6379/12",
+        help="Redis URL for the proxy's event stream, as in production (a key of its own, deleted at "
+        "the end); '' writes the events to PostgreSQL in the request (the embedded default)",
     )
     parser.add_argument(
         "--model-server",

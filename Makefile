@@ -39,6 +39,7 @@ format: install
 bench: install
 	$(PY) bench/gate_clean.py
 	$(PY) bench/robustness.py
+	$(PY) bench/router.py
 
 ## Re-resolve requirements.in into the fully pinned requirements.txt.
 lock:

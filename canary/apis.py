@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -16,9 +18,10 @@ from canary.services import experiments as lifecycle
 from canary.services.analysis import experiment_analyze
 from canary.services.assignment import experiment_assign
 from canary.services.events import events_ingest
+from canary.services.probes import probe_set_import_jsonl
 from canary.services.proxy import chat_completion_proxy
 from evalhub.apis import StrictSerializer, VersionRefField
-from evalhub.errors import NotFoundError
+from evalhub.errors import ApplicationError, NotFoundError
 from evalhub.roles import APP, CI, RELEASE_MANAGER
 
 APP_ROLES = frozenset({APP, CI, RELEASE_MANAGER})
@@ -333,3 +336,57 @@ class ProbeRunListApi(APIView):
         for probe_set in sets:
             transaction.on_commit(lambda pk=probe_set.pk: probe_runs_task.delay(experiment.pk, pk))
         return Response({"queued": [p.name for p in sets]}, status=status.HTTP_202_ACCEPTED)
+
+
+class ProbeSetOutputSerializer(serializers.ModelSerializer):
+    probes = serializers.IntegerField(source="probes.count")
+    weaknesses = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ProbeSet
+        fields = ["id", "name", "family", "description", "is_demo", "probes", "weaknesses", "created_at"]
+
+    def get_weaknesses(self, obj) -> dict[str, int]:
+        return dict(obj.probes.values_list("weakness").annotate(n=Count("id")).order_by("weakness"))
+
+
+class ProbeSetListApi(APIView):
+    """GET: probe sets. POST (multipart): `{name, family, description?, file}`, a JSONL file of
+    `{id, input, expected_label, weakness, language?, metadata?}` objects."""
+
+    parser_classes = [MultiPartParser]
+    write_roles = frozenset({CI, RELEASE_MANAGER})
+
+    class UploadSerializer(StrictSerializer):
+        name = serializers.SlugField(max_length=100)
+        family = serializers.SlugField(max_length=100)
+        description = serializers.CharField(required=False, allow_blank=True)
+        file = serializers.FileField()
+
+    @extend_schema(responses=ProbeSetOutputSerializer(many=True))
+    def get(self, request):
+        return Response(ProbeSetOutputSerializer(ProbeSet.objects.order_by("name"), many=True).data)
+
+    @extend_schema(
+        request={"multipart/form-data": UploadSerializer}, responses={201: ProbeSetOutputSerializer}
+    )
+    def post(self, request):
+        serializer = self.UploadSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        limit = settings.EVALHUB_MAX_UPLOAD_BYTES
+        if data["file"].size > limit:
+            raise ApplicationError(
+                f"{data['file'].name} is {data['file'].size} bytes, over the limit of {limit}.",
+                code="too_large",
+                fields={"file": [f"at most {limit} bytes"]},
+                status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
+        probe_set = probe_set_import_jsonl(
+            name=data["name"],
+            family=data["family"],
+            content=data["file"].read(),
+            description=data.get("description", ""),
+            actor=request.user,
+        )
+        return Response(ProbeSetOutputSerializer(probe_set).data, status=status.HTTP_201_CREATED)

@@ -21,6 +21,7 @@ api_v1 = (
         path("gate-runs/<int:pk>/", apis.GateRunDetailApi.as_view(), name="gate-run-detail"),
         path("gate-runs/<int:pk>/samples/", apis.GateRunSamplesApi.as_view(), name="gate-run-samples"),
         path("canary/experiments/", canary_apis.ExperimentListApi.as_view(), name="experiment-list"),
+        path("canary/probe-sets/", canary_apis.ProbeSetListApi.as_view(), name="probe-set-list"),
         path(
             "canary/experiments/<slug:name>/",
             canary_apis.ExperimentDetailApi.as_view(),

@@ -60,6 +60,21 @@ def probe_set_import(
     return probe_set
 
 
+def probe_set_import_jsonl(
+    *, name: str, family: str, content: bytes, actor, description: str = ""
+) -> ProbeSet:
+    """A probe set from a JSONL file (`canary.probes_gen.probes_jsonl_parse`); errors name the line
+    and field, e.g. `file: line 3.expected_label`."""
+    from canary.probes_gen import ProbeFormatError, probes_jsonl_parse
+
+    try:
+        probes = probes_jsonl_parse(content=content)
+    except ProbeFormatError as exc:
+        where = f"file: line {exc.line}" + (f".{exc.field}" if exc.field else "")
+        raise ApplicationError(str(exc), code="invalid_probes", fields={where: [exc.message]}) from None
+    return probe_set_import(name=name, family=family, probes=probes, actor=actor, description=description)
+
+
 def _backend_for(version: ModelVersion):
     """The version as live traffic reaches it: an OpenAI-compatible client at its serving URL."""
     from workers.backends import backend_build

@@ -1,8 +1,12 @@
 """Canary API: experiments and their lifecycle, assignment, telemetry; bad input is a 4xx."""
 
-import pytest
+import io
+import json
 
-from canary.models import Experiment, OutcomeEvent, TurnEvent
+import pytest
+from django.core.management import call_command
+
+from canary.models import Experiment, OutcomeEvent, Probe, ProbeSet, TurnEvent
 from evalhub.models import AuditLog
 from evalhub.services.versions import model_version_register
 from tests.evalhub.test_apis import assert_error
@@ -323,3 +327,52 @@ class TestHotPathReuse:
         settings.EVALHUB_AUTH_CACHE_SECONDS = 0
         assert_error(assign(app, user_id="u1"), 401)
         authentication._recent.clear()
+
+
+class TestProbeSets:
+    def jsonl(self, *rows) -> io.BytesIO:
+        upload = io.BytesIO("\n".join(json.dumps(r, ensure_ascii=False) for r in rows).encode())
+        upload.name = "probes.jsonl"
+        return upload
+
+    def test_import_list_and_errors_naming_line_and_field(self, ci_client):
+        good = [
+            {"id": "p1", "input": "付款期限为30天。", "expected_label": "payment", "weakness": "ocr_noise"},
+            {
+                "id": "p2",
+                "input": "Either party may terminate.",
+                "expected_label": "termination",
+                "weakness": "x",
+            },
+        ]
+        response = ci_client.post(
+            "/api/v1/canary/probe-sets/", {"name": "ps", "family": "ca", "file": self.jsonl(*good)}
+        )
+        assert response.status_code == 201, response.content
+        assert (response.json()["probes"], response.json()["weaknesses"]) == (2, {"ocr_noise": 1, "x": 1})
+        assert Probe.objects.get(external_id="p1").language == "zh"
+        assert [s["name"] for s in ci_client.get("/api/v1/canary/probe-sets/").json()] == ["ps"]
+        bad = ci_client.post(
+            "/api/v1/canary/probe-sets/",
+            {
+                "name": "ps2",
+                "family": "ca",
+                "file": self.jsonl(good[0], {"id": "p3", "input": "x", "weakness": "w"}),
+            },
+        )
+        assert_error(bad, 400, "file: line 2.expected_label")
+        assert_error(
+            ci_client.post(
+                "/api/v1/canary/probe-sets/", {"name": "ps", "family": "ca", "file": self.jsonl(*good)}
+            ),
+            409,
+            "name",
+        )
+        assert ProbeSet.objects.count() == 1
+
+    def test_import_command(self, db, tmp_path):
+        path = tmp_path / "probes.jsonl"
+        path.write_text(json.dumps({"id": "a", "input": "x", "expected_label": "y", "weakness": "w"}))
+        out = io.StringIO()
+        call_command("import_probes", str(path), name="cmd", family="ca", stdout=out)
+        assert "1 probes" in out.getvalue() and ProbeSet.objects.get(name="cmd").probes.count() == 1

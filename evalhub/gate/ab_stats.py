@@ -1,0 +1,618 @@
+"""Gate layer 3 (business A/B) statistics: a treatment arm against a control arm. Pure, no Django.
+
+Like GrowthBook's gbstats, inputs are sufficient statistics in frozen dataclasses (counts, sums, sums of
+squares and cross-products), so the cost of an analysis does not grow with traffic.
+
+Conventions:
+- Every effect is treatment − control ("absolute", in the metric's unit) and treatment / control − 1
+  ("relative", the lift), each with a two-sided confidence interval, plus a two-sided p-value for
+  "no difference".
+- Relative intervals use the delta method for a ratio of two independent means:
+  Var(T/C) ≈ Var(T)/C² + T²·Var(C)/C⁴, where Var(·) is the variance of the arm's estimate.
+- Degenerate input (too few units, zero variance in both arms, a zero control value so the lift is
+  undefined) is not an exception: the result carries `error` and every number in it is None.
+- Impossible input (negative counts, non-finite sums) and invalid settings (confidence outside (0, 1))
+  raise ValueError: those are bugs, not a lack of data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+from scipy import stats as scipy_stats
+
+from canary.analysis_stats import MeanStats, Proportion
+
+__all__ = [
+    "CupedAdjusted",
+    "CupedEffect",
+    "CupedStats",
+    "Effect",
+    "MeanStats",
+    "Proportion",
+    "RatioStats",
+    "SrmResult",
+    "benjamini_hochberg",
+    "cuped_adjust",
+    "cuped_effect",
+    "cuped_theta",
+    "holm_adjust",
+    "mean_effect",
+    "proportion_effect",
+    "ratio_effect",
+    "sequential_interval",
+    "srm_check",
+]
+
+MIN_UNITS = 2  # per arm: a sample variance needs two values
+
+TOO_FEW_UNITS = "too few units"
+ZERO_VARIANCE = "zero variance"
+CONTROL_ZERO = "control mean is zero"
+DENOMINATOR_ZERO = "denominator mean is zero"
+NO_UNITS = "no units"
+
+# Centred sums of squares below this fraction of the raw sum of squares are rounding error of
+# sum-of-squares arithmetic (the same guard as MeanStats.variance).
+_VARIANCE_EPSILON = 1e-12
+
+
+@dataclass(frozen=True, kw_only=True)
+class Effect:
+    """Treatment against control for one metric.
+
+    `control_value` / `treatment_value` are the arms' estimates (mean, rate, ratio or adjusted mean);
+    `estimate` is treatment − control, `relative` is treatment / control − 1. When `error` is set every
+    number is None."""
+
+    method: str
+    n_control: int
+    n_treatment: int
+    control_value: float | None = None
+    treatment_value: float | None = None
+    estimate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    relative: float | None = None
+    relative_ci_low: float | None = None
+    relative_ci_high: float | None = None
+    p_value: float | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence={confidence} outside (0, 1)")
+
+
+def _z(confidence: float) -> float:
+    return float(scipy_stats.norm.ppf(0.5 + confidence / 2))
+
+
+def _centred(*, n: int, sum_a: float, sum_b: float, sum_ab: float, scale: float) -> float:
+    """Σ(a − ā)(b − b̄) from raw sums; rounding error below `scale` · epsilon reads as 0."""
+    centred = sum_ab - sum_a * sum_b / n
+    return 0.0 if abs(centred) <= _VARIANCE_EPSILON * scale else centred
+
+
+def _welch_df(*, control_part: float, n_control: int, treatment_part: float, n_treatment: int) -> float:
+    """Welch–Satterthwaite degrees of freedom from the arms' variances of the mean (s²/n)."""
+    return (control_part + treatment_part) ** 2 / (
+        control_part**2 / (n_control - 1) + treatment_part**2 / (n_treatment - 1)
+    )
+
+
+def _effect(
+    *,
+    method: str,
+    n_control: int,
+    n_treatment: int,
+    control_value: float,
+    treatment_value: float,
+    control_part: float,
+    treatment_part: float,
+    critical: float,
+    p_value: float,
+) -> Effect:
+    """An Effect from the arms' estimates and the variances of those estimates (`*_part`).
+
+    Both intervals are estimate ± critical · standard error; the relative one by the delta method."""
+    if control_value == 0:
+        return Effect(method=method, n_control=n_control, n_treatment=n_treatment, error=CONTROL_ZERO)
+    estimate = treatment_value - control_value
+    half = critical * math.sqrt(control_part + treatment_part)
+    relative = treatment_value / control_value - 1
+    relative_variance = (
+        treatment_part / control_value**2 + treatment_value**2 * control_part / control_value**4
+    )
+    relative_half = critical * math.sqrt(relative_variance)
+    return Effect(
+        method=method,
+        n_control=n_control,
+        n_treatment=n_treatment,
+        control_value=control_value,
+        treatment_value=treatment_value,
+        estimate=estimate,
+        ci_low=estimate - half,
+        ci_high=estimate + half,
+        relative=relative,
+        relative_ci_low=relative - relative_half,
+        relative_ci_high=relative + relative_half,
+        p_value=p_value,
+    )
+
+
+def _mean_variance_effect(
+    *,
+    method: str,
+    n_control: int,
+    n_treatment: int,
+    control_mean: float,
+    treatment_mean: float,
+    control_variance: float,
+    treatment_variance: float,
+    confidence: float,
+) -> Effect:
+    """Welch's t-test from the arms' means and sample variances (n ≥ 2 each)."""
+    control_part, treatment_part = control_variance / n_control, treatment_variance / n_treatment
+    if control_part + treatment_part == 0:
+        return Effect(method=method, n_control=n_control, n_treatment=n_treatment, error=ZERO_VARIANCE)
+    df = _welch_df(
+        control_part=control_part, n_control=n_control, treatment_part=treatment_part, n_treatment=n_treatment
+    )
+    t = (treatment_mean - control_mean) / math.sqrt(control_part + treatment_part)
+    return _effect(
+        method=method,
+        n_control=n_control,
+        n_treatment=n_treatment,
+        control_value=control_mean,
+        treatment_value=treatment_mean,
+        control_part=control_part,
+        treatment_part=treatment_part,
+        critical=float(scipy_stats.t.ppf(0.5 + confidence / 2, df)),
+        p_value=float(2 * scipy_stats.t.sf(abs(t), df)),
+    )
+
+
+def mean_effect(*, control: MeanStats, treatment: MeanStats, confidence: float = 0.95) -> Effect:
+    """Difference in means by Welch's t-test (unequal variances).
+
+    The absolute interval and the p-value use Student's t with Welch–Satterthwaite df (the same
+    numbers as scipy.stats.ttest_ind(equal_var=False)); the relative interval uses the delta method
+    with the same t quantile, as gbstats does."""
+    _check_confidence(confidence)
+    method = "welch_t"
+    if control.n < MIN_UNITS or treatment.n < MIN_UNITS:
+        return Effect(method=method, n_control=control.n, n_treatment=treatment.n, error=TOO_FEW_UNITS)
+    assert control.mean is not None and treatment.mean is not None
+    assert control.variance is not None and treatment.variance is not None
+    return _mean_variance_effect(
+        method=method,
+        n_control=control.n,
+        n_treatment=treatment.n,
+        control_mean=control.mean,
+        treatment_mean=treatment.mean,
+        control_variance=control.variance,
+        treatment_variance=treatment.variance,
+        confidence=confidence,
+    )
+
+
+def proportion_effect(*, control: Proportion, treatment: Proportion, confidence: float = 0.95) -> Effect:
+    """Difference of two proportions.
+
+    The interval uses the unpooled standard error sqrt(p_c(1−p_c)/n_c + p_t(1−p_t)/n_t) and the normal
+    quantile; the p-value the pooled two-proportion z-test (the standard error under "no
+    difference"). Zero variance: both arms all 0 or all 1."""
+    _check_confidence(confidence)
+    method = "two_proportion_z"
+    if control.n < MIN_UNITS or treatment.n < MIN_UNITS:
+        return Effect(method=method, n_control=control.n, n_treatment=treatment.n, error=TOO_FEW_UNITS)
+    control_rate, treatment_rate = control.successes / control.n, treatment.successes / treatment.n
+    pooled = (control.successes + treatment.successes) / (control.n + treatment.n)
+    pooled_se = math.sqrt(pooled * (1 - pooled) * (1 / control.n + 1 / treatment.n))
+    if pooled_se == 0:
+        return Effect(method=method, n_control=control.n, n_treatment=treatment.n, error=ZERO_VARIANCE)
+    z = (treatment_rate - control_rate) / pooled_se
+    return _effect(
+        method=method,
+        n_control=control.n,
+        n_treatment=treatment.n,
+        control_value=control_rate,
+        treatment_value=treatment_rate,
+        control_part=control_rate * (1 - control_rate) / control.n,
+        treatment_part=treatment_rate * (1 - treatment_rate) / treatment.n,
+        critical=_z(confidence),
+        p_value=float(2 * scipy_stats.norm.sf(abs(z))),
+    )
+
+
+@dataclass(frozen=True)
+class RatioStats:
+    """Per-unit sufficient statistics of a ratio metric Σx / Σy.
+
+    One row per randomisation unit (e.g. per user: x = review hours, y = contracts reviewed; the metric
+    is hours per contract). Units, not contracts, are independent, hence the delta method."""
+
+    n: int
+    sum_x: float
+    sum_y: float
+    sum_x2: float
+    sum_y2: float
+    sum_xy: float
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError(f"negative count n={self.n}")
+        sums = (self.sum_x, self.sum_y, self.sum_x2, self.sum_y2, self.sum_xy)
+        if not all(math.isfinite(value) for value in sums) or self.sum_x2 < 0 or self.sum_y2 < 0:
+            raise ValueError(f"impossible sums {sums}")
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[float, float]]) -> RatioStats:
+        """The sufficient statistics of (x, y) per unit (for tests and small samples)."""
+        n, sx, sy, sxx, syy, sxy = 0, 0.0, 0.0, 0.0, 0.0, 0.0
+        for x, y in pairs:
+            n, sx, sy, sxx, syy, sxy = n + 1, sx + x, sy + y, sxx + x * x, syy + y * y, sxy + x * y
+        return cls(n=n, sum_x=sx, sum_y=sy, sum_x2=sxx, sum_y2=syy, sum_xy=sxy)
+
+    @property
+    def ratio(self) -> float | None:
+        return self.sum_x / self.sum_y if self.n and self.sum_y else None
+
+    @property
+    def ratio_variance(self) -> float | None:
+        """Delta-method variance of x̄/ȳ (n ≥ 2, ȳ ≠ 0), with sample (n − 1) variances and covariance:
+
+        Var(x̄/ȳ) ≈ (s_x²/ȳ² − 2·x̄·s_xy/ȳ³ + x̄²·s_y²/ȳ⁴) / n
+                  = sample variance of (x_i − R·y_i)/ȳ over units, divided by n."""
+        if self.n < MIN_UNITS or self.sum_y == 0:
+            return None
+        n = self.n
+        mean_x, mean_y = self.sum_x / n, self.sum_y / n
+        var_x = _centred(n=n, sum_a=self.sum_x, sum_b=self.sum_x, sum_ab=self.sum_x2, scale=self.sum_x2)
+        var_y = _centred(n=n, sum_a=self.sum_y, sum_b=self.sum_y, sum_ab=self.sum_y2, scale=self.sum_y2)
+        cross = math.sqrt(self.sum_x2 * self.sum_y2)
+        cov_xy = _centred(n=n, sum_a=self.sum_x, sum_b=self.sum_y, sum_ab=self.sum_xy, scale=cross)
+        var_x, var_y, cov_xy = var_x / (n - 1), var_y / (n - 1), cov_xy / (n - 1)
+        terms = (var_x / mean_y**2, 2 * mean_x * cov_xy / mean_y**3, mean_x**2 * var_y / mean_y**4)
+        variance = terms[0] - terms[1] + terms[2]
+        # Units all on one line x = R·y: the terms cancel up to rounding error.
+        if variance <= _VARIANCE_EPSILON * (terms[0] + terms[2]):
+            return 0.0
+        return variance / n
+
+
+def ratio_effect(*, control: RatioStats, treatment: RatioStats, confidence: float = 0.95) -> Effect:
+    """Difference of two ratio metrics (Σx/Σy per arm), delta method, normal quantile and z-test p."""
+    _check_confidence(confidence)
+    method = "ratio_delta"
+    if control.n < MIN_UNITS or treatment.n < MIN_UNITS:
+        return Effect(method=method, n_control=control.n, n_treatment=treatment.n, error=TOO_FEW_UNITS)
+    if control.sum_y == 0 or treatment.sum_y == 0:
+        return Effect(method=method, n_control=control.n, n_treatment=treatment.n, error=DENOMINATOR_ZERO)
+    control_ratio, treatment_ratio = control.ratio, treatment.ratio
+    control_part, treatment_part = control.ratio_variance, treatment.ratio_variance
+    assert control_ratio is not None and treatment_ratio is not None
+    assert control_part is not None and treatment_part is not None
+    if control_part + treatment_part == 0:
+        return Effect(method=method, n_control=control.n, n_treatment=treatment.n, error=ZERO_VARIANCE)
+    z = (treatment_ratio - control_ratio) / math.sqrt(control_part + treatment_part)
+    return _effect(
+        method=method,
+        n_control=control.n,
+        n_treatment=treatment.n,
+        control_value=control_ratio,
+        treatment_value=treatment_ratio,
+        control_part=control_part,
+        treatment_part=treatment_part,
+        critical=_z(confidence),
+        p_value=float(2 * scipy_stats.norm.sf(abs(z))),
+    )
+
+
+@dataclass(frozen=True)
+class CupedStats:
+    """One arm's sufficient statistics for CUPED: the metric x and its pre-period covariate `pre`."""
+
+    n: int
+    sum_x: float
+    sum_x2: float
+    sum_pre: float
+    sum_pre2: float
+    sum_x_pre: float
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError(f"negative count n={self.n}")
+        sums = (self.sum_x, self.sum_x2, self.sum_pre, self.sum_pre2, self.sum_x_pre)
+        if not all(math.isfinite(value) for value in sums) or self.sum_x2 < 0 or self.sum_pre2 < 0:
+            raise ValueError(f"impossible sums {sums}")
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[float, float]]) -> CupedStats:
+        """The sufficient statistics of (x, pre) per unit (for tests and small samples)."""
+        n, sx, sxx, sp, spp, sxp = 0, 0.0, 0.0, 0.0, 0.0, 0.0
+        for x, pre in pairs:
+            n, sx, sxx, sp, spp, sxp = n + 1, sx + x, sxx + x * x, sp + pre, spp + pre * pre, sxp + x * pre
+        return cls(n=n, sum_x=sx, sum_x2=sxx, sum_pre=sp, sum_pre2=spp, sum_x_pre=sxp)
+
+    def _centred_sums(self) -> tuple[float, float, float]:
+        """Σ(x − x̄)², Σ(pre − p̄)², Σ(x − x̄)(pre − p̄)."""
+        n = self.n
+        return (
+            _centred(n=n, sum_a=self.sum_x, sum_b=self.sum_x, sum_ab=self.sum_x2, scale=self.sum_x2),
+            _centred(n=n, sum_a=self.sum_pre, sum_b=self.sum_pre, sum_ab=self.sum_pre2, scale=self.sum_pre2),
+            _centred(
+                n=n,
+                sum_a=self.sum_x,
+                sum_b=self.sum_pre,
+                sum_ab=self.sum_x_pre,
+                scale=math.sqrt(self.sum_x2 * self.sum_pre2),
+            ),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CupedAdjusted:
+    """One arm after CUPED: x_i − θ·(pre_i − pre_mean), summarised.
+
+    `variance_reduction` is 1 − variance / unadjusted_variance (θ = the arm's own optimum gives ρ²;
+    a θ from elsewhere can make it negative). When `error` is set every number is None."""
+
+    n: int
+    theta: float | None = None
+    mean: float | None = None
+    variance: float | None = None
+    unadjusted_mean: float | None = None
+    unadjusted_variance: float | None = None
+    variance_reduction: float | None = None
+    error: str | None = None
+
+
+def cuped_adjust(
+    *, stats: CupedStats, theta: float | None = None, pre_mean: float | None = None
+) -> CupedAdjusted:
+    """CUPED (Deng et al. 2013) for one arm.
+
+    θ defaults to the arm's own cov(x, pre) / var(pre) (0 when pre is constant: it carries no
+    information). The adjusted mean is x̄ − θ·(p̄ − pre_mean), pre_mean defaulting to the arm's own p̄
+    (so the mean is unchanged); pass the pre mean over all arms to compare arms. The adjusted sample
+    variance is s_x² − 2θ·s_x,pre + θ²·s_pre²."""
+    if stats.n < MIN_UNITS:
+        return CupedAdjusted(n=stats.n, error=TOO_FEW_UNITS)
+    n = stats.n
+    ss_x, ss_pre, sp_x_pre = stats._centred_sums()
+    if theta is None:
+        theta = sp_x_pre / ss_pre if ss_pre > 0 else 0.0
+    mean_x, mean_pre = stats.sum_x / n, stats.sum_pre / n
+    if pre_mean is None:
+        pre_mean = mean_pre
+    unadjusted_variance = ss_x / (n - 1)
+    variance = max((ss_x - 2 * theta * sp_x_pre + theta**2 * ss_pre) / (n - 1), 0.0)
+    return CupedAdjusted(
+        n=n,
+        theta=theta,
+        mean=mean_x - theta * (mean_pre - pre_mean),
+        variance=variance,
+        unadjusted_mean=mean_x,
+        unadjusted_variance=unadjusted_variance,
+        variance_reduction=1 - variance / unadjusted_variance if unadjusted_variance > 0 else 0.0,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CupedEffect:
+    """A CUPED-adjusted effect, the θ used and the variance reduction of the effect's estimate:
+    1 − Var(adjusted difference) / Var(unadjusted difference)."""
+
+    effect: Effect
+    theta: float | None = None
+    variance_reduction: float | None = None
+
+
+def cuped_theta(*, control: CupedStats, treatment: CupedStats) -> float:
+    """θ pooled within arms: (S_xp,c + S_xp,t) / (S_pp,c + S_pp,t), S being centred cross-products.
+
+    This is the slope of pre in the regression x ~ arm + pre (ANCOVA), and estimates the same θ as
+    gbstats' pooled covariance; 0 when pre is constant within both arms."""
+    _, ss_pre_c, sp_c = control._centred_sums()
+    _, ss_pre_t, sp_t = treatment._centred_sums()
+    denominator = ss_pre_c + ss_pre_t
+    return (sp_c + sp_t) / denominator if denominator > 0 else 0.0
+
+
+def cuped_effect(
+    *, control: CupedStats, treatment: CupedStats, confidence: float = 0.95, theta: float | None = None
+) -> CupedEffect:
+    """Difference in CUPED-adjusted means, Welch's t-test on the adjusted variances.
+
+    θ defaults to `cuped_theta` (one θ for both arms, as the method requires); both arms are centred
+    on the pre mean over all units, so the relative lift compares adjusted means on a common basis.
+    The uncertainty of θ itself is ignored (negligible at A/B sample sizes)."""
+    _check_confidence(confidence)
+    method = "cuped_welch_t"
+    if control.n < MIN_UNITS or treatment.n < MIN_UNITS:
+        effect = Effect(method=method, n_control=control.n, n_treatment=treatment.n, error=TOO_FEW_UNITS)
+        return CupedEffect(effect=effect)
+    if theta is None:
+        theta = cuped_theta(control=control, treatment=treatment)
+    pre_mean = (control.sum_pre + treatment.sum_pre) / (control.n + treatment.n)
+    adjusted_c = cuped_adjust(stats=control, theta=theta, pre_mean=pre_mean)
+    adjusted_t = cuped_adjust(stats=treatment, theta=theta, pre_mean=pre_mean)
+    assert adjusted_c.mean is not None and adjusted_c.variance is not None
+    assert adjusted_t.mean is not None and adjusted_t.variance is not None
+    assert adjusted_c.unadjusted_variance is not None and adjusted_t.unadjusted_variance is not None
+    effect = _mean_variance_effect(
+        method=method,
+        n_control=control.n,
+        n_treatment=treatment.n,
+        control_mean=adjusted_c.mean,
+        treatment_mean=adjusted_t.mean,
+        control_variance=adjusted_c.variance,
+        treatment_variance=adjusted_t.variance,
+        confidence=confidence,
+    )
+    if effect.error is not None:
+        return CupedEffect(effect=effect)
+    adjusted = adjusted_c.variance / control.n + adjusted_t.variance / treatment.n
+    unadjusted = adjusted_c.unadjusted_variance / control.n + adjusted_t.unadjusted_variance / treatment.n
+    reduction = 1 - adjusted / unadjusted if unadjusted > 0 else 0.0
+    return CupedEffect(effect=effect, theta=theta, variance_reduction=reduction)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SrmResult:
+    """Sample ratio mismatch: Pearson's chi-square goodness of fit of the arms' unit counts to the split.
+
+    `mismatch` is p < alpha. With no units there is nothing to test: error "no units", mismatch False."""
+
+    counts: tuple[int, ...]
+    expected_counts: tuple[float, ...] | None
+    chi_square: float | None
+    df: int
+    p_value: float | None
+    alpha: float
+    mismatch: bool
+    error: str | None = None
+
+
+def srm_check(*, counts: Sequence[int], expected_shares: Sequence[float], alpha: float = 0.001) -> SrmResult:
+    """Chi-square test of `counts` (units per arm) against `expected_shares` (e.g. (0.99, 0.01)).
+
+    Shares are normalised to sum to 1. alpha defaults to 0.001, the usual SRM threshold: a mismatch
+    means the assignment or logging is broken and the experiment's results should not be trusted."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha} outside (0, 1)")
+    if len(counts) != len(expected_shares):
+        raise ValueError(f"{len(counts)} counts but {len(expected_shares)} expected shares")
+    if len(counts) < 2:
+        raise ValueError("an SRM check needs at least two arms")
+    if any(count < 0 for count in counts):
+        raise ValueError(f"negative counts {tuple(counts)}")
+    if not all(math.isfinite(share) and share > 0 for share in expected_shares):
+        raise ValueError(f"expected shares must be positive and finite, got {tuple(expected_shares)}")
+    total, share_total = sum(counts), sum(expected_shares)
+    df = len(counts) - 1
+    if total == 0:
+        return SrmResult(
+            counts=tuple(counts),
+            expected_counts=None,
+            chi_square=None,
+            df=df,
+            p_value=None,
+            alpha=alpha,
+            mismatch=False,
+            error=NO_UNITS,
+        )
+    expected = tuple(total * share / share_total for share in expected_shares)
+    chi_square = sum((count - want) ** 2 / want for count, want in zip(counts, expected, strict=True))
+    p_value = float(scipy_stats.chi2.sf(chi_square, df))
+    return SrmResult(
+        counts=tuple(counts),
+        expected_counts=expected,
+        chi_square=chi_square,
+        df=df,
+        p_value=p_value,
+        alpha=alpha,
+        mismatch=p_value < alpha,
+    )
+
+
+def sequential_interval(
+    *, control: MeanStats, treatment: MeanStats, tau: float, confidence: float = 0.95
+) -> Effect:
+    """An always-valid (anytime) confidence interval for the difference in means: the normal-mixture
+    confidence sequence (mixture SPRT).
+
+    Derivation. With V = s_t²/n_t + s_c²/n_c, the variance of Δ̂ = x̄_t − x̄_c, the score S = Δ̂/V is
+    (asymptotically) a Brownian motion in information time I = 1/V with drift Δ. Mixing the
+    martingales exp(λ(S − ΔI) − λ²I/2) over λ ~ N(0, τ²) gives sqrt(V/(V+τ²))·exp(τ²(Δ̂−Δ)²/(2V(V+τ²))),
+    and Ville's inequality keeps it below 1/α at all times with probability 1 − α. Solving for Δ:
+
+        Δ̂ ± sqrt( V·(V + τ²)/τ² · log((V + τ²)/(V·α²)) )
+
+    This is the two-sided normal-mixture boundary sqrt((v+ρ)·log((v+ρ)/(ρα²))) of Howard, Ramdas,
+    McAuliffe & Sekhon (2021, Ann. Statist., "Time-uniform, nonparametric, nonasymptotic confidence
+    sequences", eq. 14) with v = I and ρ = 1/τ², divided by I; it is the mSPRT interval of Johari,
+    Pekelis & Walsh ("Always valid inference", Optimizely) and, per unit, the asymptotic confidence
+    sequence of Waudby-Smith et al. (2023) that Eppo uses.
+
+    `tau` (> 0, in the metric's unit) is the spread of effects the mixture bets on; fix it before the
+    experiment (e.g. the smallest effect worth detecting); choosing it from the data voids the
+    guarantee. `p_value` is the always-valid p at this look, min(1, 1/Λ); callers monitoring over time
+    should keep its running minimum. Relative fields are None. For a rate, pass
+    MeanStats(n, successes, successes)."""
+    _check_confidence(confidence)
+    if not (math.isfinite(tau) and tau > 0):
+        raise ValueError(f"tau={tau} must be positive and finite")
+    method = "normal_mixture_sequential"
+    if control.n < MIN_UNITS or treatment.n < MIN_UNITS:
+        return Effect(method=method, n_control=control.n, n_treatment=treatment.n, error=TOO_FEW_UNITS)
+    assert control.mean is not None and treatment.mean is not None
+    assert control.variance is not None and treatment.variance is not None
+    variance = control.variance / control.n + treatment.variance / treatment.n
+    if variance == 0:
+        return Effect(method=method, n_control=control.n, n_treatment=treatment.n, error=ZERO_VARIANCE)
+    alpha = 1 - confidence
+    tau2 = tau * tau
+    estimate = treatment.mean - control.mean
+    half = math.sqrt(
+        variance * (variance + tau2) / tau2 * math.log((variance + tau2) / (variance * alpha * alpha))
+    )
+    log_lambda = 0.5 * math.log(variance / (variance + tau2)) + tau2 * estimate**2 / (
+        2 * variance * (variance + tau2)
+    )
+    return Effect(
+        method=method,
+        n_control=control.n,
+        n_treatment=treatment.n,
+        control_value=control.mean,
+        treatment_value=treatment.mean,
+        estimate=estimate,
+        ci_low=estimate - half,
+        ci_high=estimate + half,
+        p_value=min(1.0, math.exp(-log_lambda)),
+    )
+
+
+def _check_p_values(p_values: Sequence[float]) -> list[float]:
+    values = [float(p) for p in p_values]
+    if not all(0 <= p <= 1 for p in values):  # also refuses NaN
+        raise ValueError(f"p-values must lie in [0, 1], got {values}")
+    return values
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values (family-wise error), in input order.
+
+    Sorted ascending, p_(i) becomes max over j ≤ i of min(1, (m − j + 1)·p_(j))."""
+    values = _check_p_values(p_values)
+    m = len(values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(sorted(range(m), key=values.__getitem__)):
+        running = max(running, min(1.0, (m - rank) * values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini–Hochberg adjusted p-values (false discovery rate, "q-values"), in input order.
+
+    Sorted ascending, p_(i) becomes min over j ≥ i of min(1, m·p_(j)/j)."""
+    values = _check_p_values(p_values)
+    m = len(values)
+    adjusted = [0.0] * m
+    running = 1.0
+    order = sorted(range(m), key=values.__getitem__)
+    for rank in range(m, 0, -1):
+        index = order[rank - 1]
+        running = min(running, m * values[index] / rank)
+        adjusted[index] = running
+    return adjusted

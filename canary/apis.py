@@ -15,7 +15,6 @@ from canary.models import CanaryAnalysis, Experiment, OutcomeEvent, ProbeRun, Pr
 from canary.router import ARMS
 from canary.selectors import experiment_get, experiment_get_live, experiment_list
 from canary.services import experiments as lifecycle
-from canary.services.analysis import experiment_analyze
 from canary.services.assignment import experiment_assign
 from canary.services.events import events_ingest
 from canary.services.probes import probe_set_import_jsonl
@@ -301,6 +300,8 @@ class ExperimentAnalysisApi(APIView):
 
     @extend_schema(request=None, responses=AnalysisOutputSerializer)
     def post(self, request, name: str):
+        from canary.services.analysis import experiment_analyze  # scipy: only when asked
+
         analysis = experiment_analyze(experiment=experiment_get(name=name))
         return Response(AnalysisOutputSerializer(analysis).data)
 

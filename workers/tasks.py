@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import socket
 
+import httpx
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import InterfaceError, OperationalError
 
@@ -86,7 +87,7 @@ def turn_stream_drain_task() -> int:
 
 
 @app.task(
-    autoretry_for=(OSError,),
+    autoretry_for=(httpx.HTTPError,),
     retry_backoff=5,
     retry_backoff_max=600,
     retry_jitter=True,
@@ -94,14 +95,9 @@ def turn_stream_drain_task() -> int:
 )
 def webhook_deliver_task(event: str, body: str) -> int:
     """POST a signed webhook; connection failures and HTTP errors are retried with backoff."""
-    import httpx
-
     from evalhub.services.webhooks import webhook_deliver
 
-    try:
-        return webhook_deliver(event=event, body=body)
-    except httpx.HTTPError as exc:
-        raise OSError(str(exc)) from exc
+    return webhook_deliver(event=event, body=body)
 
 
 @app.task(soft_time_limit=600, time_limit=660)

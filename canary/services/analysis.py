@@ -94,17 +94,11 @@ def _turns_per_session(experiment: Experiment) -> dict[str, MeanStats]:
 def _probe_result(experiment: Experiment, min_probes: int):
     run = experiment.probe_runs.filter(status=ProbeRun.Status.SUCCEEDED).order_by("-finished_at").first()
     cell = (run.report.get("all") if run else None) or {}
-    pairs = cell.get("pairs", 0)
-    only_candidate, only_baseline = (
-        cell.get("only_candidate_correct", 0),
-        cell.get("only_baseline_correct", 0),
-    )
-    both = round(cell.get("baseline_rate", 0) * pairs) - only_baseline
     return probes_compare(
-        only_candidate_correct=only_candidate,
-        only_baseline_correct=only_baseline,
-        both_correct=both,
-        neither_correct=pairs - both - only_candidate - only_baseline,
+        only_candidate_correct=cell.get("only_candidate_correct", 0),
+        only_baseline_correct=cell.get("only_baseline_correct", 0),
+        both_correct=cell.get("both_correct", 0),
+        neither_correct=cell.get("neither_correct", 0),
         min_pairs=min_probes,
     )
 

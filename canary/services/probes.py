@@ -14,13 +14,12 @@ from collections import defaultdict
 from django.db import transaction
 from django.utils import timezone
 
-from canary.analysis_stats import probes_compare
 from canary.models import Experiment, Probe, ProbeResult, ProbeRun, ProbeSet, TurnEvent
 from canary.router import BASELINE, CANDIDATE
 from evalhub.errors import ApplicationError
 from evalhub.models import ModelVersion
 from evalhub.services.audit import audit_record
-from evalhub.services.versions import model_version_serving_url
+from evalhub.services.versions import model_version_serving_model, model_version_serving_url
 
 SIGNIFICANCE = 0.05
 
@@ -82,10 +81,9 @@ def _backend_for(version: ModelVersion):
     url = model_version_serving_url(version=version)
     if not url:
         raise ApplicationError(f"{version.ref} has no serving URL.", fields={"serving_url": ["required"]})
-    if version.backend_kind == ModelVersion.BackendKind.OPENAI:
-        config = {**version.backend_config, "base_url": url}
-    else:
-        config = {"base_url": url, "model": version.ref}
+    # An openai backend keeps its own settings (label_regex, system prompt ...) at the serving URL.
+    config = version.backend_config if version.backend_kind == ModelVersion.BackendKind.OPENAI else {}
+    config = {**config, "base_url": url, "model": model_version_serving_model(version=version)}
     return backend_build(kind="openai", config=config, api_key=version.api_key)
 
 
@@ -158,6 +156,8 @@ def probe_run_execute(*, experiment: Experiment, probe_set: ProbeSet) -> ProbeRu
 
 def probe_report_build(*, probes: list[Probe], results: list[ProbeResult]) -> dict:
     """Per weakness and overall: pass rate per arm and the paired McNemar comparison."""
+    from canary.analysis_stats import probes_compare  # scipy: not on the web path, which imports sets
+
     outcome = {(r.probe_id, r.arm): r.correct for r in results}
     cells: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # both, only cand., only base., neither
     for probe in probes:
@@ -185,6 +185,8 @@ def probe_report_build(*, probes: list[Probe], results: list[ProbeResult]) -> di
         pairs = both + only_candidate + only_baseline + neither
         report[key] = {
             "pairs": pairs,
+            "both_correct": both,
+            "neither_correct": neither,
             "baseline_rate": (both + only_baseline) / pairs,
             "candidate_rate": (both + only_candidate) / pairs,
             "only_candidate_correct": only_candidate,

@@ -22,7 +22,7 @@ from canary.services.assignment import experiment_assign
 from canary.services.telemetry import turn_events_record
 from evalhub.errors import ApplicationError
 from evalhub.models import ModelVersion
-from evalhub.services.versions import model_version_serving_url
+from evalhub.services.versions import model_version_serving_model, model_version_serving_url
 
 _client: httpx.Client | None = None
 
@@ -82,7 +82,7 @@ def _ask(*, version: ModelVersion, body: dict) -> dict:
     url = model_version_serving_url(version=version)
     if not url:
         raise UpstreamError(f"{version.ref} has no serving URL")
-    model = version.backend_config.get("model") if version.backend_kind == "openai" else version.ref
+    model = model_version_serving_model(version=version)
     headers = {"Authorization": f"Bearer {version.api_key}"} if version.api_key else {}
     try:
         response = _http().post(

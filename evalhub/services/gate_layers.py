@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from django.db import transaction
 
@@ -18,7 +18,7 @@ from evalhub.gate.policy import GatePolicyConfig
 from evalhub.gate.robustness import SampleOutcome, robustness_judge
 from evalhub.gate.scoring import answer_correct
 from evalhub.models import EvalItem, GateRun, LayerResult, ModelVersion, SampleResult
-from evalhub.services.model_outputs import VersionOutputs, model_outputs_predict
+from evalhub.services.model_outputs import VersionOutputs, model_outputs_predict, version_backend
 
 Layer = LayerResult.Layer
 LANGUAGES = ("en", "zh", "mixed")
@@ -233,8 +233,6 @@ def _attacks_run(
 ) -> dict:
     """Attack mode, per version; each version's report is saved as it finishes (a resumed run
     keeps it). Raises PerturbationResourceError / AttackUnavailableError when it cannot run."""
-    from dataclasses import asdict
-
     from workers.perturbation.attack import attack_run
 
     spec = _attack_spec(policy)
@@ -244,8 +242,6 @@ def _attacks_run(
     labelled = [(i.external_id, i.input, i.label, i.language) for i in items if i.label]
     for version in versions:
         if version.ref not in reports["versions"]:
-            from evalhub.services.model_outputs import version_backend
-
             report = attack_run(backend=version_backend(version), items=labelled, spec=spec)
             reports["versions"][version.ref] = report.as_dict()
             layer.details = {**layer.details, "attack": reports}

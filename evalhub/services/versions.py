@@ -168,3 +168,11 @@ def model_version_serving_url(*, version: ModelVersion) -> str:
     if version.backend_kind == ModelVersion.BackendKind.OPENAI:
         return version.backend_config.get("base_url", "")
     return ""
+
+
+def model_version_serving_model(*, version: ModelVersion) -> str:
+    """The `model` to ask for at the serving URL: an `openai` backend's own, else the version's ref
+    (what `manage.py serve_model` answers to)."""
+    if version.backend_kind == ModelVersion.BackendKind.OPENAI:
+        return version.backend_config["model"]
+    return version.ref

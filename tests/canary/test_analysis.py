@@ -1,7 +1,6 @@
 """Canary analysis on stored events; acting on its verdict; a broken candidate rolled back end to end."""
 
 import random
-import threading
 
 import pytest
 from django.core.management import call_command
@@ -12,7 +11,6 @@ from canary.services.events import events_ingest
 from canary.services.experiments import experiment_create, experiment_start
 from evalhub.models import AuditLog
 from evalhub.services.versions import model_version_register
-from workers.model_server import model_server_create
 
 BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "contract-assistant/v3"}}
 
@@ -65,6 +63,8 @@ def probe_report(experiment, *, candidate_only: int = 3, baseline_only: int = 2,
                 "candidate_rate": (both + candidate_only) / pairs,
                 "only_candidate_correct": candidate_only,
                 "only_baseline_correct": baseline_only,
+                "both_correct": both,
+                "neither_correct": pairs - both - candidate_only - baseline_only,
             }
         },
     )
@@ -155,31 +155,12 @@ def test_a_pass_waits_for_a_release_manager_unless_the_plan_ramps_itself(experim
     assert CanaryAnalysis.objects.count() == 2
 
 
-@pytest.fixture
-def served(small_bow):
-    servers, found = [], []
-    for label in ("v3", "v4"):
-        version = model_version_register(
-            family="contract-assistant",
-            label=label,
-            backend_kind="builtin",
-            backend_config={"path": str(small_bow)},
-            actor=None,
-        )
-        server = model_server_create(version=version, port=0)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        version.serving_url = f"http://127.0.0.1:{server.server_port}/v1"
-        version.save(update_fields=["serving_url"])
-        servers.append(server)
-        found.append(version)
-    yield found, servers
-    for server in servers:
-        server.server_close()
-
-
 @pytest.mark.django_db(transaction=True)
-def test_stopping_the_candidates_server_rolls_back_while_users_keep_answers(live_server, served):
-    (v3, v4), (_, v4_server) = served
+def test_stopping_the_candidates_server_rolls_back_while_users_keep_answers(
+    live_server, serve_versions, small_bow
+):
+    v3, v4 = serve_versions({"v3": small_bow, "v4": small_bow})
+    v4_server = serve_versions.servers["v4"]
     created = experiment_create(
         name="sim", baseline=v3, candidate=v4, traffic_percent=50, actor=None, guardrails={"min_requests": 50}
     )

@@ -1,7 +1,5 @@
 """Stress probes through both versions' real model servers, paired and compared per weakness."""
 
-import threading
-
 import pytest
 
 from canary.models import ProbeResult, ProbeRun, TurnEvent
@@ -9,8 +7,6 @@ from canary.probes_gen import demo_probes_build
 from canary.services.experiments import experiment_create, experiment_start
 from canary.services.probes import probe_run_execute, probe_runs_due, probe_set_import
 from evalhub.demo.dataset import demo_dataset_build
-from evalhub.services.versions import model_version_register
-from workers.model_server import model_server_create
 from workers.training import bow_train
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,27 +21,10 @@ def better_bow(tmp_path_factory):
 
 
 @pytest.fixture
-def experiment(small_bow, better_bow):
-    servers, versions = [], []
-    for label, path in (("v3", small_bow), ("v4", better_bow)):
-        version = model_version_register(
-            family="contract-assistant",
-            label=label,
-            backend_kind="builtin",
-            backend_config={"path": str(path)},
-            actor=None,
-        )
-        server = model_server_create(version=version, port=0)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        version.serving_url = f"http://127.0.0.1:{server.server_port}/v1"
-        version.save(update_fields=["serving_url"])
-        servers.append(server)
-        versions.append(version)
-    created = experiment_create(name="exp", baseline=versions[0], candidate=versions[1], actor=None)
-    yield experiment_start(experiment=created, actor=None)
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+def experiment(small_bow, better_bow, serve_versions):
+    v3, v4 = serve_versions({"v3": small_bow, "v4": better_bow})
+    created = experiment_create(name="exp", baseline=v3, candidate=v4, actor=None)
+    return experiment_start(experiment=created, actor=None)
 
 
 @pytest.fixture
@@ -69,6 +48,9 @@ def test_probes_are_paired_per_weakness_and_kept_out_of_user_traffic(experiment,
         for arm in ("baseline", "candidate"):
             correct = rows.filter(arm=arm, correct=True).count()
             assert cell[f"{arm}_rate"] == pytest.approx(correct / pairs)
+        candidate_ok = rows.filter(arm="candidate", correct=True).values_list("probe_id", flat=True)
+        baseline_ok = rows.filter(arm="baseline", correct=True).values_list("probe_id", flat=True)
+        assert cell["both_correct"] == len(set(candidate_ok) & set(baseline_ok))
         assert 0 <= cell["mcnemar_p"] <= 1
         assert cell["finding"] in (
             "candidate fixes this weakness",

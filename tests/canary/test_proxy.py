@@ -1,7 +1,5 @@
 """The canary proxy over real HTTP: a live Django server, real model servers, the official client."""
 
-import threading
-
 import httpx
 import openai
 import pytest
@@ -11,35 +9,15 @@ from canary.models import TurnEvent
 from canary.services import telemetry
 from canary.services.experiments import experiment_create, experiment_start
 from evalhub.services.tokens import api_token_create, user_role_grant
-from evalhub.services.versions import model_version_register
-from workers.model_server import model_server_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 QUESTION = "The Buyer shall pay each invoice within 30 days of receipt."
 
 
 @pytest.fixture
-def served(small_bow):
-    """v3 and v4 behind real model servers (the same small checkpoint, two processes' worth)."""
-    servers, versions = [], []
-    for label in ("v3", "v4"):
-        version = model_version_register(
-            family="fam",
-            label=label,
-            backend_kind="builtin",
-            backend_config={"path": str(small_bow)},
-            actor=None,
-        )
-        server = model_server_create(version=version, port=0)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        version.serving_url = f"http://127.0.0.1:{server.server_port}/v1"
-        version.save(update_fields=["serving_url"])
-        servers.append(server)
-        versions.append(version)
-    yield versions
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+def served(small_bow, serve_versions):
+    """v3 and v4 behind real model servers (the same small checkpoint)."""
+    return serve_versions({"v3": small_bow, "v4": small_bow}, family="fam")
 
 
 @pytest.fixture

@@ -2,43 +2,21 @@
 
 import io
 import json
-import threading
 
 import pytest
 from django.core.management import call_command
 
 from canary.models import OutcomeEvent, TurnEvent
 from canary.services.experiments import experiment_create, experiment_start
-from evalhub.services.versions import model_version_register
-from workers.model_server import model_server_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def experiment(small_bow):
-    servers, versions = [], []
-    for label in ("v3", "v4"):
-        version = model_version_register(
-            family="contract-assistant",
-            label=label,
-            backend_kind="builtin",
-            backend_config={"path": str(small_bow)},
-            actor=None,
-        )
-        server = model_server_create(version=version, port=0)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        version.serving_url = f"http://127.0.0.1:{server.server_port}/v1"
-        version.save(update_fields=["serving_url"])
-        servers.append(server)
-        versions.append(version)
-    created = experiment_create(
-        name="sim", baseline=versions[0], candidate=versions[1], traffic_percent=30, actor=None
-    )
-    yield experiment_start(experiment=created, actor=None)
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+def experiment(small_bow, serve_versions):
+    v3, v4 = serve_versions({"v3": small_bow, "v4": small_bow})
+    created = experiment_create(name="sim", baseline=v3, candidate=v4, traffic_percent=30, actor=None)
+    return experiment_start(experiment=created, actor=None)
 
 
 def simulate(live_server, **options) -> dict:

@@ -56,6 +56,9 @@ class Experiment(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # When the candidate's share last changed (start, ramp): a unit's arm is stable only since then,
+    # so the gate's traffic layers read the window from here.
+    share_since = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -106,6 +109,8 @@ class TurnEvent(models.Model):
     # The candidate failed and the baseline answered instead (proxy only).
     fallback = models.BooleanField(default=False)
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.CLIENT)
+    # User turns only, set by the follow-up detector (`canary.followup.KINDS`); null until judged.
+    follow_up_kind = models.CharField(max_length=12, null=True, blank=True)
     occurred_at = models.DateTimeField()
     received_at = models.DateTimeField(auto_now_add=True)
 
@@ -116,10 +121,28 @@ class TurnEvent(models.Model):
         indexes = [
             models.Index(fields=["experiment", "arm", "role", "occurred_at"], name="canary_turn_arm_role"),
             models.Index(fields=["experiment", "session_id", "turn_index"], name="canary_turn_session"),
+            # The detector's queue: user turns not judged yet.
+            models.Index(
+                fields=["experiment", "occurred_at"],
+                condition=Q(role="user", follow_up_kind__isnull=True),
+                name="canary_turn_unjudged",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.experiment_id}:{self.event_id}"
+
+
+class FollowUpDetectorConfig(models.Model):
+    """A family's follow-up detector thresholds (`canary.followup.FollowUpThresholds`); a family
+    without a row uses the defaults tuned on the bundled labelled set."""
+
+    family = models.CharField(max_length=100, unique=True)
+    thresholds = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"follow-up detector of {self.family}"
 
 
 class OutcomeEvent(models.Model):

@@ -179,6 +179,10 @@ class GateRun(models.Model):
     suite = models.ForeignKey(EvalSuite, on_delete=models.PROTECT, related_name="gate_runs")
     policy = models.ForeignKey(GatePolicy, null=True, blank=True, on_delete=models.SET_NULL)
     policy_config = models.JSONField(default=dict)
+    # The canary experiment whose traffic feeds the follow-up and business layers.
+    experiment = models.ForeignKey(
+        "canary.Experiment", null=True, blank=True, on_delete=models.PROTECT, related_name="gate_runs"
+    )
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     progress = models.PositiveSmallIntegerField(default=0)
     verdict = models.CharField(max_length=20, choices=Verdict.choices, default=Verdict.PENDING)
@@ -285,6 +289,55 @@ class ModelOutput(models.Model):
 
     def __str__(self) -> str:
         return f"{self.version_id}:{self.input_hash[:12]} -> {self.label}"
+
+
+class Decision(models.Model):
+    """A release manager's decision on a version. Immutable: a change of mind is a new decision.
+
+    approve / reject: final, they move the version's status. Approving a version whose latest gate
+    run did not pass is an override: one release manager files `override_request`, a second one
+    files `override_confirm` pointing at it, and only then is the version approved."""
+
+    class Action(models.TextChoices):
+        APPROVE = "approve"
+        REJECT = "reject"
+        OVERRIDE_REQUEST = "override_request"
+        OVERRIDE_CONFIRM = "override_confirm"
+
+    version = models.ForeignKey(ModelVersion, on_delete=models.PROTECT, related_name="decisions")
+    gate_run = models.ForeignKey(
+        GateRun, null=True, blank=True, on_delete=models.PROTECT, related_name="decisions"
+    )
+    # The gate run's verdict when the decision was taken.
+    gate_verdict = models.CharField(max_length=20, blank=True)
+    action = models.CharField(max_length=20, choices=Action.choices)
+    reason = models.TextField()
+    confirms = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="confirmation"
+    )
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(action="override_confirm", confirms__isnull=False)
+                | (~models.Q(action="override_confirm") & models.Q(confirms__isnull=True)),
+                name="decision_confirm_points_at_request",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.version_id} by {self.decided_by_id}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("Decisions are immutable.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("Decisions are immutable.")
 
 
 class ApiToken(models.Model):

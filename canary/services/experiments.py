@@ -189,8 +189,9 @@ def _status_set(
 
 
 def experiment_start(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
+    now = timezone.now()
     return _status_set(
-        experiment=experiment, to=Status.RUNNING, actor=actor, reason=reason, started_at=timezone.now()
+        experiment=experiment, to=Status.RUNNING, actor=actor, reason=reason, started_at=now, share_since=now
     )
 
 
@@ -199,7 +200,10 @@ def experiment_pause(*, experiment: Experiment, actor, reason: str = "") -> Expe
 
 
 def experiment_resume(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
-    return _status_set(experiment=experiment, to=Status.RUNNING, actor=actor, reason=reason)
+    # While paused everyone was on the baseline: the traffic layers count from the resume on.
+    return _status_set(
+        experiment=experiment, to=Status.RUNNING, actor=actor, reason=reason, share_since=timezone.now()
+    )
 
 
 def experiment_rollback(*, experiment: Experiment, actor, reason: str, system: str = "system") -> Experiment:
@@ -280,8 +284,8 @@ def experiment_ramp(
                 fields={"traffic_percent": [f"must be above {locked.traffic_percent} %"]},
             )
         before = {"traffic_percent": locked.traffic_percent, "ramp_step": locked.ramp_step}
-        locked.traffic_buckets, locked.ramp_step = buckets, step
-        locked.save(update_fields=["traffic_buckets", "ramp_step"])
+        locked.traffic_buckets, locked.ramp_step, locked.share_since = buckets, step, timezone.now()
+        locked.save(update_fields=["traffic_buckets", "ramp_step", "share_since"])
         audit_record(
             actor=actor,
             action="experiment.ramp",

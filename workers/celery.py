@@ -29,6 +29,7 @@ app.conf.task_routes = {
     "workers.tasks.webhook_deliver_task": {"queue": "cpu"},
     "workers.tasks.canary_analysis_task": {"queue": "cpu"},
     "workers.tasks.probe_runs_task": {"queue": "cpu"},
+    "workers.tasks.followups_label_task": {"queue": "cpu"},
 }
 app.conf.beat_schedule = {
     "gate-run-reap-stale": {
@@ -39,6 +40,11 @@ app.conf.beat_schedule = {
         "task": "workers.tasks.turn_stream_drain_task",
         "schedule": float(os.environ.get("EVALHUB_TELEMETRY_DRAIN_SECONDS", 2)),
         "options": {"expires": 10},
+    },
+    "canary-followups-label": {
+        "task": "workers.tasks.followups_label_task",
+        "schedule": float(os.environ.get("EVALHUB_FOLLOWUP_LABEL_SECONDS", 30)),
+        "options": {"expires": 60},
     },
     "canary-analysis": {
         "task": "workers.tasks.canary_analysis_task",

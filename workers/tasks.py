@@ -86,6 +86,14 @@ def turn_stream_drain_task() -> int:
     return turn_stream_drain()
 
 
+@app.task(soft_time_limit=120, time_limit=150)
+def followups_label_task() -> dict:
+    """Judge the user turns not judged yet (follow-up, deepening or new) for gate layer 2."""
+    from canary.services.followups import followups_label
+
+    return followups_label(max_seconds=60)
+
+
 @app.task(
     autoretry_for=(httpx.HTTPError,),
     retry_backoff=5,

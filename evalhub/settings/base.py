@@ -166,10 +166,15 @@ EVALHUB_GATE_RUN_MAX_ATTEMPTS = int(os.environ.get("EVALHUB_GATE_RUN_MAX_ATTEMPT
 # Outgoing webhooks (canary rollbacks, verdicts, decisions): JSON POSTs signed with HMAC-SHA256.
 EVALHUB_WEBHOOK_URL = os.environ.get("EVALHUB_WEBHOOK_URL", "")
 EVALHUB_WEBHOOK_SECRET = os.environ.get("EVALHUB_WEBHOOK_SECRET", "")
+# Release decisions: the user who registered a version may not approve it (nor request or confirm
+# an override of its gate); rejecting it stays allowed.
+EVALHUB_DECISIONS_FORBID_SELF_APPROVAL = env_bool("EVALHUB_DECISIONS_FORBID_SELF_APPROVAL", True)
 # Per-process reuse of what the request hot path reads: a checked API token (with its roles),
 # and a canary experiment. Revoking a token or changing an experiment applies within that long.
 EVALHUB_AUTH_CACHE_SECONDS = float(os.environ.get("EVALHUB_AUTH_CACHE_SECONDS", 10))
 EVALHUB_CANARY_CACHE_SECONDS = float(os.environ.get("EVALHUB_CANARY_CACHE_SECONDS", 1))
+# Follow-up detector: a user turn whose answer is still missing this long after it is judged `new`.
+EVALHUB_FOLLOWUP_GRACE_SECONDS = int(os.environ.get("EVALHUB_FOLLOWUP_GRACE_SECONDS", 300))
 # Canary telemetry: the most events one POST /api/v1/events may carry.
 EVALHUB_EVENTS_MAX_BATCH = int(os.environ.get("EVALHUB_EVENTS_MAX_BATCH", 5000))
 # Canary proxy: seconds to wait for a version's answer before the baseline stands in.

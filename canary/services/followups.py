@@ -1,0 +1,138 @@
+"""Follow-up labels on stored user turns: the detector (`canary.followup`) run over the event store.
+
+A user turn is judged once, against the previous user question and the assistant's answer in the
+same session (turn indexes k − 2 and k − 1), and its kind is written to `TurnEvent.follow_up_kind`.
+The first question of a session is `new`. A turn whose answer has not arrived yet is left for a
+later pass, unless it is older than EVALHUB_FOLLOWUP_GRACE_SECONDS (then it is judged `new`: a
+follow-up of an answer nobody recorded cannot be counted). Probe traffic is never judged.
+
+It runs on the cpu queue every few seconds, and a gate run calls it before it counts, so layer 2
+never reads a turn that could still be judged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from canary.followup import FollowUpThresholds, TurnPair, followups_detect
+from canary.models import Experiment, FollowUpDetectorConfig, TurnEvent
+from evalhub.errors import ApplicationError
+
+NEW = "new"
+Role = TurnEvent.Role
+
+
+def followup_thresholds_get(*, family: str) -> FollowUpThresholds:
+    config = FollowUpDetectorConfig.objects.filter(family=family).first()
+    try:
+        return FollowUpThresholds.from_dict(config.thresholds if config else None)
+    except ValueError as exc:
+        field = str(exc).split(":", 1)[0]
+        raise ApplicationError(
+            f"Follow-up detector thresholds of {family!r}: {exc}", fields={f"thresholds.{field}": [str(exc)]}
+        ) from None
+
+
+def _unjudged(*, experiment: Experiment | None, until: datetime | None):
+    turns = TurnEvent.objects.filter(role=Role.USER, follow_up_kind__isnull=True).exclude(
+        source=TurnEvent.Source.PROBE
+    )
+    if experiment is not None:
+        turns = turns.filter(experiment=experiment)
+    if until is not None:
+        turns = turns.filter(occurred_at__lte=until)
+    return turns
+
+
+def _context(turns: list[TurnEvent]) -> dict[tuple[int, str, int], TurnEvent]:
+    """The earlier turns of these turns' sessions, by (experiment, session, turn index)."""
+    wanted = Q()
+    for turn in turns:
+        if turn.turn_index:
+            wanted |= Q(
+                experiment_id=turn.experiment_id,
+                session_id=turn.session_id,
+                turn_index__in=[turn.turn_index - 1, turn.turn_index - 2],
+            )
+    if not wanted:
+        return {}
+    rows = TurnEvent.objects.filter(wanted).only(
+        "experiment_id", "session_id", "turn_index", "role", "text", "occurred_at"
+    )
+    return {(t.experiment_id, t.session_id, t.turn_index): t for t in rows}
+
+
+def followups_label(
+    *,
+    experiment: Experiment | None = None,
+    until: datetime | None = None,
+    batch_size: int = 256,
+    max_seconds: float | None = None,
+    embed: Callable | None = None,
+) -> dict[str, int]:
+    """Judge the user turns not judged yet (of one experiment, up to `until`), oldest first.
+
+    Returns counts by kind, plus `waiting` (turns whose answer is not stored yet)."""
+    if embed is None:
+        from workers.embeddings import sentence_embed as embed
+    started = time.monotonic()
+    grace_before = timezone.now() - timedelta(seconds=settings.EVALHUB_FOLLOWUP_GRACE_SECONDS)
+    thresholds: dict[int, FollowUpThresholds] = {}
+    counts: dict[str, int] = {"waiting": 0}
+    waiting: set[int] = set()
+    while max_seconds is None or time.monotonic() - started < max_seconds:
+        batch = list(
+            _unjudged(experiment=experiment, until=until)
+            .exclude(pk__in=waiting)
+            .select_related("experiment")
+            .order_by("occurred_at", "pk")[:batch_size]
+        )
+        if not batch:
+            break
+        context = _context(batch)
+        judged: list[TurnEvent] = []
+        pairs: list[tuple[TurnEvent, TurnPair]] = []
+        for turn in batch:
+            answer = context.get((turn.experiment_id, turn.session_id, turn.turn_index - 1))
+            question = context.get((turn.experiment_id, turn.session_id, turn.turn_index - 2))
+            if turn.turn_index == 0:
+                turn.follow_up_kind = NEW
+                judged.append(turn)
+            elif answer is None or answer.role != Role.ASSISTANT:
+                if turn.occurred_at < grace_before:
+                    turn.follow_up_kind = NEW
+                    judged.append(turn)
+                else:
+                    waiting.add(turn.pk)
+            else:
+                gap = (turn.occurred_at - answer.occurred_at).total_seconds()
+                pair = TurnPair(
+                    previous_question=question.text if question and question.role == Role.USER else "",
+                    previous_answer=answer.text,
+                    next_turn=turn.text,
+                    gap_seconds=max(0.0, gap),
+                )
+                pairs.append((turn, pair))
+        by_family: dict[int, list[tuple[TurnEvent, TurnPair]]] = {}
+        for turn, pair in pairs:
+            by_family.setdefault(turn.experiment_id, []).append((turn, pair))
+        for experiment_id, group in by_family.items():
+            if experiment_id not in thresholds:
+                thresholds[experiment_id] = followup_thresholds_get(family=group[0][0].experiment.family)
+            judgements = followups_detect(
+                pairs=[pair for _, pair in group], embed=embed, thresholds=thresholds[experiment_id]
+            )
+            for (turn, _), judgement in zip(group, judgements, strict=True):
+                turn.follow_up_kind = judgement.kind
+                judged.append(turn)
+        TurnEvent.objects.bulk_update(judged, ["follow_up_kind"])
+        for turn in judged:
+            counts[turn.follow_up_kind] = counts.get(turn.follow_up_kind, 0) + 1
+    counts["waiting"] = len(waiting)
+    return counts

@@ -9,8 +9,11 @@ Conventions:
   "no difference".
 - Relative intervals use the delta method for a ratio of two independent means:
   Var(T/C) ≈ Var(T)/C² + T²·Var(C)/C⁴, where Var(·) is the variance of the arm's estimate.
-- Degenerate input (too few units, zero variance in both arms, a zero control value so the lift is
-  undefined) is not an exception: the result carries `error` and every number in it is None.
+- Degenerate input (too few units, zero variance in both arms, a zero denominator mean) is not an
+  exception: the result carries `error` and every number in it is None.
+- A zero control value leaves the difference well defined but the lift undefined: the absolute fields
+  (values, estimate, interval, p-value) are kept, the relative ones are None and `relative_error` says
+  why ("control mean is zero"). The sequential interval never computes a lift and says so there too.
 - Impossible input (negative counts, non-finite sums) and invalid settings (confidence outside (0, 1))
   raise ValueError: those are bugs, not a lack of data.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from scipy import stats as scipy_stats
 
@@ -42,6 +45,7 @@ __all__ = [
     "mean_effect",
     "proportion_effect",
     "ratio_effect",
+    "sequential_half_width",
     "sequential_interval",
     "srm_check",
 ]
@@ -51,6 +55,7 @@ MIN_UNITS = 2  # per arm: a sample variance needs two values
 TOO_FEW_UNITS = "too few units"
 ZERO_VARIANCE = "zero variance"
 CONTROL_ZERO = "control mean is zero"
+NO_RELATIVE = "relative lift not computed"
 DENOMINATOR_ZERO = "denominator mean is zero"
 NO_UNITS = "no units"
 
@@ -65,7 +70,8 @@ class Effect:
 
     `control_value` / `treatment_value` are the arms' estimates (mean, rate, ratio or adjusted mean);
     `estimate` is treatment − control, `relative` is treatment / control − 1. When `error` is set every
-    number is None."""
+    number is None; when only `relative_error` is set (a zero control value, so the lift is undefined, or
+    a method that computes no lift) the absolute numbers stand and the three relative ones are None."""
 
     method: str
     n_control: int
@@ -80,6 +86,7 @@ class Effect:
     relative_ci_high: float | None = None
     p_value: float | None = None
     error: str | None = None
+    relative_error: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -121,17 +128,11 @@ def _effect(
 ) -> Effect:
     """An Effect from the arms' estimates and the variances of those estimates (`*_part`).
 
-    Both intervals are estimate ± critical · standard error; the relative one by the delta method."""
-    if control_value == 0:
-        return Effect(method=method, n_control=n_control, n_treatment=n_treatment, error=CONTROL_ZERO)
+    Both intervals are estimate ± critical · standard error; the relative one by the delta method, and
+    only when the control value is not zero."""
     estimate = treatment_value - control_value
     half = critical * math.sqrt(control_part + treatment_part)
-    relative = treatment_value / control_value - 1
-    relative_variance = (
-        treatment_part / control_value**2 + treatment_value**2 * control_part / control_value**4
-    )
-    relative_half = critical * math.sqrt(relative_variance)
-    return Effect(
+    absolute = Effect(
         method=method,
         n_control=n_control,
         n_treatment=n_treatment,
@@ -140,10 +141,20 @@ def _effect(
         estimate=estimate,
         ci_low=estimate - half,
         ci_high=estimate + half,
+        p_value=p_value,
+    )
+    if control_value == 0:
+        return replace(absolute, relative_error=CONTROL_ZERO)
+    relative = treatment_value / control_value - 1
+    relative_variance = (
+        treatment_part / control_value**2 + treatment_value**2 * control_part / control_value**4
+    )
+    relative_half = critical * math.sqrt(relative_variance)
+    return replace(
+        absolute,
         relative=relative,
         relative_ci_low=relative - relative_half,
         relative_ci_high=relative + relative_half,
-        p_value=p_value,
     )
 
 
@@ -524,6 +535,23 @@ def srm_check(*, counts: Sequence[int], expected_shares: Sequence[float], alpha:
     )
 
 
+def sequential_half_width(*, variance: float, tau: float, confidence: float = 0.95) -> float:
+    """Half-width of the normal-mixture confidence sequence (see `sequential_interval`) when the
+    difference's estimate has variance `variance` (> 0): sqrt(V·(V + τ²)/τ² · log((V + τ²)/(V·α²))).
+
+    It grows with V, so it also answers "at which V (how many units) would the interval be this narrow"."""
+    _check_confidence(confidence)
+    if not (math.isfinite(tau) and tau > 0):
+        raise ValueError(f"tau={tau} must be positive and finite")
+    if not (math.isfinite(variance) and variance > 0):
+        raise ValueError(f"variance={variance} must be positive and finite")
+    alpha = 1 - confidence
+    tau2 = tau * tau
+    return math.sqrt(
+        variance * (variance + tau2) / tau2 * math.log((variance + tau2) / (variance * alpha * alpha))
+    )
+
+
 def sequential_interval(
     *, control: MeanStats, treatment: MeanStats, tau: float, confidence: float = 0.95
 ) -> Effect:
@@ -546,7 +574,7 @@ def sequential_interval(
     `tau` (> 0, in the metric's unit) is the spread of effects the mixture bets on; fix it before the
     experiment (e.g. the smallest effect worth detecting); choosing it from the data voids the
     guarantee. `p_value` is the always-valid p at this look, min(1, 1/Λ); callers monitoring over time
-    should keep its running minimum. Relative fields are None. For a rate, pass
+    should keep its running minimum. Relative fields are None (`relative_error` says so). For a rate, pass
     MeanStats(n, successes, successes)."""
     _check_confidence(confidence)
     if not (math.isfinite(tau) and tau > 0):
@@ -559,12 +587,9 @@ def sequential_interval(
     variance = control.variance / control.n + treatment.variance / treatment.n
     if variance == 0:
         return Effect(method=method, n_control=control.n, n_treatment=treatment.n, error=ZERO_VARIANCE)
-    alpha = 1 - confidence
     tau2 = tau * tau
     estimate = treatment.mean - control.mean
-    half = math.sqrt(
-        variance * (variance + tau2) / tau2 * math.log((variance + tau2) / (variance * alpha * alpha))
-    )
+    half = sequential_half_width(variance=variance, tau=tau, confidence=confidence)
     log_lambda = 0.5 * math.log(variance / (variance + tau2)) + tau2 * estimate**2 / (
         2 * variance * (variance + tau2)
     )
@@ -578,6 +603,7 @@ def sequential_interval(
         ci_low=estimate - half,
         ci_high=estimate + half,
         p_value=min(1.0, math.exp(-log_lambda)),
+        relative_error=NO_RELATIVE,
     )
 
 

@@ -7,6 +7,7 @@ from scipy import stats as scipy_stats
 from evalhub.gate.ab_stats import (
     CONTROL_ZERO,
     DENOMINATOR_ZERO,
+    NO_RELATIVE,
     NO_UNITS,
     TOO_FEW_UNITS,
     ZERO_VARIANCE,
@@ -23,6 +24,7 @@ from evalhub.gate.ab_stats import (
     mean_effect,
     proportion_effect,
     ratio_effect,
+    sequential_half_width,
     sequential_interval,
     srm_check,
 )
@@ -44,9 +46,19 @@ def approx(value):
     return pytest.approx(value, abs=5e-6)
 
 
+RELATIVE = ("relative", "relative_ci_low", "relative_ci_high")
+
+
 def assert_degenerate(effect: Effect, error: str) -> None:
     assert effect.error == error
     assert all(getattr(effect, name) is None for name in NUMBERS)
+
+
+def assert_lift_undefined(effect: Effect) -> None:
+    """A zero control value: the absolute numbers stand, only the lift is missing, and it says why."""
+    assert effect.error is None and effect.relative_error == CONTROL_ZERO
+    assert all(getattr(effect, name) is None for name in RELATIVE)
+    assert all(getattr(effect, name) is not None for name in NUMBERS if name not in RELATIVE)
 
 
 CONTROL = [3.1, 2.9, 4.0, 3.6, 2.5, 3.3]
@@ -103,9 +115,17 @@ class TestMeanEffect:
         effect = mean_effect(control=MeanStats.of([2.0] * 5), treatment=MeanStats.of([3.0] * 5))
         assert_degenerate(effect, ZERO_VARIANCE)
 
-    def test_control_mean_zero(self):
+    def test_control_mean_zero_keeps_the_difference(self):
+        # Control mean 0, s² 2 (s²/n = 1); treatment mean 1.5, s² 0.5 (s²/n = 0.25): SE sqrt(1.25) = 1.118034,
+        # t = 1.5/1.118034 = 1.341641, df = 1.25²/(1²/1 + 0.25²/1) = 1.470588, t_0.975(1.47) = 6.188115,
+        # half-width 6.918523, p = 0.349886 (scipy.stats.ttest_ind(equal_var=False) gives the same).
         effect = mean_effect(control=MeanStats.of([-1.0, 1.0]), treatment=MeanStats.of([1.0, 2.0]))
-        assert_degenerate(effect, CONTROL_ZERO)
+        assert_lift_undefined(effect)
+        assert effect.control_value == approx(0.0)
+        assert effect.estimate == approx(1.5)
+        assert effect.ci_low == approx(1.5 - 6.918523)
+        assert effect.ci_high == approx(1.5 + 6.918523)
+        assert effect.p_value == approx(0.349886)
 
     @pytest.mark.parametrize("confidence", [0.0, 1.0, 95])
     def test_refuses_bad_confidence(self, confidence):
@@ -149,9 +169,16 @@ class TestProportionEffect:
         effect = proportion_effect(control=Proportion(control, 100), treatment=Proportion(treatment, 100))
         assert_degenerate(effect, ZERO_VARIANCE)
 
-    def test_control_rate_zero(self):
+    def test_control_rate_zero_keeps_the_difference(self):
+        # 0/100 vs 4/100: unpooled SE sqrt(0 + 0.04·0.96/100) = 0.0195959, CI 0.04 ± 1.959964·0.0195959
+        # = [0.001593, 0.078407]. Pooled 0.02: SE sqrt(0.02·0.98·0.02) = 0.0197990, z = 2.020305,
+        # p = 0.043352. The lift 0.04/0 − 1 is undefined.
         effect = proportion_effect(control=Proportion(0, 100), treatment=Proportion(4, 100))
-        assert_degenerate(effect, CONTROL_ZERO)
+        assert_lift_undefined(effect)
+        assert effect.estimate == approx(0.04)
+        assert effect.ci_low == approx(0.001593)
+        assert effect.ci_high == approx(0.078407)
+        assert effect.p_value == approx(0.043352)
 
 
 # Per user: (review hours, contracts reviewed).
@@ -227,11 +254,18 @@ class TestRatioEffect:
         )
         assert_degenerate(effect, ZERO_VARIANCE)
 
-    def test_control_ratio_zero(self):
+    def test_control_ratio_zero_keeps_the_difference(self):
+        # Control 0/3 = 0 with zero variance (every x is 0); treatment 1.208333 with Var 0.003877 as above:
+        # difference 1.208333 ± 1.959964·sqrt(0.003877) = ± 0.122042, z = 19.4055, p ≈ 7e-84.
         effect = ratio_effect(
             control=RatioStats.of([(0.0, 1.0), (0.0, 2.0)]), treatment=RatioStats.of(RATIO_TREATMENT)
         )
-        assert_degenerate(effect, CONTROL_ZERO)
+        assert_lift_undefined(effect)
+        assert effect.estimate == approx(1.208333)
+        half = 1.959964 * math.sqrt(ratio_variance_from_units(RATIO_TREATMENT))
+        assert (effect.ci_high - effect.ci_low) / 2 == pytest.approx(half, rel=1e-6)
+        assert half == approx(0.122042)
+        assert effect.p_value < 1e-80
 
 
 # (pre-period value, metric) per user; the metric tracks the pre-period closely.
@@ -412,7 +446,7 @@ class TestSequentialInterval:
         assert effect.ci_low == approx(0.5 - 0.365639)
         assert effect.ci_high == approx(0.5 + 0.365639)
         assert effect.p_value == approx(0.002730)
-        assert effect.relative is None
+        assert effect.relative is None and effect.relative_error == NO_RELATIVE
 
     def test_is_howard_boundary_over_information(self):
         # Howard et al. (2021) two-sided normal mixture: |S| < sqrt((v + ρ)·log((v + ρ)/(ρ·α²))), with
@@ -464,6 +498,23 @@ class TestSequentialInterval:
             sequential_interval(control=SEQ_CONTROL, treatment=SEQ_TREATMENT, tau=tau)
 
 
+class TestSequentialHalfWidth:
+    def test_hand_checked(self):
+        # As above: V = 0.01, τ = 0.1, α = 0.05 → sqrt(0.02 · log 800) = 0.365639. At α = 0.1, τ = 0.2:
+        # sqrt(0.01·0.05/0.04 · log(0.05/(0.01·0.01))) = sqrt(0.0125 · log 500) = 0.278717.
+        assert sequential_half_width(variance=0.01, tau=0.1) == approx(0.365639)
+        assert sequential_half_width(variance=0.01, tau=0.2, confidence=0.9) == approx(0.278717)
+
+    def test_grows_with_variance(self):
+        widths = [sequential_half_width(variance=v, tau=0.2) for v in (1e-6, 1e-4, 1e-2, 1.0, 100.0)]
+        assert widths == sorted(widths)
+
+    @pytest.mark.parametrize(("variance", "tau"), [(0.0, 0.1), (-1.0, 0.1), (math.nan, 0.1), (0.01, 0.0)])
+    def test_refuses_bad_input(self, variance, tau):
+        with pytest.raises(ValueError):
+            sequential_half_width(variance=variance, tau=tau)
+
+
 class TestHolmAdjust:
     def test_hand_checked(self):
         # Sorted 0.005, 0.01, 0.03, 0.04 → 4·0.005, 3·0.01, 2·0.03, max(1·0.04, 0.06)
@@ -513,3 +564,10 @@ class TestEffect:
         effect = mean_effect(control=MeanStats.of([1.0]), treatment=MeanStats.of([2.0, 3.0]))
         data = effect.to_dict()
         assert data["error"] == TOO_FEW_UNITS and data["method"] == "welch_t" and data["estimate"] is None
+        assert data["relative_error"] is None
+
+    def test_to_dict_without_lift(self):
+        effect = proportion_effect(control=Proportion(0, 100), treatment=Proportion(4, 100))
+        data = effect.to_dict()
+        assert data["error"] is None and data["relative_error"] == CONTROL_ZERO
+        assert data["estimate"] == approx(0.04) and data["relative"] is None

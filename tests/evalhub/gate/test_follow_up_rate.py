@@ -1,0 +1,329 @@
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from evalhub.gate.clean_accuracy import ItemOutcome, clean_accuracy_judge
+from evalhub.gate.follow_up_rate import (
+    NEWCOMBE,
+    FollowUpCounts,
+    follow_up_rate_judge,
+    newcombe_interval,
+)
+from evalhub.gate.policy import GatePolicyConfig
+from evalhub.gate.verdict import FAIL, INSUFFICIENT, PASS, gate_verdict
+
+
+def approx(value):
+    return pytest.approx(value, abs=5e-6)
+
+
+def counts(follow_ups: int, answered: int, **report) -> FollowUpCounts:
+    return FollowUpCounts(answered=answered, follow_ups=follow_ups, **report)
+
+
+class TestNewcombeInterval:
+    # Newcombe (1998), Statistics in Medicine 17:873–890, Table II, method 10 (published to 4 decimals).
+    @pytest.mark.parametrize(
+        ("first", "second", "low", "high"),
+        [
+            ((56, 70), (48, 80), 0.0524, 0.3339),
+            ((9, 10), (3, 10), 0.1705, 0.8090),
+            ((6, 7), (2, 7), 0.0582, 0.8062),
+            ((5, 56), (0, 29), -0.0381, 0.1926),
+        ],
+    )
+    def test_published_examples(self, first, second, low, high):
+        _, ci_low, ci_high = newcombe_interval(
+            successes_1=first[0], n_1=first[1], successes_2=second[0], n_2=second[1]
+        )
+        assert (round(ci_low, 4), round(ci_high, 4)) == (low, high)
+
+    # 100/1000 vs 150/1000, z = 1.959964, z² = 3.841459, 1 + z²/n = 1.003841:
+    # Wilson 100/1000: centre (0.1 + 0.001921)/1.003841 = 0.101531, half 1.959964·sqrt(0.00009 + 9.6e-7)
+    #   /1.003841 = 0.018621 → [0.082909, 0.120152];
+    # Wilson 150/1000: centre 0.151921/1.003841 = 0.151339, half 1.959964·sqrt(0.0001275 + 9.6e-7)
+    #   /1.003841 = 0.022129 → [0.129210, 0.173469];
+    # d = −0.05, low = d − sqrt(0.017091² + 0.023469²) = −0.05 − 0.029032 = −0.079032,
+    # high = d + sqrt(0.020152² + 0.020790²) = −0.05 + 0.028954 = −0.021046.
+    def test_hand_checked(self):
+        estimate, low, high = newcombe_interval(successes_1=100, n_1=1000, successes_2=150, n_2=1000)
+        assert estimate == approx(-0.05)
+        assert low == approx(-0.079032)
+        assert high == approx(-0.021046)
+
+    def test_from_scipy_wilson_intervals(self):
+        # The same construction from scipy's own Wilson intervals (binomtest(...).proportion_ci).
+        first = scipy_stats.binomtest(312, 1590).proportion_ci(method="wilson")
+        second = scipy_stats.binomtest(250, 1590).proportion_ci(method="wilson")
+        p_1, p_2 = 312 / 1590, 250 / 1590
+        expected_low = p_1 - p_2 - math.hypot(p_1 - first.low, second.high - p_2)
+        expected_high = p_1 - p_2 + math.hypot(first.high - p_1, p_2 - second.low)
+        _, low, high = newcombe_interval(successes_1=312, n_1=1590, successes_2=250, n_2=1590)
+        assert (low, high) == (pytest.approx(expected_low, rel=1e-9), pytest.approx(expected_high, rel=1e-9))
+
+    def test_covers_at_about_the_nominal_rate(self):
+        # 2000 pairs of arms, 200 answers each at the same rate 0.06 (about 12 follow-ups: small counts):
+        # the interval holds the true difference 0 about 95 % of the time.
+        rng = np.random.default_rng(1)
+        draws = rng.binomial(200, 0.06, size=(2000, 2))
+        covered = [
+            low <= 0 <= high
+            for first, second in draws
+            for _, low, high in [newcombe_interval(successes_1=first, n_1=200, successes_2=second, n_2=200)]
+        ]
+        assert 0.93 <= np.mean(covered) <= 0.975
+
+    def test_refuses_empty_arms(self):
+        with pytest.raises(ValueError, match="n_1=0"):
+            newcombe_interval(successes_1=0, n_1=0, successes_2=1, n_2=10)
+
+
+class TestVerdicts:
+    def test_pass_with_baseline(self):
+        # Candidate 100/1000: upper bound 0.120152 <= 0.18; difference upper bound −0.021046 <= 0.01.
+        result = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(150, 1000))
+        assert result.verdict == PASS
+        assert result.checks == {"bar": True, "non_inferiority": True}
+        assert result.candidate["rate"] == approx(0.1)
+        assert (result.candidate["ci_low"], result.candidate["ci_high"]) == (
+            approx(0.082909),
+            approx(0.120152),
+        )
+        assert (result.baseline["ci_low"], result.baseline["ci_high"]) == (approx(0.129210), approx(0.173469))
+        assert result.difference == {
+            "estimate": approx(-0.05),
+            "ci_low": approx(-0.079032),
+            "ci_high": approx(-0.021046),
+            "confidence": 0.95,
+            "margin": 0.01,
+            "method": NEWCOMBE,
+        }
+        assert result.reasons == [
+            "follow-up rate upper bound 0.120 <= bar 0.18 (rate 0.100, 95 % CI [0.083, 0.120], "
+            "100 follow-ups of 1000 answers)",
+            "difference from the baseline upper bound -0.021 <= margin 0.01 (difference -0.050, 95 % CI "
+            "[-0.079, -0.021] by Newcombe's hybrid score; baseline rate 0.150, 150 follow-ups of 1000 "
+            "answers)",
+        ]
+        assert result.threshold == 0.18 and result.decide_on == "upper_bound"
+
+    def test_bar_fails_alone(self):
+        # 312/1590 = 0.196226, Wilson [0.177448, 0.216469]: the upper bound is over 0.18. Against a worse
+        # baseline 400/1600 = 0.25 the difference's upper bound is −0.024891: non-inferior.
+        result = follow_up_rate_judge(candidate=counts(312, 1590), baseline=counts(400, 1600))
+        assert result.verdict == FAIL
+        assert result.checks == {"bar": False, "non_inferiority": True}
+        assert result.reasons == [
+            "follow-up rate upper bound 0.216 > bar 0.18 (rate 0.196, 95 % CI [0.177, 0.216], "
+            "312 follow-ups of 1590 answers)"
+        ]
+        assert result.difference["ci_high"] == approx(-0.024891)
+
+    def test_non_inferiority_fails_alone(self):
+        # 100/1000 is under the bar (upper bound 0.120152), but against 60/1000 (Wilson [0.046896, 0.076471])
+        # d = 0.04, upper bound 0.04 + sqrt(0.020152² + 0.013104²) = 0.04 + 0.024038 = 0.064038 > 0.01.
+        result = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(60, 1000))
+        assert result.verdict == FAIL
+        assert result.checks == {"bar": True, "non_inferiority": False}
+        assert result.difference["ci_low"] == approx(0.016264)
+        assert result.difference["ci_high"] == approx(0.064038)
+        assert result.reasons == [
+            "difference from the baseline upper bound +0.064 > margin 0.01 (difference +0.040, 95 % CI "
+            "[+0.016, +0.064] by Newcombe's hybrid score; baseline rate 0.060, 60 follow-ups of 1000 answers)"
+        ]
+
+    def test_both_fail_one_reason_each(self):
+        # 312/1590 vs 250/1590: bar upper bound 0.216469 > 0.18; difference upper bound 0.065469 > 0.01.
+        result = follow_up_rate_judge(candidate=counts(312, 1590), baseline=counts(250, 1590))
+        assert result.verdict == FAIL
+        assert result.checks == {"bar": False, "non_inferiority": False}
+        assert len(result.reasons) == 2
+        assert result.reasons[0].startswith("follow-up rate upper bound 0.216 > bar 0.18")
+        assert result.reasons[1].startswith("difference from the baseline upper bound +0.065 > margin 0.01")
+        assert result.difference["ci_high"] == approx(0.065469)
+
+    def test_point_decides_where_the_bound_does_not(self):
+        # 40/250 = 0.16, Wilson upper bound 0.210537 > 0.18, but the point 0.16 <= 0.18. Against 45/250:
+        # d = −0.02, Newcombe upper bound −0.02 + sqrt(0.050537² + 0.042667²) = 0.046139 > 0.01, point −0.02.
+        candidate, baseline = counts(40, 250), counts(45, 250)
+        bound = follow_up_rate_judge(candidate=candidate, baseline=baseline)
+        point = follow_up_rate_judge(candidate=candidate, baseline=baseline, decide_on="point")
+        assert bound.verdict == FAIL and bound.checks == {"bar": False, "non_inferiority": False}
+        assert bound.difference["ci_high"] == approx(0.046139)
+        assert point.verdict == PASS and point.checks == {"bar": True, "non_inferiority": True}
+        assert point.reasons[0].startswith(
+            "follow-up rate 0.160 <= bar 0.18 (rate 0.160, 95 % CI [0.120, 0.211]"
+        )
+        assert point.reasons[1].startswith("difference from the baseline -0.020 <= margin 0.01")
+
+    def test_fewer_wrong_answers_do_not_rescue_a_follow_up_rate_over_the_bar(self):
+        # The candidate answers more golden items right (95/100 vs 88/100: clean accuracy passes, Wilson
+        # lower bound 0.888250 >= 0.80) and even draws fewer follow-ups than the baseline (480/2000 = 0.24
+        # vs 560/2000 = 0.28, Newcombe upper bound −0.012814: non-inferior), but 0.24 is over the 18 % bar
+        # (Wilson [0.221792, 0.259205]): layer 2 fails, and so does the gate.
+        policy = GatePolicyConfig(required_layers=("clean_accuracy", "follow_up_rate"))
+        items = [ItemOutcome(item_id=str(i), tags=(), language="en", correct=i < 95) for i in range(100)]
+        baseline_items = [
+            ItemOutcome(item_id=str(i), tags=(), language="en", correct=i < 88) for i in range(100)
+        ]
+        accuracy = clean_accuracy_judge(candidate=items, baseline=baseline_items, policy=policy)
+        assert accuracy.verdict == PASS and accuracy.candidate.ci_low == approx(0.888250)
+        assert accuracy.candidate.accuracy > accuracy.baseline.accuracy
+
+        follow_up = follow_up_rate_judge(candidate=counts(480, 2000), baseline=counts(560, 2000))
+        assert follow_up.verdict == FAIL
+        assert follow_up.checks == {"bar": False, "non_inferiority": True}
+        assert follow_up.difference["ci_high"] == approx(-0.012814)
+        assert follow_up.reasons == [
+            "follow-up rate upper bound 0.259 > bar 0.18 (rate 0.240, 95 % CI [0.222, 0.259], "
+            "480 follow-ups of 2000 answers)"
+        ]
+        verdict, reasons = gate_verdict(
+            required_layers=policy.required_layers,
+            layer_verdicts={"clean_accuracy": accuracy.verdict, "follow_up_rate": follow_up.verdict},
+        )
+        assert (verdict, reasons) == (FAIL, ["follow_up_rate: fail"])
+
+
+class TestWithoutBaseline:
+    def test_pass_on_the_bar_alone(self):
+        result = follow_up_rate_judge(candidate=counts(100, 1000), baseline=None)
+        assert result.verdict == PASS
+        assert result.baseline is None and result.difference is None
+        assert result.checks == {"bar": True, "non_inferiority": None}
+        assert result.reasons[-1] == (
+            "no baseline arm: non-inferiority not checked, the verdict rests on the bar alone"
+        )
+
+    def test_fail_still_says_non_inferiority_was_not_checked(self):
+        result = follow_up_rate_judge(candidate=counts(312, 1590), baseline=None)
+        assert result.verdict == FAIL
+        assert len(result.reasons) == 2
+        assert result.reasons[0].startswith("follow-up rate upper bound 0.216 > bar 0.18")
+        assert "non-inferiority not checked" in result.reasons[1]
+
+
+class TestInsufficientData:
+    def test_both_arms_short(self):
+        result = follow_up_rate_judge(candidate=counts(10, 150), baseline=counts(5, 199))
+        assert result.verdict == INSUFFICIENT
+        assert result.reasons == [
+            "candidate has 150 answered questions, the policy needs at least 200",
+            "baseline has 199 answered questions, the policy needs at least 200",
+        ]
+        assert result.checks == {"bar": None, "non_inferiority": None}
+        # The numbers are still reported.
+        assert result.candidate["rate"] == approx(10 / 150)
+        assert result.difference is not None
+
+    def test_baseline_short_even_when_the_candidate_has_enough(self):
+        result = follow_up_rate_judge(candidate=counts(10, 500), baseline=counts(1, 20))
+        assert result.verdict == INSUFFICIENT
+        assert result.reasons == ["baseline has 20 answered questions, the policy needs at least 200"]
+
+    def test_no_answers_at_all(self):
+        result = follow_up_rate_judge(candidate=counts(0, 0), baseline=None, min_answered=1)
+        assert result.verdict == INSUFFICIENT
+        assert result.candidate["rate"] is None and result.candidate["deepening_rate"] is None
+        assert (result.candidate["ci_low"], result.candidate["ci_high"]) == (0.0, 1.0)
+
+    def test_no_baseline_answers_no_difference(self):
+        result = follow_up_rate_judge(candidate=counts(10, 500), baseline=counts(0, 0))
+        assert result.verdict == INSUFFICIENT and result.difference is None
+
+
+class TestReport:
+    def test_turns_and_deepening(self):
+        # Candidate sessions with 1, 2, 3, 6 user turns: Σ = 12, Σ² = 50, mean 3, s² = (50 − 12²/4)/3 = 14/3,
+        # sd 2.160247; deepening 25 of 1000 answers = 0.025. Baseline: one session, no sd.
+        candidate = counts(100, 1000, deepening=25, sessions=4, user_turns_sum=12, user_turns_sumsq=50)
+        baseline = counts(150, 1000, deepening=40, sessions=1, user_turns_sum=5, user_turns_sumsq=25)
+        result = follow_up_rate_judge(candidate=candidate, baseline=baseline)
+        assert result.candidate["turns_per_session_mean"] == approx(3.0)
+        assert result.candidate["turns_per_session_sd"] == approx(2.160247)
+        assert result.candidate["deepening_rate"] == approx(0.025)
+        assert result.candidate["sessions"] == 4 and result.candidate["deepening"] == 25
+        assert result.baseline["turns_per_session_mean"] == approx(5.0)
+        assert result.baseline["turns_per_session_sd"] is None
+        assert result.baseline["deepening_rate"] == approx(0.04)
+
+    def test_report_does_not_decide(self):
+        quiet = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(150, 1000))
+        busy = follow_up_rate_judge(
+            candidate=counts(
+                100, 1000, deepening=900, sessions=10, user_turns_sum=400, user_turns_sumsq=20000
+            ),
+            baseline=counts(150, 1000),
+        )
+        assert quiet.verdict == busy.verdict == PASS and quiet.reasons == busy.reasons
+
+    def test_as_dict_is_json(self):
+        result = follow_up_rate_judge(
+            candidate=counts(
+                np.int64(100), 1000, sessions=np.int64(3), user_turns_sum=6, user_turns_sumsq=14
+            ),
+            baseline=counts(150, 1000),
+        )
+        data = json.loads(json.dumps(result.as_dict()))
+        assert data["verdict"] == PASS and data["candidate"]["follow_ups"] == 100
+        assert data["difference"]["method"] == NEWCOMBE
+        assert set(data) == {
+            "verdict",
+            "reasons",
+            "candidate",
+            "baseline",
+            "difference",
+            "checks",
+            "threshold",
+            "decide_on",
+            "confidence",
+            "min_answered",
+        }
+
+    def test_confidence_widens_the_intervals(self):
+        narrow = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(150, 1000), confidence=0.9)
+        wide = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(150, 1000), confidence=0.99)
+        assert wide.candidate["ci_high"] > narrow.candidate["ci_high"]
+        assert wide.difference["ci_high"] > narrow.difference["ci_high"]
+        assert "99 % CI" in wide.reasons[0] and "90 % CI" in narrow.reasons[0]
+
+
+class TestValidation:
+    @pytest.mark.parametrize(
+        ("settings", "name"),
+        [
+            ({"max_rate": 1.5}, "max_rate"),
+            ({"max_rate": -0.1}, "max_rate"),
+            ({"max_rate": math.nan}, "max_rate"),
+            ({"decide_on": "lower_bound"}, "decide_on"),
+            ({"margin": -0.01}, "margin"),
+            ({"min_answered": 0}, "min_answered"),
+            ({"min_answered": 2.5}, "min_answered"),
+            ({"confidence": 1.0}, "confidence"),
+        ],
+    )
+    def test_refuses_bad_settings(self, settings, name):
+        with pytest.raises(ValueError, match=name):
+            follow_up_rate_judge(candidate=counts(10, 300), baseline=None, **settings)
+
+    @pytest.mark.parametrize(
+        ("fields", "name"),
+        [
+            ({"answered": -1, "follow_ups": 0}, "answered"),
+            ({"answered": 10, "follow_ups": -1}, "follow_ups"),
+            ({"answered": 10, "follow_ups": 11}, "follow_ups"),
+            ({"answered": 10, "follow_ups": 1, "deepening": 12}, "deepening"),
+            ({"answered": 10.0, "follow_ups": 1}, "answered"),
+            ({"answered": 10, "follow_ups": True}, "follow_ups"),
+            ({"answered": 10, "follow_ups": 1, "sessions": -2}, "sessions"),
+            ({"answered": 10, "follow_ups": 1, "sessions": 2, "user_turns_sum": math.inf}, "user_turns_sum"),
+            ({"answered": 10, "follow_ups": 1, "sessions": 2, "user_turns_sumsq": -1.0}, "user_turns_sumsq"),
+            ({"answered": 10, "follow_ups": 1, "user_turns_sum": 3.0}, "user_turns_sum"),
+        ],
+    )
+    def test_refuses_impossible_counts(self, fields, name):
+        with pytest.raises(ValueError, match=name):
+            FollowUpCounts(**fields)

@@ -4,6 +4,7 @@ from django.contrib import admin
 from evalhub.models import (
     ApiToken,
     AuditLog,
+    Decision,
     EvalItem,
     EvalSuite,
     GatePolicy,
@@ -63,6 +64,26 @@ class AuditLogAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "actor_name", "action", "target_repr", "reason"]
     list_filter = ["action", "target_type"]
     search_fields = ["target_repr", "actor_name", "reason"]
+
+
+@admin.register(Decision)
+class DecisionAdmin(ReadOnlyAdmin):
+    """Decisions are taken through the service (API or version page), never edited here."""
+
+    list_display = ["created_at", "version", "action", "gate_verdict", "decided_by", "reason"]
+    list_filter = ["action", "gate_verdict"]
+    list_select_related = ["version", "decided_by"]
+    search_fields = ["version__family", "version__label", "reason", "decided_by__username"]
+    fields = [
+        "version",
+        "action",
+        "gate_run",
+        "gate_verdict",
+        "confirms",
+        "decided_by",
+        "created_at",
+        "reason",
+    ]
 
 
 class EvalItemInline(admin.TabularInline):

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import exceptions, renderers, serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalhub.errors import ApplicationError, NotFoundError
-from evalhub.models import GateRun, LayerResult, ModelVersion
+from evalhub.gate.report_md import gate_report_markdown
+from evalhub.models import Decision, GateRun, LayerResult, ModelVersion
 from evalhub.roles import RELEASE_MANAGER
+from evalhub.selectors.decisions import decision_get, decision_list
 from evalhub.selectors.gate_runs import gate_run_get, gate_run_list, sample_result_list
 from evalhub.selectors.suites import eval_suite_get, eval_suite_list
 from evalhub.selectors.versions import model_version_get, model_version_list
+from evalhub.services.decisions import decision_record
+from evalhub.services.gate_report import gate_run_report
 from evalhub.services.gate_runs import gate_run_start
 from evalhub.services.suites import eval_suite_import, suite_items_parse
 from evalhub.services.versions import model_version_register, model_version_transition
@@ -166,6 +173,14 @@ class ModelVersionTransitionApi(APIView):
     class InputSerializer(StrictSerializer):
         status = serializers.ChoiceField(choices=ModelVersion.Status.choices)
         reason = serializers.CharField(max_length=2000)
+
+        def validate_status(self, value):
+            # Approval and rejection are release decisions, with their own rules and record.
+            if value in (ModelVersion.Status.APPROVED, ModelVersion.Status.REJECTED):
+                raise serializers.ValidationError(
+                    f"A version is {value} by a decision: use POST /api/v1/decisions/."
+                )
+            return value
 
     @extend_schema(request=InputSerializer, responses=ModelVersionOutputSerializer)
     def post(self, request, ref: str):
@@ -322,6 +337,7 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
     baseline = serializers.CharField(source="baseline.ref", default=None)
     suite = serializers.SerializerMethodField()
     policy = serializers.CharField(source="policy.name", default=None)
+    experiment = serializers.CharField(source="experiment.name", default=None)
     layers = LayerResultOutputSerializer(many=True, read_only=True)
     url = serializers.SerializerMethodField()
 
@@ -335,6 +351,7 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
             "suite",
             "policy",
             "policy_config",
+            "experiment",
             "status",
             "progress",
             "verdict",
@@ -371,8 +388,15 @@ class GateRunListApi(APIView):
             required=False,
             help_text="id, name@version or name; default: the latest suite named as the family.",
         )
-        policy = serializers.CharField(required=False)
+        policy = serializers.CharField(
+            required=False, help_text="default: the policy named as the family if any, else `default`"
+        )
         policy_overrides = serializers.DictField(required=False)
+        experiment = serializers.CharField(
+            required=False,
+            help_text="the canary experiment whose traffic feeds layers 2 and 3; default: the candidate's "
+            "running or latest experiment",
+        )
 
     @extend_schema(parameters=[FilterSerializer], responses=GateRunOutputSerializer(many=True))
     def get(self, request):
@@ -392,6 +416,7 @@ class GateRunListApi(APIView):
             suite=suite,
             policy_name=data.get("policy"),
             policy_overrides=data.get("policy_overrides"),
+            experiment_name=data.get("experiment"),
             actor=request.user,
         )
         body = GateRunOutputSerializer(gate_run_get(gate_run_id=run.pk), context={"request": request}).data
@@ -412,6 +437,28 @@ class GateRunDetailApi(APIView):
     def get(self, request, pk: int):
         run = gate_run_get(gate_run_id=pk)
         return Response(GateRunOutputSerializer(run, context={"request": request}).data)
+
+
+class MarkdownRenderer(renderers.BaseRenderer):
+    media_type = "text/markdown"
+    format = "md"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data.encode(self.charset) if isinstance(data, str) else json.dumps(data).encode(self.charset)
+
+
+class GateRunReportApi(APIView):
+    """The run's report: JSON, or Markdown for audits (`?format=md` or `Accept: text/markdown`)."""
+
+    renderer_classes = [renderers.JSONRenderer, MarkdownRenderer]
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, pk: int):
+        report = gate_run_report(run=gate_run_get(gate_run_id=pk))
+        if request.accepted_renderer.format == "md":
+            return Response(gate_report_markdown(report))
+        return Response(report)
 
 
 class SampleOutputSerializer(serializers.Serializer):
@@ -458,6 +505,95 @@ class GateRunSamplesApi(APIView):
             correct=filters.get("correct"),
         )
         return paginated(request, self, queryset, SampleOutputSerializer)
+
+
+# ---------------------------------------------------------------------------------------------
+# Release decisions
+# ---------------------------------------------------------------------------------------------
+class DecisionOutputSerializer(serializers.ModelSerializer):
+    url = serializers.SerializerMethodField()
+    version = serializers.CharField(source="version.ref")
+    gate_run = serializers.IntegerField(source="gate_run_id", allow_null=True)
+    confirms = serializers.IntegerField(source="confirms_id", allow_null=True)
+    confirmation = serializers.SerializerMethodField(help_text="For an override request: its confirmation.")
+    decided_by = serializers.CharField(source="decided_by.username")
+
+    class Meta:
+        model = Decision
+        fields = [
+            "id",
+            "url",
+            "version",
+            "action",
+            "reason",
+            "gate_run",
+            "gate_verdict",
+            "confirms",
+            "confirmation",
+            "decided_by",
+            "created_at",
+        ]
+
+    def get_url(self, obj) -> str:
+        url = reverse("api:decision-detail", kwargs={"pk": obj.pk})
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request else url
+
+    def get_confirmation(self, obj) -> int | None:
+        confirmation = getattr(obj, "confirmation", None)
+        return confirmation.pk if confirmation else None
+
+
+class ImmutableApi(APIView):
+    """Decisions are never changed: PUT/PATCH/DELETE answer 405 whoever asks."""
+
+    def initial(self, request, *args, **kwargs):
+        if request.method in ("PUT", "PATCH", "DELETE"):
+            raise exceptions.MethodNotAllowed(request.method)
+        super().initial(request, *args, **kwargs)
+
+
+class DecisionListApi(ImmutableApi):
+    write_roles = frozenset({RELEASE_MANAGER})
+
+    class FilterSerializer(serializers.Serializer):
+        version = VersionRefField(required=False)
+        action = serializers.ChoiceField(choices=Decision.Action.choices, required=False)
+        limit = serializers.IntegerField(required=False, min_value=1)
+        offset = serializers.IntegerField(required=False, min_value=0)
+
+    class InputSerializer(StrictSerializer):
+        version = VersionRefField()
+        action = serializers.ChoiceField(choices=Decision.Action.choices)
+        reason = serializers.CharField(max_length=2000)
+        gate_run = serializers.PrimaryKeyRelatedField(
+            queryset=GateRun.objects.all(),
+            required=False,
+            help_text="The gate run decided on; refused when a newer one has finished. Default: the latest.",
+        )
+        confirms = serializers.PrimaryKeyRelatedField(
+            queryset=Decision.objects.all(), required=False, help_text="override_confirm: the request's id."
+        )
+
+    @extend_schema(parameters=[FilterSerializer], responses=DecisionOutputSerializer(many=True))
+    def get(self, request):
+        filters = filter_params(request, self.FilterSerializer)
+        return paginated(request, self, decision_list(filters=filters), DecisionOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={201: DecisionOutputSerializer})
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        decision = decision_record(actor=request.user, **serializer.validated_data)
+        body = DecisionOutputSerializer(decision, context={"request": request}).data
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": body["url"]})
+
+
+class DecisionDetailApi(ImmutableApi):
+    @extend_schema(responses=DecisionOutputSerializer)
+    def get(self, request, pk: int):
+        decision = decision_get(decision_id=pk)
+        return Response(DecisionOutputSerializer(decision, context={"request": request}).data)
 
 
 @extend_schema(exclude=True)

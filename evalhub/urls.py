@@ -20,6 +20,9 @@ api_v1 = (
         path("gate-runs/", apis.GateRunListApi.as_view(), name="gate-run-list"),
         path("gate-runs/<int:pk>/", apis.GateRunDetailApi.as_view(), name="gate-run-detail"),
         path("gate-runs/<int:pk>/samples/", apis.GateRunSamplesApi.as_view(), name="gate-run-samples"),
+        path("gate-runs/<int:pk>/report/", apis.GateRunReportApi.as_view(), name="gate-run-report"),
+        path("decisions/", apis.DecisionListApi.as_view(), name="decision-list"),
+        path("decisions/<int:pk>/", apis.DecisionDetailApi.as_view(), name="decision-detail"),
         path("canary/experiments/", canary_apis.ExperimentListApi.as_view(), name="experiment-list"),
         path("canary/probe-sets/", canary_apis.ProbeSetListApi.as_view(), name="probe-set-list"),
         path(
@@ -61,7 +64,9 @@ api_v1 = (
 urlpatterns = [
     path("", views.version_list, name="home"),
     path("versions/<str:ref>/", views.version_detail, name="version-detail"),
+    path("versions/<str:ref>/decide/", views.version_decide, name="version-decide"),
     path("gate-runs/<int:pk>/", views.gate_run_detail, name="gate-run-detail"),
+    path("canary/", include("canary.urls")),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

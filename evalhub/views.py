@@ -1,10 +1,21 @@
-"""Plain pages for people. The release UI proper (decisions, dashboards) comes later."""
+"""Plain pages for people: versions, gate runs and release decisions. Dashboards come later."""
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
+from evalhub.errors import ApplicationError
+from evalhub.roles import RELEASE_MANAGER, user_roles
+from evalhub.selectors.decisions import (
+    decision_get,
+    decision_list,
+    gate_run_latest_finished,
+    override_request_open,
+)
 from evalhub.selectors.gate_runs import gate_run_get, gate_run_list, sample_result_list
 from evalhub.selectors.versions import model_version_get, model_version_list
+from evalhub.services.decisions import decision_record
 
 
 @login_required
@@ -17,8 +28,15 @@ def version_list(request):
 @login_required
 def version_detail(request, ref: str):
     version = model_version_get(ref=ref)
-    runs = gate_run_list(filters={"candidate": version})[:50]
-    return render(request, "evalhub/version_detail.html", {"version": version, "runs": runs})
+    context = {
+        "version": version,
+        "runs": gate_run_list(filters={"candidate": version})[:50],
+        "decisions": decision_list(filters={"version": version}),
+        "can_decide": RELEASE_MANAGER in user_roles(request.user),
+        "decided_run": gate_run_latest_finished(version=version),
+        "open_request": override_request_open(version=version),
+    }
+    return render(request, "evalhub/version_detail.html", context)
 
 
 @login_required
@@ -26,3 +44,26 @@ def gate_run_detail(request, pk: int):
     run = gate_run_get(gate_run_id=pk)
     wrong = sample_result_list(run=run, correct=False)[:100]
     return render(request, "evalhub/gate_run_detail.html", {"run": run, "wrong": wrong})
+
+
+@login_required
+@require_POST
+def version_decide(request, ref: str):
+    """The decision form of the version page; what the service refuses is shown there."""
+    version = model_version_get(ref=ref)
+    data = request.POST
+    try:
+        decision = decision_record(
+            version=version,
+            action=data.get("action", ""),
+            reason=data.get("reason", ""),
+            actor=request.user,
+            gate_run=gate_run_get(gate_run_id=data["gate_run"]) if data.get("gate_run") else None,
+            confirms=decision_get(decision_id=data["confirms"]) if data.get("confirms") else None,
+        )
+    except ApplicationError as exc:
+        details = "; ".join(f"{field}: {' '.join(notes)}" for field, notes in exc.fields.items())
+        messages.error(request, f"{exc.message} ({details})" if details else exc.message)
+    else:
+        messages.success(request, f"Recorded: {decision.action} of {version.ref}.")
+    return redirect("version-detail", ref=version.ref)

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, fields
 
 LAYERS = ("clean_accuracy", "robustness", "follow_up_rate", "business_value")
 TEXT_METRICS = ("bertscore", "chrf")
+# Follow-up detector kinds that a policy may count (`canary.followup.KINDS` less "new").
+FOLLOW_UP_KINDS = ("follow_up", "deepening")
 
 
 class PolicyError(ValueError):
@@ -55,10 +57,35 @@ class GatePolicyConfig:
     # "lower_bound": judge on the Wilson interval's lower bound; "point": on the estimate.
     decide_on: str = "lower_bound"
     confidence: float = 0.95
+    # Layer 2, follow-up rate on the canary experiment's user traffic (probe traffic excluded).
+    follow_up_max: float = 0.18
+    # "upper_bound": the candidate's Wilson upper bound must be at most the bar; "point": its rate.
+    follow_up_decide_on: str = "upper_bound"
+    # Non-inferiority: candidate − baseline may exceed 0 by at most this (rate, 0.01 = 1 point).
+    follow_up_margin: float = 0.01
+    follow_up_min_answered: int = 200
+    # Detector kinds that count as follow-ups; add "deepening" to count new related questions too.
+    follow_up_kinds: tuple[str, ...] = ("follow_up",)
+    # Layer 3, business value: the outcome metric (OutcomeEvent.metric), which way is better, and the
+    # smallest improvement worth shipping, in the metric's unit (e.g. 0.2 hours per contract).
+    business_metric: str | None = None
+    business_direction: str = "decrease"
+    business_min_effect: float = 0.0
+    # "user": the metric is Σ values / Σ outcomes over users (ratio, delta method; users are the
+    # randomisation unit); "outcome": every outcome is an independent unit (Welch).
+    business_per: str = "user"
+    business_min_units: int = 100
+    # One-sided level of the improvement test (the interval reported is the two-sided 1 − 2α one).
+    business_alpha: float = 0.05
+    business_srm_alpha: float = 0.001
+    # Set (> 0, in the metric's unit, fixed before the experiment) for always-valid intervals that
+    # may be looked at any number of times.
+    business_sequential_tau: float | None = None
 
     def as_dict(self) -> dict:
         data = asdict(self)
         data["required_layers"] = list(self.required_layers)
+        data["follow_up_kinds"] = list(self.follow_up_kinds)
         return data
 
 
@@ -88,6 +115,13 @@ def gate_policy_parse(data: dict | None) -> GatePolicyConfig:
         "robustness_chunk_size": (int, 1, 10_000),
         "attack_items": (int, 1, 10_000),
         "attack_query_budget": (int, 1, 1_000_000),
+        "follow_up_max": (float, 0.0, 1.0),
+        "follow_up_margin": (float, 0.0, 1.0),
+        "follow_up_min_answered": (int, 1, 10**9),
+        "business_min_effect": (float, 0.0, 1e12),
+        "business_min_units": (int, 2, 10**9),
+        "business_alpha": (float, 0.0001, 0.25),
+        "business_srm_alpha": (float, 1e-9, 0.1),
     }
     for key, (kind, low, high) in checks.items():
         if key in data:
@@ -130,6 +164,27 @@ def gate_policy_parse(data: dict | None) -> GatePolicyConfig:
                 raise PolicyError(f"text_cutoffs.{metric}", f"unknown metric; known: {known}")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1.0 <= value <= 1.0:
                 raise PolicyError(f"text_cutoffs.{metric}", "must be a number between -1 and 1")
+    choices = {
+        "follow_up_decide_on": ("upper_bound", "point"),
+        "business_direction": ("decrease", "increase"),
+        "business_per": ("user", "outcome"),
+    }
+    for key, allowed in choices.items():
+        if key in data and data[key] not in allowed:
+            raise PolicyError(key, f"must be one of {', '.join(repr(a) for a in allowed)}")
+    if "follow_up_kinds" in data:
+        kinds = data["follow_up_kinds"]
+        if not (isinstance(kinds, list) and kinds and all(k in FOLLOW_UP_KINDS for k in kinds)):
+            raise PolicyError("follow_up_kinds", f"must be a non-empty list of {', '.join(FOLLOW_UP_KINDS)}")
+        data["follow_up_kinds"] = tuple(dict.fromkeys(kinds))
+    metric = data.get("business_metric")
+    if metric is not None and not (isinstance(metric, str) and metric.strip()):
+        raise PolicyError("business_metric", "must be an outcome metric name or null")
+    tau = data.get("business_sequential_tau")
+    if tau is not None:
+        if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 < tau < 1e12:
+            raise PolicyError("business_sequential_tau", "must be a positive number or null")
+        data["business_sequential_tau"] = float(tau)
     recipe = data.get("attack_recipe")
     if recipe is not None and not (isinstance(recipe, str) and recipe.strip()):
         raise PolicyError("attack_recipe", "must be a recipe name (deepwordbug, pwws) or null")

@@ -8,7 +8,9 @@ from evalhub.models import GateRun, SampleResult
 
 def gate_run_list(*, filters: dict | None = None) -> QuerySet[GateRun]:
     filters = filters or {}
-    queryset = GateRun.objects.select_related("candidate", "baseline", "suite", "policy", "created_by")
+    queryset = GateRun.objects.select_related(
+        "candidate", "baseline", "suite", "policy", "experiment", "created_by"
+    )
     if filters.get("candidate"):
         queryset = queryset.filter(candidate=filters["candidate"])
     if filters.get("status"):

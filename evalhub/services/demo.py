@@ -32,6 +32,12 @@ DEMO_SERVE_PORTS = tuple(int(p) for p in os.environ.get("EVALHUB_DEMO_SERVE_PORT
 # models: V4 misses the bar on answers right for the item (its clean accuracy caps that rate),
 # and clears it on answers agreeing with its own clean answers (it is stable under perturbation).
 DEMO_POLICIES = {
+    # Named as the family, so it is the family's policy when a gate run names none.
+    FAMILY: (
+        "The family's sandwich gate: all four layers; layer 3 on review hours per contract "
+        "(outcome metric review_hours, per user), which must fall by at least 0.2 h.",
+        {"business_metric": "review_hours", "business_direction": "decrease", "business_min_effect": 0.2},
+    ),
     "demo-robustness": (
         "Layer 1 only, the default judging: a perturbed sample counts when its answer is right.",
         {"required_layers": ["robustness"]},
@@ -133,7 +139,7 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
         f"{experiment.traffic_percent} % on {v4.ref}"
     )
     log(f"suite: {suite}: {suite.item_count} items ({'imported' if created else 'already there'})")
-    log(f"gate policies: default, {', '.join(DEMO_POLICIES)}")
+    log(f"gate policies: default, {', '.join(DEMO_POLICIES)} ({FAMILY} is the family's own)")
     return {"versions": [v3, v4], "suite": suite, "trained": trained}
 
 

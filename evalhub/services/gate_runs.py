@@ -19,6 +19,7 @@ from evalhub.gate.verdict import gate_verdict
 from evalhub.models import EvalSuite, GatePolicy, GateRun, LayerResult, ModelVersion
 from evalhub.services.audit import audit_record
 from evalhub.services.versions import model_version_transition
+from evalhub.services.webhooks import webhook_send
 
 logger = logging.getLogger(__name__)
 Status = GateRun.Status
@@ -30,7 +31,12 @@ class ClaimLost(Exception):
     """Another worker (or the reaper) took the run over; stop without writing."""
 
 
-def gate_policy_resolve(*, name: str | None, overrides: dict | None) -> tuple[GatePolicy, GatePolicyConfig]:
+def gate_policy_resolve(
+    *, name: str | None, overrides: dict | None, family: str | None = None
+) -> tuple[GatePolicy, GatePolicyConfig]:
+    """The named policy; unnamed: the policy named as the family when there is one, else `default`."""
+    if not name and family and GatePolicy.objects.filter(name=family).exists():
+        name = family
     name = name or "default"
     if name == "default":
         policy, _ = GatePolicy.objects.get_or_create(
@@ -63,13 +69,19 @@ def gate_run_start(
     baseline: ModelVersion | None = None,
     policy_name: str | None = None,
     policy_overrides: dict | None = None,
+    experiment_name: str | None = None,
 ) -> GateRun:
+    from evalhub.services.gate_traffic import gate_experiment_find
+
     baseline = baseline or candidate.baseline
     if baseline is not None and baseline.pk == candidate.pk:
         raise ApplicationError(
             "A version cannot be its own baseline.", fields={"baseline": ["must differ from the candidate"]}
         )
-    policy, config = gate_policy_resolve(name=policy_name, overrides=policy_overrides)
+    policy, config = gate_policy_resolve(
+        name=policy_name, overrides=policy_overrides, family=candidate.family
+    )
+    experiment = gate_experiment_find(candidate=candidate, name=experiment_name)
     with transaction.atomic():
         run = GateRun.objects.create(
             candidate=candidate,
@@ -77,6 +89,7 @@ def gate_run_start(
             suite=suite,
             policy=policy,
             policy_config=config.as_dict(),
+            experiment=experiment,
             created_by=actor if getattr(actor, "is_authenticated", False) else None,
         )
         audit_record(
@@ -87,6 +100,8 @@ def gate_run_start(
                 "candidate": candidate.ref,
                 "baseline": baseline.ref if baseline else None,
                 "suite": str(suite),
+                "policy": policy.name,
+                "experiment": experiment.name if experiment else None,
             },
         )
         if candidate.status in (
@@ -132,7 +147,7 @@ def gate_run_claim(*, gate_run_id: int, worker: str) -> GateRun | None:
         )
     )
     return (
-        GateRun.objects.select_related("candidate", "baseline", "suite").get(pk=gate_run_id)
+        GateRun.objects.select_related("candidate", "baseline", "suite", "experiment").get(pk=gate_run_id)
         if claimed
         else None
     )
@@ -155,9 +170,10 @@ def gate_run_heartbeat(*, run: GateRun, progress: int) -> None:
 
 
 def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
-    """Compute the layers the policy requires that a worker computes (clean accuracy,
-    robustness), skipping those a previous attempt already stored, then close the run."""
-    from evalhub.services import gate_layers
+    """Compute the layers the policy requires (model layers: clean accuracy, robustness; traffic
+    layers: follow-up rate, business value), skipping those a previous attempt already stored,
+    then close the run."""
+    from evalhub.services import gate_layers, gate_traffic
     from workers.backends import BackendError
 
     run = gate_run_claim(gate_run_id=gate_run_id, worker=worker)
@@ -187,6 +203,13 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
     try:
         for layer in todo:
             runners[layer][0](run=run, policy=policy, items=items, versions=versions, progress=progress)
+        traffic = {
+            LayerResult.Layer.FOLLOW_UP_RATE: gate_traffic.follow_up_rate_layer_run,
+            LayerResult.Layer.BUSINESS_VALUE: gate_traffic.business_value_layer_run,
+        }
+        for layer, layer_run in traffic.items():
+            if layer in policy.required_layers and layer not in finished:
+                layer_run(run=run, policy=policy)
     except BackendError as exc:
         if exc.transient:
             raise  # the task retries with backoff; stored work is kept
@@ -220,7 +243,23 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
         after={"verdict": verdict, "reasons": reasons},
     )
     _candidate_settle(run=run)
+    _verdict_announce(run=run)
     return run
+
+
+def _verdict_announce(*, run: GateRun) -> None:
+    webhook_send(
+        event="gate_run.finished",
+        payload={
+            "gate_run": run.pk,
+            "candidate": run.candidate.ref,
+            "baseline": run.baseline.ref if run.baseline else None,
+            "status": run.status,
+            "verdict": run.verdict,
+            "reasons": run.verdict_reasons,
+            "layers": dict(run.layers.values_list("layer", "verdict")),
+        },
+    )
 
 
 def gate_run_fail(*, gate_run_id: int, status: str, reason: str) -> GateRun:
@@ -243,6 +282,7 @@ def gate_run_fail(*, gate_run_id: int, status: str, reason: str) -> GateRun:
             reason=reason,
         )
         _candidate_settle(run=run)
+        _verdict_announce(run=run)
     return run
 
 

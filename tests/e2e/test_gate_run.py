@@ -39,10 +39,13 @@ def test_gate_run_through_api_broker_worker_and_db(
         assert run["status"] == "succeeded", (run, worker.tail())
         assert run["attempts"] == 1
         layers = {layer["layer"]: layer for layer in run["layers"]}
-        assert set(layers) == {"clean_accuracy", "robustness"}
+        assert set(layers) == {"clean_accuracy", "robustness", "follow_up_rate", "business_value"}
         layer = layers["clean_accuracy"]
-        # The follow-up and business layers are not computed by workers: never a pass without them.
-        verdicts = {entry["verdict"] for entry in layers.values()}
+        # The demo canary has had no traffic yet: its layers say so, and there is no pass without them.
+        assert (
+            layers["follow_up_rate"]["verdict"] == layers["business_value"]["verdict"] == "insufficient_data"
+        )
+        verdicts = {layers[name]["verdict"] for name in ("clean_accuracy", "robustness")}
         assert verdicts <= {"pass", "fail"}
         assert run["verdict"] == ("fail" if "fail" in verdicts else "insufficient_data")
         robustness = layers["robustness"]["details"]

@@ -69,7 +69,7 @@ def test_execute_stores_clean_accuracy_from_the_models(versions, suite):
     )
     run = gate_run_execute(gate_run_id=run.pk, worker="w1")
     assert (run.status, run.progress, run.attempts) == ("succeeded", 100, 1)
-    layer = run.layers.get()
+    layer = run.layers.get(layer="clean_accuracy")
     details = layer.details
     assert details["candidate"]["n"] == details["baseline"]["n"] == 60
     # Same checkpoint on both sides: identical answers, so identical accuracy.
@@ -84,10 +84,11 @@ def test_execute_stores_clean_accuracy_from_the_models(versions, suite):
         and sample.correct == (sample.output_label == sample.item.label)
     )
     assert details["candidate"]["device"] == "cpu" and layer.wall_seconds > 0
-    # Clean accuracy passes, but the follow-up layer has no result: no pass.
+    # Clean accuracy passes, but the follow-up layer has no canary traffic to judge: no pass.
     assert layer.verdict == "pass"
+    assert run.layers.get(layer="follow_up_rate").verdict == "insufficient_data"
     assert run.verdict == "insufficient_data"
-    assert run.verdict_reasons == ["follow_up_rate: no result"]
+    assert run.verdict_reasons == ["follow_up_rate: insufficient_data"]
     candidate.refresh_from_db()
     assert candidate.status == "registered"
     assert AuditLog.objects.filter(action="gate_run.finish", target_id=str(run.pk)).exists()

@@ -40,6 +40,8 @@ bench: install
 	$(PY) bench/gate_clean.py
 	$(PY) bench/robustness.py
 	$(PY) bench/router.py
+	$(PY) bench/ab_false_positives.py
+	$(PY) bench/stats.py
 
 ## Re-resolve requirements.in into the fully pinned requirements.txt.
 lock:

@@ -339,19 +339,23 @@ def followups_detect(
     embed: Callable[[list[str]], np.ndarray],
     thresholds: FollowUpThresholds = FollowUpThresholds(),
 ) -> list[FollowUpJudgement]:
-    """The judgement of each pair, in order. All texts are embedded in one call to `embed`, which
-    returns one L2-normalised row per text."""
+    """The judgement of each pair, in order. All distinct texts are embedded in one call to `embed`,
+    which returns one L2-normalised row per text (chat traffic repeats questions and answers)."""
     if not pairs:
         return []
-    texts = [
-        text for pair in pairs for text in (pair.previous_question, pair.previous_answer, pair.next_turn)
-    ]
+    texts = list(
+        dict.fromkeys(
+            text for pair in pairs for text in (pair.previous_question, pair.previous_answer, pair.next_turn)
+        )
+    )
     vectors = embed(texts)
     if len(vectors) != len(texts):
         raise ValueError(f"embed returned {len(vectors)} rows for {len(texts)} texts")
+    row = {text: index for index, text in enumerate(texts)}
     judgements = []
-    for i, pair in enumerate(pairs):
-        question, answer, turn = vectors[3 * i], vectors[3 * i + 1], vectors[3 * i + 2]
+    for pair in pairs:
+        question = vectors[row[pair.previous_question]]
+        answer, turn = vectors[row[pair.previous_answer]], vectors[row[pair.next_turn]]
         judgements.append(
             followup_judge(
                 pair=pair,

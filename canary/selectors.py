@@ -6,7 +6,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from canary.models import Experiment, OutcomeEvent, TurnEvent
@@ -104,7 +104,11 @@ def follow_up_counts_by_arm(
         ) AS per_session
         GROUP BY arm
     """
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # The per-session aggregate spills to disk at the default 4 MB: 0.56× the time at
+            # 10^7 events (bench/stats.py), for up to ~400 MB across the parallel workers.
+            cursor.execute("SET LOCAL work_mem = '64MB'")
         cursor.execute(sql, [*kinds, experiment.pk, start, end])
         rows = cursor.fetchall()
     return _arms(rows, FOLLOW_UP_FIELDS)
@@ -149,11 +153,15 @@ def outcome_stats_by_arm(
 def assigned_units_by_arm(*, experiment: Experiment, start: datetime, end: datetime) -> dict[str, int]:
     """Randomisation units seen on each arm (users; sessions without a user), for the SRM check."""
     table = TurnEvent._meta.db_table
+    # DISTINCT in a subquery, not COUNT(DISTINCT ...): a parallel scan and a hash aggregate instead
+    # of walking an index in arm order and sorting each arm's units (0.22× at 10^7 events).
     sql = f"""
-        SELECT arm, COUNT(DISTINCT CASE WHEN user_id = '' THEN 'session:' || session_id ELSE user_id END)
-        FROM {table}
-        WHERE experiment_id = %s AND source <> 'probe' AND role = 'user'
-          AND occurred_at >= %s AND occurred_at < %s
+        SELECT arm, COUNT(*) FROM (
+            SELECT DISTINCT arm, CASE WHEN user_id = '' THEN 'session:' || session_id ELSE user_id END
+            FROM {table}
+            WHERE experiment_id = %s AND source <> 'probe' AND role = 'user'
+              AND occurred_at >= %s AND occurred_at < %s
+        ) AS units
         GROUP BY arm
     """
     with connection.cursor() as cursor:

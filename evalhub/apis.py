@@ -340,12 +340,14 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
     experiment = serializers.CharField(source="experiment.name", default=None)
     layers = LayerResultOutputSerializer(many=True, read_only=True)
     url = serializers.SerializerMethodField()
+    html_url = serializers.SerializerMethodField()
 
     class Meta:
         model = GateRun
         fields = [
             "id",
             "url",
+            "html_url",
             "candidate",
             "baseline",
             "suite",
@@ -369,6 +371,12 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
 
     def get_url(self, obj) -> str:
         url = reverse("api:gate-run-detail", kwargs={"pk": obj.pk})
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request else url
+
+    def get_html_url(self, obj) -> str:
+        """The run's page for people (reports, attribution, decisions)."""
+        url = reverse("gate-run-detail", kwargs={"pk": obj.pk})
         request = self.context.get("request")
         return request.build_absolute_uri(url) if request else url
 

@@ -181,6 +181,8 @@ def summary_text(run: dict) -> str:
     reasons = "; ".join(run.get("verdict_reasons") or [])
     lines.append(f"VERDICT: {run['verdict']}" + (f" ({reasons})" if reasons else ""))
     lines.append(f"run: {run['url']}")
+    if run.get("html_url"):
+        lines.append(f"page: {run['html_url']}")
     return "\n".join(lines)
 
 

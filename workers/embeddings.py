@@ -48,11 +48,13 @@ def sentence_embed(texts: list[str], *, batch_size: int = 64, device: str | None
 
     device = device or device_select()
     tokenizer, model = _model_load(device)
+    # Batches of similar lengths pad little: embed in length order, return in the caller's order.
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     rows = []
     with torch.no_grad():
         for start in range(0, len(texts), batch_size):
             batch = tokenizer(
-                list(texts[start : start + batch_size]),
+                [texts[i] for i in order[start : start + batch_size]],
                 padding=True,
                 truncation=True,
                 max_length=MAX_LENGTH,
@@ -62,4 +64,6 @@ def sentence_embed(texts: list[str], *, batch_size: int = 64, device: str | None
             mask = batch["attention_mask"].unsqueeze(-1).to(tokens.dtype)
             pooled = (tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
             rows.append(torch.nn.functional.normalize(pooled, p=2, dim=1).float().cpu().numpy())
-    return np.concatenate(rows).astype(np.float32, copy=False)
+    vectors = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+    vectors[order] = np.concatenate(rows)
+    return vectors

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from canary.followup import FollowUpThresholds, TurnPair, followups_detect
@@ -51,21 +50,15 @@ def _unjudged(*, experiment: Experiment | None, until: datetime | None):
 
 
 def _context(turns: list[TurnEvent]) -> dict[tuple[int, str, int], TurnEvent]:
-    """The earlier turns of these turns' sessions, by (experiment, session, turn index)."""
-    wanted = Q()
-    for turn in turns:
-        if turn.turn_index:
-            wanted |= Q(
-                experiment_id=turn.experiment_id,
-                session_id=turn.session_id,
-                turn_index__in=[turn.turn_index - 1, turn.turn_index - 2],
-            )
-    if not wanted:
-        return {}
-    rows = TurnEvent.objects.filter(wanted).only(
-        "experiment_id", "session_id", "turn_index", "role", "text", "occurred_at"
-    )
-    return {(t.experiment_id, t.session_id, t.turn_index): t for t in rows}
+    """The two turns before each of these turns, by (experiment, session, turn index): one query
+    on the session index for the whole batch."""
+    wanted = {(t.experiment_id, t.session_id, t.turn_index - k) for t in turns for k in (1, 2)}
+    rows = TurnEvent.objects.filter(
+        experiment_id__in={t.experiment_id for t in turns},
+        session_id__in={t.session_id for t in turns},
+        turn_index__in={index for _, _, index in wanted if index >= 0},
+    ).only("experiment_id", "session_id", "turn_index", "role", "text", "occurred_at")
+    return {key: t for t in rows if (key := (t.experiment_id, t.session_id, t.turn_index)) in wanted}
 
 
 def followups_label(
@@ -84,7 +77,9 @@ def followups_label(
     started = time.monotonic()
     grace_before = timezone.now() - timedelta(seconds=settings.EVALHUB_FOLLOWUP_GRACE_SECONDS)
     thresholds: dict[int, FollowUpThresholds] = {}
-    counts: dict[str, int] = {"waiting": 0}
+    # A session's first question follows no answer: one UPDATE, no model.
+    first = _unjudged(experiment=experiment, until=until).filter(turn_index=0).update(follow_up_kind=NEW)
+    counts: dict[str, int] = {"waiting": 0, NEW: first}
     waiting: set[int] = set()
     while max_seconds is None or time.monotonic() - started < max_seconds:
         batch = list(
@@ -101,10 +96,7 @@ def followups_label(
         for turn in batch:
             answer = context.get((turn.experiment_id, turn.session_id, turn.turn_index - 1))
             question = context.get((turn.experiment_id, turn.session_id, turn.turn_index - 2))
-            if turn.turn_index == 0:
-                turn.follow_up_kind = NEW
-                judged.append(turn)
-            elif answer is None or answer.role != Role.ASSISTANT:
+            if answer is None or answer.role != Role.ASSISTANT:
                 if turn.occurred_at < grace_before:
                     turn.follow_up_kind = NEW
                     judged.append(turn)

@@ -321,21 +321,23 @@ def _system_attribution(*, experiment: Experiment, start: datetime, end: datetim
     answers = TurnEvent.objects.filter(
         experiment=experiment, role="assistant", occurred_at__gte=start, occurred_at__lt=end
     ).exclude(source=TurnEvent.Source.PROBE)
-    arms = {}
-    for arm in (BASELINE, CANDIDATE):
-        rows = answers.filter(arm=arm)
-        counts = rows.aggregate(
+    counts = {
+        row.pop("arm"): row
+        for row in answers.values("arm").annotate(
             n=Count("id"),
             errors=Count("id", filter=~Q(error="")),
             fallbacks=Count("id", filter=Q(fallback=True)),
         )
+    }
+    arms = {}
+    for arm in (BASELINE, CANDIDATE):
         latencies = sorted(
-            rows.filter(latency_ms__isnull=False, error="")
+            answers.filter(arm=arm, latency_ms__isnull=False, error="")
             .order_by("-occurred_at")
             .values_list("latency_ms", flat=True)[:5000]
         )
         arms[arm] = {
-            **counts,
+            **counts.get(arm, {"n": 0, "errors": 0, "fallbacks": 0}),
             "latency_p50_ms": latencies[len(latencies) // 2] if latencies else None,
             "latency_p95_ms": latencies[int(len(latencies) * 0.95)] if latencies else None,
         }

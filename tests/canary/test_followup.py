@@ -234,7 +234,7 @@ def test_bigram_similarity(a, b, expected):
 # --- the batch API ---
 
 
-def test_detect_embeds_once_in_order():
+def test_detect_embeds_each_distinct_text_once():
     pairs = [
         TurnPair(QUESTION_EN, ANSWER_EN, "Why?", 10),
         TurnPair(QUESTION_EN, ANSWER_EN, "thanks", 10),
@@ -245,7 +245,7 @@ def test_detect_embeds_once_in_order():
     assert [j.kind for j in judgements] == ["follow_up", "new", "follow_up"]
     assert [j.is_follow_up for j in judgements] == [True, False, True]
     question_en, question_zh = [QUESTION_EN, ANSWER_EN], [QUESTION_ZH, ANSWER_ZH]
-    assert embed.calls == [[*question_en, "Why?", *question_en, "thanks", *question_zh, "为什么？"]]
+    assert embed.calls == [[*question_en, "Why?", "thanks", *question_zh, "为什么？"]]
 
 
 def test_detect_nothing_and_bad_embed():

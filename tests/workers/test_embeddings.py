@@ -40,3 +40,11 @@ def test_batches_and_padding_do_not_change_the_vectors():
 def test_long_text_is_truncated_not_rejected():
     (vector,) = sentence_embed(["payment " * 1000], device="cpu")
     assert abs(np.linalg.norm(vector) - 1.0) < 1e-5
+
+
+def test_rows_follow_the_callers_order_whatever_the_lengths():
+    texts = ["A much longer sentence about the termination notice period of this lease.", "Hi", "Why?"]
+    forward = sentence_embed(texts, batch_size=2)
+    backward = sentence_embed(texts[::-1], batch_size=2)
+    np.testing.assert_allclose(forward, backward[::-1], atol=1e-5)
+    np.testing.assert_allclose(forward[1], sentence_embed(["Hi"])[0], atol=1e-5)

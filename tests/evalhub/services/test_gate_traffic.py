@@ -1,6 +1,7 @@
 """Gate layers 2 and 3 from stored canary events: the real detector, SQL aggregation, the verdict,
 the report with its attribution."""
 
+import json
 import random
 from datetime import timedelta
 
@@ -325,3 +326,20 @@ def test_a_policy_without_a_business_metric_is_an_error(experiment, suite):
     run = run_layers(experiment.candidate, suite, required_layers=["business_value"])
     [layer] = run.layers.all()
     assert layer.verdict == "error" and "business_metric" in layer.reasons[0]
+
+
+def test_a_finished_run_announces_its_verdict_by_webhook(
+    experiment, suite, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    from workers.tasks import webhook_deliver_task
+
+    sent = []
+    settings.EVALHUB_WEBHOOK_URL = "http://127.0.0.1:9/hook"
+    monkeypatch.setattr(webhook_deliver_task, "delay", lambda event, body: sent.append((event, body)))
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_layers(experiment.candidate, suite, required_layers=["follow_up_rate"])
+    [(event, body)] = sent
+    data = json.loads(body)["data"]
+    assert event == "gate_run.finished"
+    assert data["gate_run"] == run.pk and data["verdict"] == run.verdict == "insufficient_data"
+    assert data["layers"] == {"follow_up_rate": "insufficient_data"}

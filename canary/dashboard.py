@@ -20,7 +20,6 @@ from canary.router import BASELINE, BUCKETS, CANDIDATE
 from canary.selectors import (
     assigned_units_by_arm,
     experiment_list,
-    follow_up_counts_by_arm,
     outcome_stats_by_arm,
 )
 from canary.services.experiments import GUARDRAIL_DEFAULTS, TRANSITIONS
@@ -28,7 +27,7 @@ from evalhub.gate.policy import GatePolicyConfig
 from evalhub.models import GatePolicy
 from evalhub.selectors.gate_runs import gate_run_list
 from evalhub.services.gate_runs import gate_policy_resolve
-from evalhub.services.gate_traffic import traffic_window
+from evalhub.services.gate_traffic import follow_up_rate_measure, traffic_window
 
 Status = Experiment.Status
 DIRECTIONS = ("decrease", "increase")  # evalhub.gate.business_value.DIRECTIONS, without scipy
@@ -114,24 +113,7 @@ def experiment_dashboard(
 # Layer 2 as the gate would judge it now
 # ---------------------------------------------------------------------------------------------
 def _follow_up(*, experiment: Experiment, policy: GatePolicyConfig, start: datetime, end: datetime) -> dict:
-    from evalhub.gate.follow_up_rate import FollowUpCounts, follow_up_rate_judge
-
-    counts = follow_up_counts_by_arm(
-        experiment=experiment, start=start, end=end, kinds=policy.follow_up_kinds
-    )
-
-    def arm(name: str) -> FollowUpCounts:
-        return FollowUpCounts(**{k: int(v) for k, v in counts[name].items() if k != "unjudged"})
-
-    result = follow_up_rate_judge(
-        candidate=arm(CANDIDATE),
-        baseline=arm(BASELINE),
-        max_rate=policy.follow_up_max,
-        decide_on=policy.follow_up_decide_on,
-        margin=policy.follow_up_margin,
-        min_answered=policy.follow_up_min_answered,
-        confidence=policy.confidence,
-    )
+    result, counts = follow_up_rate_measure(experiment=experiment, policy=policy, start=start, end=end)
     reports = {CANDIDATE: result.candidate, BASELINE: result.baseline}
     # One scale for both bars: the highest upper bound or the bar, with some room.
     scale = 1.15 * max([policy.follow_up_max] + [r["ci_high"] for r in reports.values() if r["answered"]])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.db.models import Count, Q
@@ -27,6 +28,9 @@ from evalhub.errors import ApplicationError
 from evalhub.gate.policy import GatePolicyConfig
 from evalhub.gate.verdict import ERROR, INSUFFICIENT
 from evalhub.models import GateRun, LayerResult, ModelVersion
+
+if TYPE_CHECKING:  # scipy: the judges load only when a layer runs
+    from evalhub.gate.follow_up_rate import FollowUpRateResult
 
 Layer = LayerResult.Layer
 # Share of user turns the detector may still owe (answers not stored yet) before layer 2 waits.
@@ -112,9 +116,34 @@ def _sql_text(sql: str, params: list) -> str:
 # ---------------------------------------------------------------------------------------------
 # Layer 2: follow-up rate
 # ---------------------------------------------------------------------------------------------
+def follow_up_rate_measure(
+    *, experiment: Experiment, policy: GatePolicyConfig, start: datetime, end: datetime
+) -> tuple[FollowUpRateResult, dict[str, dict[str, int]]]:
+    """Layer 2's judgement of a window from the stored detector labels (it labels nothing), and the
+    per-arm counts from SQL it rests on, `unjudged` turns included. For the layer and dashboards."""
+    from evalhub.gate.follow_up_rate import FollowUpCounts, follow_up_rate_judge
+
+    counts = follow_up_counts_by_arm(
+        experiment=experiment, start=start, end=end, kinds=policy.follow_up_kinds
+    )
+
+    def arm(name: str) -> FollowUpCounts:
+        return FollowUpCounts(**{k: int(v) for k, v in counts[name].items() if k != "unjudged"})
+
+    result = follow_up_rate_judge(
+        candidate=arm(CANDIDATE),
+        baseline=arm(BASELINE),
+        max_rate=policy.follow_up_max,
+        decide_on=policy.follow_up_decide_on,
+        margin=policy.follow_up_margin,
+        min_answered=policy.follow_up_min_answered,
+        confidence=policy.confidence,
+    )
+    return result, counts
+
+
 def follow_up_rate_layer_run(*, run: GateRun, policy: GatePolicyConfig) -> LayerResult:
     from canary.services.followups import followup_thresholds_get, followups_label
-    from evalhub.gate.follow_up_rate import FollowUpCounts, follow_up_rate_judge
 
     started = time.perf_counter()
     experiment = run.experiment
@@ -131,23 +160,8 @@ def follow_up_rate_layer_run(*, run: GateRun, policy: GatePolicyConfig) -> Layer
     labelled = followups_label(experiment=experiment, until=end)
     label_seconds = time.perf_counter() - mark
     mark = time.perf_counter()
-    counts = follow_up_counts_by_arm(
-        experiment=experiment, start=start, end=end, kinds=policy.follow_up_kinds
-    )
+    result, counts = follow_up_rate_measure(experiment=experiment, policy=policy, start=start, end=end)
     sql_seconds = time.perf_counter() - mark
-
-    def arm(name: str) -> FollowUpCounts:
-        return FollowUpCounts(**{k: int(v) for k, v in counts[name].items() if k != "unjudged"})
-
-    result = follow_up_rate_judge(
-        candidate=arm(CANDIDATE),
-        baseline=arm(BASELINE),
-        max_rate=policy.follow_up_max,
-        decide_on=policy.follow_up_decide_on,
-        margin=policy.follow_up_margin,
-        min_answered=policy.follow_up_min_answered,
-        confidence=policy.confidence,
-    )
     verdict, reasons = result.verdict, list(result.reasons)
     unjudged = sum(c["unjudged"] for c in counts.values())
     user_turns = sum(c["user_turns_sum"] for c in counts.values())

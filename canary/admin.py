@@ -1,7 +1,10 @@
+from django import forms
 from django.contrib import admin, messages
 
-from canary.models import Experiment, OutcomeEvent, TurnEvent
+from canary.followup import FollowUpThresholds
+from canary.models import Experiment, FollowUpDetectorConfig, OutcomeEvent, TurnEvent
 from canary.services.experiments import experiment_pause, experiment_rollback
+from canary.services.followups import followup_thresholds_set
 from evalhub.admin import ReadOnlyAdmin
 from evalhub.errors import ApplicationError
 
@@ -47,9 +50,10 @@ class TurnEventAdmin(ReadOnlyAdmin):
         "session_id",
         "turn_index",
         "source",
+        "follow_up_kind",
         "occurred_at",
     ]
-    list_filter = ["experiment", "arm", "role", "source", "fallback"]
+    list_filter = ["experiment", "arm", "role", "source", "fallback", "follow_up_kind"]
     search_fields = ["event_id", "session_id", "user_id"]
 
 
@@ -58,3 +62,38 @@ class OutcomeEventAdmin(ReadOnlyAdmin):
     list_display = ["event_id", "experiment", "arm", "unit_id", "metric", "value", "occurred_at"]
     list_filter = ["experiment", "arm", "metric"]
     search_fields = ["event_id", "unit_id", "user_id"]
+
+
+class FollowUpDetectorConfigForm(forms.ModelForm):
+    class Meta:
+        model = FollowUpDetectorConfig
+        fields = ["family", "thresholds"]
+        help_texts = {
+            "thresholds": "Keys of canary.followup.FollowUpThresholds; missing keys keep their defaults: "
+            + ", ".join(f"{k}={v}" for k, v in FollowUpThresholds().as_dict().items())
+        }
+
+    def clean_thresholds(self):
+        try:
+            FollowUpThresholds.from_dict(self.cleaned_data["thresholds"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return self.cleaned_data["thresholds"]
+
+
+@admin.register(FollowUpDetectorConfig)
+class FollowUpDetectorConfigAdmin(admin.ModelAdmin):
+    """A family's follow-up detector thresholds; each change is audited."""
+
+    form = FollowUpDetectorConfigForm
+    list_display = ["family", "thresholds", "updated_at"]
+
+    def save_model(self, request, obj, form, change):
+        saved = followup_thresholds_set(family=obj.family, thresholds=obj.thresholds, actor=request.user)
+        obj.pk = saved.pk
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["family"] if obj else []
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -22,6 +22,7 @@ from django.utils import timezone
 from canary.followup import FollowUpThresholds, TurnPair, followups_detect
 from canary.models import Experiment, FollowUpDetectorConfig, TurnEvent
 from evalhub.errors import ApplicationError
+from evalhub.services.audit import audit_record
 
 NEW = "new"
 Role = TurnEvent.Role
@@ -36,6 +37,27 @@ def followup_thresholds_get(*, family: str) -> FollowUpThresholds:
         raise ApplicationError(
             f"Follow-up detector thresholds of {family!r}: {exc}", fields={f"thresholds.{field}": [str(exc)]}
         ) from None
+
+
+def followup_thresholds_set(*, family: str, thresholds: dict, actor) -> FollowUpDetectorConfig:
+    """Set a family's detector thresholds (validated; audited). Turns judged before keep their kind."""
+    try:
+        parsed = FollowUpThresholds.from_dict(thresholds)
+    except ValueError as exc:
+        field = str(exc).split(":", 1)[0]
+        raise ApplicationError(str(exc), fields={f"thresholds.{field}": [str(exc)]}) from None
+    config, _ = FollowUpDetectorConfig.objects.get_or_create(family=family)
+    before = config.thresholds
+    config.thresholds = thresholds
+    config.save()
+    audit_record(
+        actor=actor,
+        action="followup_detector.thresholds_set",
+        target=config,
+        before=before,
+        after=parsed.as_dict(),
+    )
+    return config
 
 
 def _unjudged(*, experiment: Experiment | None, until: datetime | None):

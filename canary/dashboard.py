@@ -16,18 +16,19 @@ from datetime import datetime, timedelta
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from canary.models import CanaryAnalysis, Experiment, OutcomeEvent, ProbeRun
-from canary.router import BASELINE, BUCKETS, CANDIDATE
+from canary.router import BASELINE, CANDIDATE
 from canary.selectors import (
     assigned_units_by_arm,
     experiment_list,
     outcome_stats_by_arm,
 )
 from canary.services.experiments import GUARDRAIL_DEFAULTS, TRANSITIONS
+from evalhub.errors import ApplicationError
 from evalhub.gate.policy import GatePolicyConfig
 from evalhub.models import GatePolicy
 from evalhub.selectors.gate_runs import gate_run_list
 from evalhub.services.gate_runs import gate_policy_resolve
-from evalhub.services.gate_traffic import follow_up_rate_measure, traffic_window
+from evalhub.services.gate_traffic import follow_up_rate_measure, traffic_window, window_share
 
 Status = Experiment.Status
 DIRECTIONS = ("decrease", "increase")  # evalhub.gate.business_value.DIRECTIONS, without scipy
@@ -49,7 +50,10 @@ def dashboard_policy(*, family: str) -> tuple[str, GatePolicyConfig]:
     """The policy a gate run of this family would use: the family's own, else the stored `default`,
     else the built-in defaults (without creating the `default` row on a page view)."""
     if GatePolicy.objects.filter(name__in=(family, "default")).exists():
-        policy, config = gate_policy_resolve(name=None, overrides=None, family=family)
+        try:
+            policy, config = gate_policy_resolve(name=None, overrides=None, family=family)
+        except ApplicationError as exc:  # a stored policy a gate run would refuse too
+            return f"built-in defaults (the stored policy is invalid: {exc.message})", GatePolicyConfig()
         return policy.name, config
     return "built-in defaults", GatePolicyConfig()
 
@@ -116,7 +120,9 @@ def _follow_up(*, experiment: Experiment, policy: GatePolicyConfig, start: datet
     result, counts = follow_up_rate_measure(experiment=experiment, policy=policy, start=start, end=end)
     reports = {CANDIDATE: result.candidate, BASELINE: result.baseline}
     # One scale for both bars: the highest upper bound or the bar, with some room.
-    scale = 1.15 * max([policy.follow_up_max] + [r["ci_high"] for r in reports.values() if r["answered"]])
+    scale = 1.15 * max(
+        [policy.follow_up_max, 0.01] + [r["ci_high"] for r in reports.values() if r["answered"]]
+    )
     arms = [
         {
             "arm": name,
@@ -150,9 +156,7 @@ def _business(
     from evalhub.gate.ab_stats import srm_check
 
     units = assigned_units_by_arm(experiment=experiment, start=start, end=end)
-    share = experiment.traffic_buckets / BUCKETS
-    # An all-or-nothing split (rolled back, promoted) has no ratio to check.
-    expected_share = share if 0 < share < 1 else None
+    expected_share = window_share(experiment=experiment)
     srm = None
     if expected_share is not None:
         srm = srm_check(

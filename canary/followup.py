@@ -137,6 +137,8 @@ class FollowUpThresholds:
     def from_dict(cls, data: dict | None) -> FollowUpThresholds:
         """Thresholds from a per-family dict (JSON), missing keys at their defaults. A wrong key, type or
         range raises ValueError starting with the field name (construction checks ranges too)."""
+        if data is not None and not isinstance(data, dict):
+            raise ValueError(f"thresholds: must be an object of field: value, got {type(data).__name__}")
         data = dict(data or {})
         known = {field.name: field for field in fields(cls)}
         for key in data:

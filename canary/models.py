@@ -56,9 +56,13 @@ class Experiment(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
-    # When the candidate's share last changed (start, ramp): a unit's arm is stable only since then,
-    # so the gate's traffic layers read the window from here.
+    # When the candidate's share last changed (start, resume, ramp) and what it became: a unit's arm
+    # is stable only since then, so the gate's traffic layers read their window from here and check
+    # the split against `window_buckets` (a rollback or promotion ends the window, not this share).
     share_since = models.DateTimeField(null=True, blank=True)
+    window_buckets = models.PositiveIntegerField(default=0)
+    # While paused everyone is on the baseline: the window ends here until the experiment resumes.
+    paused_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

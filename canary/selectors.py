@@ -78,10 +78,10 @@ FOLLOW_UP_FIELDS = (
 def follow_up_counts_by_arm(
     *, experiment: Experiment, start: datetime, end: datetime, kinds: Sequence[str]
 ) -> dict[str, dict[str, int]]:
-    """Per arm: sessions, answered questions (answers without an error), user turns of the counted
-    detector `kinds`, deepening turns, the sum and sum of squares of user turns per session, and
-    user turns the detector has not judged yet. A session never counts more follow-ups than it
-    had answers (a turn after an answer that errored is not a follow-up of an answer)."""
+    """Per arm: sessions, answered questions (answers the user got: without an error, or given by
+    the baseline as the candidate's fallback), user turns of the counted detector `kinds`, deepening
+    turns, the sum and sum of squares of user turns per session, and user turns the detector has
+    not judged yet. A session never counts more follow-ups than it had answers."""
     table = TurnEvent._meta.db_table
     kind_list = ", ".join(["%s"] * len(kinds))
     sql = f"""
@@ -91,7 +91,8 @@ def follow_up_counts_by_arm(
                SUM(user_turns), SUM(user_turns * user_turns), SUM(unjudged)
         FROM (
             SELECT arm, session_id,
-                SUM(CASE WHEN role = 'assistant' AND error = '' THEN 1 ELSE 0 END) AS answered,
+                SUM(CASE WHEN role = 'assistant' AND (error = '' OR fallback) THEN 1 ELSE 0 END)
+                    AS answered,
                 SUM(CASE WHEN role = 'user' AND follow_up_kind IN ({kind_list}) THEN 1 ELSE 0 END)
                     AS counted,
                 SUM(CASE WHEN role = 'user' AND follow_up_kind = 'deepening' THEN 1 ELSE 0 END)

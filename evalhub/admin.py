@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin
 
+from evalhub.gate.policy import PolicyError, gate_policy_parse
 from evalhub.models import (
     ApiToken,
     AuditLog,
@@ -123,8 +124,27 @@ class EvalItemAdmin(admin.ModelAdmin):
     has_delete_permission = has_change_permission
 
 
+class GatePolicyForm(forms.ModelForm):
+    class Meta:
+        model = GatePolicy
+        fields = ["name", "description", "config"]
+
+    def clean_config(self):
+        config = self.cleaned_data["config"]
+        if not isinstance(config, dict):
+            raise forms.ValidationError("must be an object of policy keys")
+        try:
+            gate_policy_parse(config)
+        except PolicyError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return config
+
+
 @admin.register(GatePolicy)
 class GatePolicyAdmin(admin.ModelAdmin):
+    """Policies are checked as a run would read them: an unknown key or a bad value is refused here."""
+
+    form = GatePolicyForm
     list_display = ["name", "updated_at"]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -330,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
             )
     elif not args.candidate:
         gate_parser.error("--candidate is required (or --attach RUN_ID)")
-    if args.timeout <= 0 or args.poll <= 0:
-        gate_parser.error("--timeout and --poll must be positive")
+    if not (0 < args.timeout < math.inf and 0 < args.poll < math.inf):  # also refuses nan
+        gate_parser.error("--timeout and --poll must be positive numbers of seconds")
     try:
         return gate(args, out=sys.stdout, err=sys.stderr)
     except CliError as exc:

@@ -179,6 +179,8 @@ class GateRun(models.Model):
     suite = models.ForeignKey(EvalSuite, on_delete=models.PROTECT, related_name="gate_runs")
     policy = models.ForeignKey(GatePolicy, null=True, blank=True, on_delete=models.SET_NULL)
     policy_config = models.JSONField(default=dict)
+    # What the run changed from its named policy (a weakened gate is not a pass to approve on).
+    policy_overrides = models.JSONField(default=dict, blank=True)
     # The canary experiment whose traffic feeds the follow-up and business layers.
     experiment = models.ForeignKey(
         "canary.Experiment", null=True, blank=True, on_delete=models.PROTECT, related_name="gate_runs"

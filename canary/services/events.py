@@ -61,6 +61,10 @@ def _string(
     return value
 
 
+# Sums of squares of a metric are aggregated in SQL (float8): one absurd value would overflow them.
+MAX_MAGNITUDE = 1e9
+
+
 def _number(event: dict, key: str, where: str, errors: _Errors, *, required: bool) -> float | None:
     value = event.get(key)
     if value is None:
@@ -69,6 +73,9 @@ def _number(event: dict, key: str, where: str, errors: _Errors, *, required: boo
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         errors.add(f"{where}.{key}", "must be a finite number")
+        return None
+    if abs(value) > MAX_MAGNITUDE:
+        errors.add(f"{where}.{key}", f"must be between -{MAX_MAGNITUDE:g} and {MAX_MAGNITUDE:g}")
         return None
     return float(value)
 

@@ -166,6 +166,8 @@ def _status_set(
         locked.status = to
         for field, value in changes.items():
             setattr(locked, field, value)
+        if "share_since" in changes:  # a new window, at the share in force now
+            locked.window_buckets = locked.traffic_buckets
         try:
             with transaction.atomic():
                 locked.save()
@@ -191,18 +193,30 @@ def _status_set(
 def experiment_start(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
     now = timezone.now()
     return _status_set(
-        experiment=experiment, to=Status.RUNNING, actor=actor, reason=reason, started_at=now, share_since=now
+        experiment=experiment,
+        to=Status.RUNNING,
+        actor=actor,
+        reason=reason,
+        started_at=now,
+        share_since=now,
     )
 
 
 def experiment_pause(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
-    return _status_set(experiment=experiment, to=Status.PAUSED, actor=actor, reason=reason)
+    return _status_set(
+        experiment=experiment, to=Status.PAUSED, actor=actor, reason=reason, paused_at=timezone.now()
+    )
 
 
 def experiment_resume(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
     # While paused everyone was on the baseline: the traffic layers count from the resume on.
     return _status_set(
-        experiment=experiment, to=Status.RUNNING, actor=actor, reason=reason, share_since=timezone.now()
+        experiment=experiment,
+        to=Status.RUNNING,
+        actor=actor,
+        reason=reason,
+        share_since=timezone.now(),
+        paused_at=None,
     )
 
 
@@ -284,8 +298,9 @@ def experiment_ramp(
                 fields={"traffic_percent": [f"must be above {locked.traffic_percent} %"]},
             )
         before = {"traffic_percent": locked.traffic_percent, "ramp_step": locked.ramp_step}
-        locked.traffic_buckets, locked.ramp_step, locked.share_since = buckets, step, timezone.now()
-        locked.save(update_fields=["traffic_buckets", "ramp_step", "share_since"])
+        locked.traffic_buckets, locked.ramp_step = buckets, step
+        locked.share_since, locked.window_buckets = timezone.now(), buckets
+        locked.save(update_fields=["traffic_buckets", "ramp_step", "share_since", "window_buckets"])
         audit_record(
             actor=actor,
             action="experiment.ramp",

@@ -2,7 +2,9 @@
 
 A user turn is judged once, against the previous user question and the assistant's answer in the
 same session (turn indexes k − 2 and k − 1), and its kind is written to `TurnEvent.follow_up_kind`.
-The first question of a session is `new`. A turn whose answer has not arrived yet is left for a
+The first question of a session is `new`, and so is a turn after an answer that failed (a retry;
+an answer the baseline gave as the candidate's fallback counts as an answer). A turn whose answer
+has not arrived yet is left for a
 later pass, unless it is older than EVALHUB_FOLLOWUP_GRACE_SECONDS (then it is judged `new`: a
 follow-up of an answer nobody recorded cannot be counted). Probe traffic is never judged.
 
@@ -79,7 +81,7 @@ def _context(turns: list[TurnEvent]) -> dict[tuple[int, str, int], TurnEvent]:
         experiment_id__in={t.experiment_id for t in turns},
         session_id__in={t.session_id for t in turns},
         turn_index__in={index for _, _, index in wanted if index >= 0},
-    ).only("experiment_id", "session_id", "turn_index", "role", "text", "occurred_at")
+    ).only("experiment_id", "session_id", "turn_index", "role", "text", "error", "fallback", "occurred_at")
     return {key: t for t in rows if (key := (t.experiment_id, t.session_id, t.turn_index)) in wanted}
 
 
@@ -124,6 +126,10 @@ def followups_label(
                     judged.append(turn)
                 else:
                     waiting.add(turn.pk)
+            elif answer.error and not answer.fallback:
+                # The user got no answer: asking again is a retry, not a follow-up of an answer.
+                turn.follow_up_kind = NEW
+                judged.append(turn)
             else:
                 gap = (turn.occurred_at - answer.occurred_at).total_seconds()
                 pair = TurnPair(

@@ -479,7 +479,9 @@ def cuped_effect(
 
 @dataclass(frozen=True, kw_only=True)
 class SrmResult:
-    """Sample ratio mismatch: Pearson's chi-square goodness of fit of the arms' unit counts to the split.
+    """Sample ratio mismatch: Pearson's chi-square goodness of fit of the arms' unit counts to the split,
+    or, for two arms with an expected count under 5 (where the chi-square approximation fails), the
+    exact two-sided binomial test (`method` says which; `chi_square` is then None).
 
     `mismatch` is p < alpha. With no units there is nothing to test: error "no units", mismatch False."""
 
@@ -491,10 +493,12 @@ class SrmResult:
     alpha: float
     mismatch: bool
     error: str | None = None
+    method: str = "chi_square"
 
 
 def srm_check(*, counts: Sequence[int], expected_shares: Sequence[float], alpha: float = 0.001) -> SrmResult:
-    """Chi-square test of `counts` (units per arm) against `expected_shares` (e.g. (0.99, 0.01)).
+    """Chi-square test of `counts` (units per arm) against `expected_shares` (e.g. (0.99, 0.01)); the
+    exact binomial test for two arms when an expected count is under 5.
 
     Shares are normalised to sum to 1. alpha defaults to 0.001, the usual SRM threshold: a mismatch
     means the assignment or logging is broken and the experiment's results should not be trusted."""
@@ -522,6 +526,19 @@ def srm_check(*, counts: Sequence[int], expected_shares: Sequence[float], alpha:
             error=NO_UNITS,
         )
     expected = tuple(total * share / share_total for share in expected_shares)
+    if len(counts) == 2 and min(expected) < 5:
+        # At a 1 % split the first hundred units expect about one on the candidate: exact, not chi-square.
+        p_value = float(scipy_stats.binomtest(counts[1], total, expected_shares[1] / share_total).pvalue)
+        return SrmResult(
+            counts=tuple(counts),
+            expected_counts=expected,
+            chi_square=None,
+            df=df,
+            p_value=p_value,
+            alpha=alpha,
+            mismatch=p_value < alpha,
+            method="exact_binomial",
+        )
     chi_square = sum((count - want) ** 2 / want for count, want in zip(counts, expected, strict=True))
     p_value = float(scipy_stats.chi2.sf(chi_square, df))
     return SrmResult(

@@ -242,11 +242,12 @@ def business_value_judge(
         )
 
     if srm is not None and srm.mismatch:
+        test = f"chi-square {srm.chi_square:.2f}" if srm.chi_square is not None else "exact binomial test"
         reason = (
             f"sample ratio mismatch: {assigned_units[0]} control and {assigned_units[1]} treatment units "
-            f"assigned against an expected treatment share {expected_treatment_share:g} (chi-square "
-            f"{srm.chi_square:.2f}, p = {srm.p_value:.3g} < {srm_alpha:g}): the assignment or logging is "
-            "broken, the effect is not trusted"
+            f"assigned against an expected treatment share {expected_treatment_share:g} ({test}, "
+            f"p = {srm.p_value:.3g} < {srm_alpha:g}): the assignment or logging is broken, the effect is "
+            "not trusted"
         )
         return result(ERROR, [reason])
     too_few = [
@@ -310,7 +311,9 @@ def business_value_judge(
         needed = {"control": math.ceil(control.n * factor), "treatment": math.ceil(treatment.n * factor)}
         improvement["units_needed"] = needed
         reasons.append(
-            f"the estimate clears {target} but the bound does not: about {needed['control']} control and "
-            f"{needed['treatment']} treatment units would be needed if the effect held at its estimate"
+            f"not shown yet: the estimate clears {target} but the bound does not; about "
+            f"{needed['control']} control and {needed['treatment']} treatment units would show it if the "
+            "effect held at its estimate"
         )
+        return result(INSUFFICIENT, reasons, improvement)
     return result(FAIL, reasons, improvement)

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 
 from canary.analysis_stats import MeanStats
 
-from .stats import wilson_interval
+from .stats import wilson_interval, z_for
 from .verdict import FAIL, INSUFFICIENT, PASS
 
 UPPER_BOUND, POINT = "upper_bound", "point"
@@ -145,6 +145,45 @@ def _check_settings(
         raise ValueError(f"confidence={confidence} outside (0, 1)")
 
 
+def _answers_needed(
+    *,
+    candidate: dict,
+    baseline: dict | None,
+    difference: dict | None,
+    checks: dict[str, bool | None],
+    max_rate: float,
+    margin: float,
+    confidence: float,
+) -> str | None:
+    """When every failed check passes on its point estimate: about how many candidate answers would
+    show it if the rates held (normal approximation: z·se below the gap). None when a failed check
+    fails on its point estimate too (then the verdict is a fail)."""
+    z = z_for(confidence)
+    rate = candidate["rate"]
+    needs = []
+    if checks["bar"] is False:
+        if rate >= max_rate:
+            return None
+        needs.append(math.ceil(z * z * rate * (1 - rate) / (max_rate - rate) ** 2))
+    if checks["non_inferiority"] is False:
+        assert difference is not None and baseline is not None
+        gap = margin - difference["estimate"]
+        if gap <= 0:
+            return None
+        base = baseline["rate"]
+        room = (gap / z) ** 2 - base * (1 - base) / baseline["answered"]
+        if room <= 0:
+            return (
+                f"the point estimates pass, but the baseline's {baseline['answered']} answers alone leave "
+                "the interval of the difference wider than the margin: both arms need more answers"
+            )
+        needs.append(math.ceil(rate * (1 - rate) / room))
+    return (
+        f"the point estimates pass the bounds' checks; about {max(needs)} answered questions on the "
+        f"candidate (it has {candidate['answered']}) would show it if the rates held"
+    )
+
+
 def _percent(confidence: float) -> str:
     return f"{confidence * 100:g} %"
 
@@ -244,6 +283,20 @@ def follow_up_rate_judge(
         )
     checks = {"bar": bar_passed, "non_inferiority": non_inferior}
     failed = [reason for passed, reason in outcomes if not passed]
+    if failed and use_bound:
+        needed = _answers_needed(
+            candidate=reports["candidate"],
+            baseline=reports.get("baseline"),
+            difference=difference,
+            checks=checks,
+            max_rate=max_rate,
+            margin=margin,
+            confidence=confidence,
+        )
+        if needed is not None:
+            # Every check that failed passes on its point estimate: the data are short, not the model.
+            reasons = [*failed, *notes, f"not shown yet: {needed}"]
+            return result(INSUFFICIENT, reasons, checks)
     if failed:
         return result(FAIL, failed + notes, checks)
     return result(PASS, [reason for _, reason in outcomes] + notes, checks)

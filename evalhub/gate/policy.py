@@ -178,8 +178,10 @@ def gate_policy_parse(data: dict | None) -> GatePolicyConfig:
             raise PolicyError("follow_up_kinds", f"must be a non-empty list of {', '.join(FOLLOW_UP_KINDS)}")
         data["follow_up_kinds"] = tuple(dict.fromkeys(kinds))
     metric = data.get("business_metric")
-    if metric is not None and not (isinstance(metric, str) and metric.strip()):
-        raise PolicyError("business_metric", "must be an outcome metric name or null")
+    if metric is not None and not (isinstance(metric, str) and metric.strip() and len(metric) <= 100):
+        raise PolicyError(
+            "business_metric", "must be an outcome metric name (at most 100 characters) or null"
+        )
     tau = data.get("business_sequential_tau")
     if tau is not None:
         if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 < tau < 1e12:

@@ -57,6 +57,8 @@ def gate_report_markdown(report: dict) -> str:
         lines += ["", f"## {layer['layer']}: {layer['verdict']}", "", f"Method: {layer['method']}", ""]
         lines += [f"- {reason}" for reason in layer["reasons"]]
         lines += ["", "Inputs:", "", *_block(layer["inputs"])]
+        if layer.get("estimates"):
+            lines += ["", "Estimates:", "", *_block(layer["estimates"])]
         attribution = layer.get("attribution")
         if attribution:
             lines += ["", "### Attribution"]

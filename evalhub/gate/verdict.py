@@ -18,7 +18,8 @@ def gate_verdict(
             outcomes.add(INSUFFICIENT)
             reasons.append(f"{layer}: no result")
         elif verdict != PASS:
-            outcomes.add(verdict)
+            # A verdict this rule does not know (say, a layer left pending) is an error, never a pass.
+            outcomes.add(verdict if verdict in (FAIL, INSUFFICIENT) else ERROR)
             reasons.append(f"{layer}: {verdict}")
     for verdict in (FAIL, ERROR, INSUFFICIENT):
         if verdict in outcomes:

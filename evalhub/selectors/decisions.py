@@ -4,6 +4,7 @@ from django.db.models import F, QuerySet
 
 from evalhub.errors import NotFoundError
 from evalhub.models import Decision, GateRun, ModelVersion
+from evalhub.selectors import pk_like
 
 FINISHED = (GateRun.Status.SUCCEEDED, GateRun.Status.FAILED, GateRun.Status.ERROR)
 
@@ -19,7 +20,7 @@ def decision_list(*, filters: dict | None = None) -> QuerySet[Decision]:
 
 
 def decision_get(*, decision_id: int | str) -> Decision:
-    decision = decision_list().filter(pk=decision_id).first() if str(decision_id).isdigit() else None
+    decision = decision_list().filter(pk=decision_id).first() if pk_like(decision_id) else None
     if decision is None:
         raise NotFoundError(f"No decision {decision_id!r}.", field="id")
     return decision

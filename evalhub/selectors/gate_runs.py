@@ -4,6 +4,7 @@ from django.db.models import QuerySet
 
 from evalhub.errors import NotFoundError
 from evalhub.models import GateRun, SampleResult
+from evalhub.selectors import pk_like
 
 
 def gate_run_list(*, filters: dict | None = None) -> QuerySet[GateRun]:
@@ -23,7 +24,7 @@ def gate_run_list(*, filters: dict | None = None) -> QuerySet[GateRun]:
 def gate_run_get(*, gate_run_id: int | str) -> GateRun:
     run = (
         gate_run_list().prefetch_related("layers").filter(pk=gate_run_id).first()
-        if str(gate_run_id).isdigit()
+        if pk_like(gate_run_id)
         else None
     )
     if run is None:

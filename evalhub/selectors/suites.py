@@ -4,6 +4,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 
 from evalhub.errors import NotFoundError
 from evalhub.models import EvalSuite, GateRun
+from evalhub.selectors import pk_like
 
 
 def eval_suite_list(*, name: str | None = None) -> QuerySet[EvalSuite]:
@@ -15,11 +16,15 @@ def eval_suite_get(*, ref: str | int, field: str = "suite") -> EvalSuite:
     """A suite by id, by "name@version", or by name (its latest version)."""
     text = str(ref).strip()
     queryset = eval_suite_list()
-    if text.isdigit():
+    if pk_like(text):
         suite = queryset.filter(pk=int(text)).first()
     elif "@" in text:
         name, _, version = text.partition("@")
-        suite = queryset.filter(name=name, version=version).first() if version.isdigit() else None
+        suite = (
+            queryset.filter(name=name, version=version).first()
+            if version.isascii() and version.isdigit()
+            else None
+        )
     else:
         suite = queryset.filter(name=text).order_by("-version").first()
     if suite is None:

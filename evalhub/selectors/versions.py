@@ -4,13 +4,14 @@ from django.db.models import QuerySet
 
 from evalhub.errors import NotFoundError
 from evalhub.models import ModelVersion
+from evalhub.selectors import pk_like
 
 
 def model_version_get(*, ref: str | int, field: str = "version") -> ModelVersion:
     """A version by id or by "family:label"."""
     text = str(ref).strip()
     queryset = ModelVersion.objects.select_related("baseline", "created_by")
-    if text.isdigit():
+    if pk_like(text):
         version = queryset.filter(pk=int(text)).first()
     elif ":" in text:
         family, _, label = text.partition(":")

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from evalhub.errors import ApplicationError
+from evalhub.gate.policy import LAYERS
 from evalhub.models import Decision, GateRun, ModelVersion
 from evalhub.roles import RELEASE_MANAGER, user_roles
 from evalhub.selectors.decisions import gate_run_latest_finished, override_request_open
@@ -32,6 +33,16 @@ SELF_APPROVAL_ACTIONS = {Action.APPROVE, Action.OVERRIDE_REQUEST, Action.OVERRID
 
 def _refuse(message: str, *, field: str, code: str = "invalid", status_code: int = 400) -> ApplicationError:
     return ApplicationError(message, code=code, fields={field: [message]}, status_code=status_code)
+
+
+def gate_run_weakened(*, gate_run: GateRun) -> list[str]:
+    """How a run fell short of the full sandwich: layers its policy did not require, and values it
+    overrode. Only a pass of the full gate under the policy as named approves without an override."""
+    required = set(gate_run.policy_config.get("required_layers", ()))
+    weakened = [f"layer {layer} not required" for layer in LAYERS if layer not in required]
+    if gate_run.policy_overrides:
+        weakened.append(f"policy overridden: {', '.join(sorted(gate_run.policy_overrides))}")
+    return weakened
 
 
 def _gate_run_resolve(*, version: ModelVersion, gate_run: GateRun | None) -> GateRun | None:
@@ -133,11 +144,17 @@ def decision_record(
         )
     gate_run = _gate_run_resolve(version=version, gate_run=gate_run)
     verdict = gate_run.verdict if gate_run else ""
-    passed = verdict == GateRun.Verdict.PASS
+    weakened = gate_run_weakened(gate_run=gate_run) if gate_run else []
+    passed = verdict == GateRun.Verdict.PASS and not weakened
     if action == Action.APPROVE and not passed:
+        why = (
+            f"passed a weakened gate ({'; '.join(weakened)})"
+            if weakened
+            else f"did not pass ({verdict or 'no finished run'})"
+        )
         raise _refuse(
-            f"The gate of {version.ref} did not pass ({verdict or 'no finished run'}): approving it is "
-            "an override; file an override_request for a second release manager to confirm.",
+            f"{version.ref} {why}: approving it is an override; file an override_request for a second "
+            "release manager to confirm.",
             field="action",
             code="override_required",
             status_code=409,
@@ -187,6 +204,7 @@ def decision_record(
         "action": action,
         "gate_run": gate_run.pk if gate_run else None,
         "gate_verdict": verdict,
+        "gate_weakened": weakened,
         "confirms": confirms.pk if confirms else None,
     }
     audit_record(

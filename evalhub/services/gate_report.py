@@ -25,6 +25,8 @@ METHODS = {
     Layer.ROBUSTNESS: "share of perturbed inputs (TextAttack transformations, seeded) still answered "
     "correctly, Wilson interval; McNemar against the baseline on the same inputs",
 }
+# What a traffic layer's details hold besides its estimates.
+TRAFFIC_BOOKKEEPING = {"inputs", "method", "attribution", "timings", "labelled_now", "reasons", "verdict"}
 PHENOMENON_KEYS = {Layer.CLEAN_ACCURACY: ("by_tag", "by_language"), Layer.ROBUSTNESS: ("by_type", "by_tag")}
 
 
@@ -110,10 +112,17 @@ def _layer_report(run: GateRun, layer: LayerResult, policy) -> dict:
         inputs = details.get("inputs", {})
         method = details.get("method", "")
         attribution = details.get("attribution")
+        # Both arms, the difference or improvement interval, the checks and the sample-ratio test.
+        estimates = {k: v for k, v in details.items() if k not in TRAFFIC_BOOKKEEPING}
     else:
         inputs = _model_inputs(run, layer, policy)
         method = METHODS[layer.layer]
         attribution = _model_attribution(run, layer) if layer.verdict not in ("pass", "pending") else None
+        estimates = {
+            key: details[key]
+            for key in ("candidate", "baseline", "difference", "comparison")
+            if key in details
+        }
     return {
         "layer": layer.layer,
         "required": layer.layer in policy.required_layers,
@@ -126,6 +135,7 @@ def _layer_report(run: GateRun, layer: LayerResult, policy) -> dict:
         "reasons": layer.reasons,
         "inputs": inputs,
         "method": method,
+        "estimates": estimates,
         "cost": {"wall_seconds": layer.wall_seconds, "device": layer.device},
         "attribution": attribution,
     }

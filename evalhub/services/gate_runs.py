@@ -81,7 +81,7 @@ def gate_run_start(
     policy, config = gate_policy_resolve(
         name=policy_name, overrides=policy_overrides, family=candidate.family
     )
-    experiment = gate_experiment_find(candidate=candidate, name=experiment_name)
+    experiment = gate_experiment_find(candidate=candidate, baseline=baseline, name=experiment_name)
     with transaction.atomic():
         run = GateRun.objects.create(
             candidate=candidate,
@@ -89,6 +89,7 @@ def gate_run_start(
             suite=suite,
             policy=policy,
             policy_config=config.as_dict(),
+            policy_overrides=policy_overrides or {},
             experiment=experiment,
             created_by=actor if getattr(actor, "is_authenticated", False) else None,
         )
@@ -101,6 +102,7 @@ def gate_run_start(
                 "baseline": baseline.ref if baseline else None,
                 "suite": str(suite),
                 "policy": policy.name,
+                "policy_overrides": policy_overrides or {},
                 "experiment": experiment.name if experiment else None,
             },
         )

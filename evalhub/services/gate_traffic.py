@@ -38,9 +38,12 @@ MAX_UNJUDGED_SHARE = 0.05
 EXAMPLES = 10
 
 
-def gate_experiment_find(*, candidate: ModelVersion, name: str | None = None) -> Experiment | None:
-    """The experiment whose traffic judges `candidate`: the one named, else its running or paused
-    experiment, else the latest one it was the candidate of."""
+def gate_experiment_find(
+    *, candidate: ModelVersion, baseline: ModelVersion | None, name: str | None = None
+) -> Experiment | None:
+    """The experiment whose traffic judges `candidate` against the run's `baseline` (so that every
+    layer compares the same two versions): the one named, else its running or paused experiment,
+    else the latest one."""
     if name:
         experiment = Experiment.objects.filter(name=name).first()
         if experiment is None:
@@ -50,8 +53,15 @@ def gate_experiment_find(*, candidate: ModelVersion, name: str | None = None) ->
                 f"Experiment {name!r} does not have {candidate.ref} as its candidate.",
                 fields={"experiment": [f"its candidate is {experiment.candidate.ref}"]},
             )
+        if baseline is not None and experiment.baseline_id != baseline.pk:
+            raise ApplicationError(
+                f"Experiment {name!r} compares with {experiment.baseline.ref}, the run with {baseline.ref}.",
+                fields={"experiment": [f"its baseline is {experiment.baseline.ref}"]},
+            )
         return experiment
     experiments = Experiment.objects.filter(candidate=candidate).exclude(status=Experiment.Status.DRAFT)
+    if baseline is not None:
+        experiments = experiments.filter(baseline=baseline)
     return (
         experiments.filter(status__in=Experiment.ACTIVE).first()
         or experiments.order_by("-started_at", "-pk").first()
@@ -59,9 +69,17 @@ def gate_experiment_find(*, candidate: ModelVersion, name: str | None = None) ->
 
 
 def traffic_window(*, experiment: Experiment, now: datetime | None = None) -> tuple[datetime, datetime]:
+    """From the last share change to the end, the pause, or now."""
     start = experiment.share_since or experiment.started_at or experiment.created_at
-    end = experiment.ended_at or now or timezone.now()
+    end = experiment.ended_at or experiment.paused_at or now or timezone.now()
     return start, end
+
+
+def window_share(*, experiment: Experiment) -> float | None:
+    """The candidate's share over the traffic window, for the sample-ratio check; None for an
+    all-or-nothing split, which has no ratio to check."""
+    share = experiment.window_buckets / BUCKETS
+    return share if 0 < share < 1 else None
 
 
 def _inputs(*, experiment: Experiment, start: datetime, end: datetime) -> dict:
@@ -71,6 +89,7 @@ def _inputs(*, experiment: Experiment, start: datetime, end: datetime) -> dict:
         "baseline": experiment.baseline.ref,
         "candidate": experiment.candidate.ref,
         "traffic_percent": experiment.traffic_percent,
+        "window_traffic_percent": experiment.window_buckets * 100 / BUCKETS,
         "window_start": start.isoformat(),
         "window_end": end.isoformat(),
     }
@@ -109,7 +128,8 @@ def _sql_text(sql: str, params: list) -> str:
     """A query with its parameters written in, to paste into psql."""
     for param in params:
         value = param.isoformat() if isinstance(param, datetime) else param
-        sql = sql.replace("%s", f"'{value}'" if isinstance(value, str) else str(value), 1)
+        literal = "'" + value.replace("'", "''") + "'" if isinstance(value, str) else str(value)
+        sql = sql.replace("%s", literal, 1)
     return " ".join(sql.split())
 
 
@@ -217,7 +237,7 @@ def _follow_up_attribution(
         turns.annotate(hour=TruncHour("occurred_at"))
         .values("hour", "arm")
         .annotate(
-            answered=Count("id", filter=Q(role="assistant", error="")),
+            answered=Count("id", filter=Q(role="assistant") & (Q(error="") | Q(fallback=True))),
             follow_ups=Count("id", filter=Q(role="user", follow_up_kind__in=list(kinds))),
         )
         .order_by("hour", "arm")
@@ -258,7 +278,8 @@ def _follow_up_attribution(
     ]
     table = TurnEvent._meta.db_table
     rate_sql = _sql_text(
-        f"SELECT arm, SUM(CASE WHEN role = 'assistant' AND error = '' THEN 1 ELSE 0 END) AS answered, "
+        "SELECT arm, SUM(CASE WHEN role = 'assistant' AND (error = '' OR fallback) THEN 1 ELSE 0 END) "
+        "AS answered, "
         f"SUM(CASE WHEN role = 'user' AND follow_up_kind IN ({', '.join(repr(k) for k in kinds)}) "
         f"THEN 1 ELSE 0 END) AS follow_ups FROM {table} WHERE experiment_id = %s AND source <> 'probe' "
         "AND occurred_at >= %s AND occurred_at < %s GROUP BY arm",
@@ -411,7 +432,6 @@ def business_value_layer_run(*, run: GateRun, policy: GatePolicyConfig) -> Layer
     units = assigned_units_by_arm(experiment=experiment, start=start, end=end)
     sql_seconds = time.perf_counter() - mark
     kind = RatioStats if policy.business_per == "user" else MeanStats
-    share = experiment.traffic_buckets / BUCKETS
     result = business_value_judge(
         control=kind(**stats[BASELINE]),
         treatment=kind(**stats[CANDIDATE]),
@@ -420,7 +440,7 @@ def business_value_layer_run(*, run: GateRun, policy: GatePolicyConfig) -> Layer
         alpha=policy.business_alpha,
         min_units=policy.business_min_units,
         assigned_units=(units[BASELINE], units[CANDIDATE]),
-        expected_treatment_share=share if 0 < share < 1 else None,
+        expected_treatment_share=window_share(experiment=experiment),
         srm_alpha=policy.business_srm_alpha,
         sequential_tau=policy.business_sequential_tau,
     )
@@ -446,7 +466,7 @@ def business_value_layer_run(*, run: GateRun, policy: GatePolicyConfig) -> Layer
         layer=Layer.BUSINESS_VALUE,
         started=started,
         verdict=result.verdict,
-        metric=f"{metric} improvement ({policy.business_direction})",
+        metric=metric,  # the estimate is its improvement, `business_direction` being better
         estimate=improvement.get("estimate"),
         ci_low=improvement.get("ci_low"),
         ci_high=improvement.get("ci_high"),
@@ -466,16 +486,18 @@ def _business_attribution(
     )
     from django.db.models import Avg
 
-    daily = [
+    hourly = [
         {"hour": row["hour"].isoformat(), "arm": row["arm"], "outcomes": row["n"], "mean": row["mean"]}
         for row in outcomes.annotate(hour=TruncHour("occurred_at"))
         .values("hour", "arm")
         .annotate(n=Count("id"), mean=Avg("value"))
         .order_by("hour", "arm")
     ]
+    # The worst for the metric's direction: the highest when less is better.
+    worst_first = "DESC" if summary.get("direction") == "decrease" else "ASC"
     worst_units = list(
         outcomes.filter(arm=CANDIDATE)
-        .order_by("-value" if summary.get("direction") == "decrease" else "value")
+        .order_by("-value" if worst_first == "DESC" else "value")
         .values("unit_id", "user_id", "value", "occurred_at")[:EXAMPLES]
     )
     for unit in worst_units:
@@ -484,7 +506,7 @@ def _business_attribution(
     return {
         "phenomenon": {
             "summary": "; ".join(summary.get("reasons") or []),
-            "by_hour": daily[-48:],
+            "by_hour": hourly[-48:],
             "reproduce": _sql_text(
                 f"SELECT arm, COUNT(*), AVG(value) FROM {table} WHERE experiment_id = %s AND metric = %s "
                 "AND occurred_at >= %s AND occurred_at < %s GROUP BY arm",
@@ -498,7 +520,7 @@ def _business_attribution(
             "reproduce": _sql_text(
                 f"SELECT unit_id, user_id, value FROM {table} WHERE experiment_id = %s AND metric = %s "
                 "AND arm = 'candidate' AND occurred_at >= %s AND occurred_at < %s "
-                "ORDER BY value DESC LIMIT 50",
+                f"ORDER BY value {worst_first} LIMIT 50",
                 [experiment.pk, metric, start, end],
             ),
         },

@@ -12,7 +12,8 @@ Status = ModelVersion.Status
 
 # The release lifecycle. Anything not listed here is refused.
 TRANSITIONS: dict[str, set[str]] = {
-    Status.REGISTERED: {Status.EVALUATING},
+    # Approval from here is an override (no gate pass: inconclusive, errored or never run).
+    Status.REGISTERED: {Status.EVALUATING, Status.APPROVED, Status.REJECTED},
     Status.EVALUATING: {Status.GATE_PASSED, Status.GATE_FAILED, Status.REGISTERED},
     Status.GATE_PASSED: {Status.APPROVED, Status.REJECTED, Status.EVALUATING},
     Status.GATE_FAILED: {Status.APPROVED, Status.REJECTED, Status.EVALUATING},

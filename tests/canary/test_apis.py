@@ -274,6 +274,7 @@ class TestEvents:
             "not an object",
             turn(8, latency_ms=float("nan")) | {"latency_ms": "slow"},
             outcome(9) | {"unit_id": ""},
+            outcome(10, value=1e200),  # its square would overflow the SQL sums of the metric
         ]
         error = assert_error(send(app, batch), 400)
         assert set(error["fields"]) == {
@@ -287,6 +288,7 @@ class TestEvents:
             "events[7]",
             "events[8].latency_ms",
             "events[9].unit_id",
+            "events[10].value",
         }
         assert not TurnEvent.objects.exists() and not OutcomeEvent.objects.exists()
 

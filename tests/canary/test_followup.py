@@ -448,3 +448,9 @@ def test_minilm_on_the_test_split_reaches_f1():
     assert report["overall"]["f1"] >= 0.85, report["overall"]
     for language, scores in report["languages"].items():
         assert scores["f1"] >= 0.85, (language, scores)
+
+
+@pytest.mark.parametrize("data", [5, [1], "x"])
+def test_thresholds_that_are_not_an_object_are_refused_by_name(data):
+    with pytest.raises(ValueError, match=r"^thresholds: must be an object"):
+        FollowUpThresholds.from_dict(data)

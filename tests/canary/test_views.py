@@ -299,7 +299,7 @@ def test_an_experiment_without_traffic_renders(experiment, manager):
     assert response.status_code == 200
     html = response.content.decode()
     assert '<span class="badge draft">draft</span>' in html and 'action="/canary/empty/start/"' in html
-    assert "No outcome events yet" in html and "not checked (no units)" in html
+    assert "No outcome events yet" in html and "not checked (no split to check" in html
     assert response.context["dashboard"]["follow_up"]["result"].verdict == "insufficient_data"
 
 

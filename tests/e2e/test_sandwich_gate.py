@@ -114,7 +114,9 @@ def test_simulated_canary_traffic_feeds_all_three_layers_and_the_cli_exit_code(
         assert run["policy"] == "contract-assistant" and run["experiment"] == EXPERIMENT
         for name in ("follow_up_rate", "business_value"):
             layer = layers[name]
-            assert layer["verdict"] in ("pass", "fail"), (name, layer["reasons"])
+            # Enough traffic for numbers; whether it shows a pass or a fail is the models' business.
+            assert layer["verdict"] in ("pass", "fail", "insufficient_data"), (name, layer["reasons"])
+            assert layer["reasons"] and not any("policy needs at least" in r for r in layer["reasons"])
             assert layer["ci_low"] <= layer["estimate"] <= layer["ci_high"], layer
         follow_ups = layers["follow_up_rate"]["details"]
         assert follow_ups["candidate"]["answered"] >= 200 and follow_ups["baseline"]["answered"] >= 200

@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from evalhub.gate.policy import gate_policy_parse
 from evalhub.models import GateRun, ModelVersion
 from evalhub.services.suites import eval_suite_import, suite_items_parse
 from evalhub.services.tokens import user_role_grant
@@ -35,12 +36,14 @@ def gate_run_finished(db):
     items = suite_items_parse(records=[{"input": "q", "label": "payment"}])
     suite = eval_suite_import(name="decisions", items=items, actor=None)[0]
 
-    def finish(version: ModelVersion, verdict: str) -> GateRun:
+    def finish(version: ModelVersion, verdict: str, *, policy_overrides: dict | None = None) -> GateRun:
         run = GateRun.objects.create(
             candidate=version,
             suite=suite,
             status=GateRun.Status.SUCCEEDED,
             verdict=verdict,
+            policy_config=gate_policy_parse({**(policy_overrides or {})}).as_dict(),
+            policy_overrides=policy_overrides or {},
             progress=100,
             finished_at=timezone.now(),
         )

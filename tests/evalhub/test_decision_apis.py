@@ -229,6 +229,9 @@ class TestVersionPage:
             ({"action": "approve", "reason": ""}, "needs a reason"),
             ({"action": "approve", "reason": "r"}, "override_request"),
             ({"action": "override_confirm", "reason": "r", "confirms": "nope"}, "No decision"),
+            # Unicode digits are str.isdigit() but no primary key.
+            ({"action": "override_confirm", "reason": "r", "confirms": "²"}, "No decision"),
+            ({"action": "approve", "reason": "r", "gate_run": "٣"}, "No gate run"),
         ):
             response = client.post(url, form, follow=True)
             assert response.status_code == 200 and shown in response.content.decode()
@@ -251,3 +254,19 @@ class TestVersionPage:
             f"{url}decide/", {"action": "override_confirm", "reason": "r", "confirms": request.pk}
         )
         assert response.status_code == 302 and not Decision.objects.filter(action="override_confirm").exists()
+
+
+def test_the_policy_admin_refuses_what_a_run_would_refuse(decision_user):
+    from django.contrib.auth import get_user_model
+
+    from evalhub.models import GatePolicy
+
+    client = Client()
+    client.force_login(get_user_model().objects.create_superuser(username="root", password="pw"))
+    url = "/admin/evalhub/gatepolicy/add/"
+    bad = client.post(url, {"name": "fam", "description": "", "config": '{"follow_up_max": 2}'})
+    assert bad.status_code == 200 and "follow_up_max: must be between 0.0 and 1.0" in bad.content.decode()
+    assert client.post(url, {"name": "fam", "description": "", "config": "[1]"}).status_code == 200
+    assert not GatePolicy.objects.filter(name="fam").exists()
+    good = client.post(url, {"name": "fam", "description": "", "config": '{"follow_up_max": 0.2}'})
+    assert good.status_code == 302 and GatePolicy.objects.get(name="fam").config == {"follow_up_max": 0.2}

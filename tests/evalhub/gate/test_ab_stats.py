@@ -402,6 +402,16 @@ class TestSrmCheck:
         assert result.chi_square == pytest.approx(expected.statistic)
         assert result.p_value == pytest.approx(expected.pvalue)
 
+    def test_exact_binomial_when_an_expected_count_is_under_5(self):
+        # 95 / 5 at a 1 % split expects one candidate unit: chi-square would say p = 5.8e-5 (a false
+        # alarm at 0.001). Exact: Σ over k with P(k) <= P(5) of C(100, k)·0.01^k·0.99^(100−k) = 0.0034323.
+        result = srm_check(counts=[95, 5], expected_shares=[0.99, 0.01])
+        assert result.method == "exact_binomial" and result.chi_square is None
+        assert result.p_value == pytest.approx(0.0034323216)
+        assert not result.mismatch
+        assert srm_check(counts=[99, 1], expected_shares=[0.99, 0.01]).p_value == pytest.approx(1.0)
+        assert srm_check(counts=[10000, 100], expected_shares=[0.99, 0.01]).method == "chi_square"
+
     def test_no_units(self):
         result = srm_check(counts=[0, 0], expected_shares=[0.5, 0.5])
         assert result.error == NO_UNITS

@@ -75,17 +75,17 @@ class TestFixedHorizon:
         bound = judge(min_effect=0.1).improvement["ci_low"]
         assert judge(min_effect=bound).verdict == PASS
 
-    def test_fail_with_units_needed(self):
+    def test_not_shown_yet_is_insufficient_data_with_units_needed(self):
         # Lower bound 0.135131 < 0.2 although the estimate 0.3 clears it: with z_0.95 = 1.644854 the units
         # per arm for the bound to reach 0.2 are 200·(1.644854·0.1/(0.3 − 0.2))² = 200·2.705544 = 541.1 → 542.
         result = judge(min_effect=0.2)
-        assert result.verdict == FAIL
+        assert result.verdict == INSUFFICIENT
         assert result.improvement["units_needed"] == {"control": 542, "treatment": 542}
         assert result.reasons == [
             "improvement (decrease is better) 0.3, 90 % interval [0.1351, 0.4649]: lower bound 0.1351 is "
             "below the minimum effect 0.2",
-            "the estimate clears the minimum effect 0.2 but the bound does not: about 542 control and 542 "
-            "treatment units would be needed if the effect held at its estimate",
+            "not shown yet: the estimate clears the minimum effect 0.2 but the bound does not; about 542 "
+            "control and 542 treatment units would show it if the effect held at its estimate",
         ]
 
     def test_wrong_direction_fails_without_a_sample_size(self):
@@ -137,10 +137,10 @@ class TestSequential:
         # The reported effect stays the fixed-horizon one, with its lift.
         assert result.effect["method"] == "welch_t" and result.effect["relative"] == approx(-0.15)
 
-    def test_fails_where_the_fixed_horizon_passes(self):
+    def test_not_shown_yet_where_the_fixed_horizon_passes(self):
         assert judge(min_effect=0.1).verdict == PASS
         result = judge(min_effect=0.1, sequential_tau=0.2)
-        assert result.verdict == FAIL
+        assert result.verdict == INSUFFICIENT
         # Units needed: the n at which the mixture half-width shrinks to 0.3 − 0.1 = 0.2, V falling as 1/n.
         needed = result.improvement["units_needed"]["control"]
         assert needed == 383
@@ -169,8 +169,9 @@ class TestSequential:
             confidence=0.9,
         )
         assert result.improvement["ci_low"] == pytest.approx(-direct.ci_high)
-        # [−0.162421, 1.634643] holds 0.2: a fail, with a larger sample per arm suggested.
-        assert result.verdict == FAIL
+        # [−0.162421, 1.634643] holds 0.2 while the estimate clears it: not shown yet, with a larger
+        # sample per arm suggested.
+        assert result.verdict == INSUFFICIENT
         assert result.improvement["units_needed"]["control"] > RATIO_CONTROL.n
 
     def test_ratio_linearised_refuses_undefined_ratios(self):
@@ -250,7 +251,7 @@ class TestReport:
     def test_as_dict_is_json(self):
         result = judge(min_effect=0.2, assigned_units=(5050, 4950), expected_treatment_share=0.5)
         data = json.loads(json.dumps(result.as_dict()))
-        assert data["verdict"] == FAIL
+        assert data["verdict"] == INSUFFICIENT
         assert data["improvement"]["units_needed"] == {"control": 542, "treatment": 542}
         assert set(data) == {
             "verdict",

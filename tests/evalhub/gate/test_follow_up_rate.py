@@ -151,13 +151,35 @@ class TestVerdicts:
         candidate, baseline = counts(40, 250), counts(45, 250)
         bound = follow_up_rate_judge(candidate=candidate, baseline=baseline)
         point = follow_up_rate_judge(candidate=candidate, baseline=baseline, decide_on="point")
-        assert bound.verdict == FAIL and bound.checks == {"bar": False, "non_inferiority": False}
+        # Both checks fail on their bounds but pass on their points: the data are short, not the model.
+        assert bound.verdict == INSUFFICIENT and bound.checks == {"bar": False, "non_inferiority": False}
         assert bound.difference["ci_high"] == approx(0.046139)
+        # With z = 1.959964 and 250 baseline answers, z·se of the difference can never reach the gap
+        # 0.01 − (−0.02) = 0.03: (0.03/z)² = 0.000234 < 0.18·0.82/250 = 0.000590.
+        assert bound.reasons[-1] == (
+            "not shown yet: the point estimates pass, but the baseline's 250 answers alone leave the "
+            "interval of the difference wider than the margin: both arms need more answers"
+        )
         assert point.verdict == PASS and point.checks == {"bar": True, "non_inferiority": True}
         assert point.reasons[0].startswith(
             "follow-up rate 0.160 <= bar 0.18 (rate 0.160, 95 % CI [0.120, 0.211]"
         )
         assert point.reasons[1].startswith("difference from the baseline -0.020 <= margin 0.01")
+
+    def test_answers_needed_when_the_points_pass(self):
+        # 40/250 against 4500/25000: bar z²·0.16·0.84/(0.18 − 0.16)² = 3.841459·0.1344/0.0004 = 1290.7;
+        # non-inferiority 0.1344/((0.03/z)² − 0.18·0.82/25000) = 0.1344/0.000228382 = 588.5: the bar needs
+        # more.
+        result = follow_up_rate_judge(candidate=counts(40, 250), baseline=counts(4500, 25000))
+        assert result.verdict == INSUFFICIENT
+        assert result.reasons[-1] == (
+            "not shown yet: the point estimates pass the bounds' checks; about 1291 answered questions on "
+            "the candidate (it has 250) would show it if the rates held"
+        )
+
+    def test_a_point_over_the_bar_is_a_fail_however_few_the_answers(self):
+        result = follow_up_rate_judge(candidate=counts(50, 250), baseline=counts(4500, 25000))
+        assert result.verdict == FAIL and result.checks["bar"] is False
 
     def test_fewer_wrong_answers_do_not_rescue_a_follow_up_rate_over_the_bar(self):
         # The candidate answers more golden items right (95/100 vs 88/100: clean accuracy passes, Wilson

@@ -38,3 +38,10 @@ def test_layers_not_required_do_not_count():
         required_layers=["clean_accuracy"], layer_verdicts={"clean_accuracy": "pass", "robustness": "fail"}
     )
     assert verdict == "pass"
+
+
+def test_a_verdict_the_rule_does_not_know_is_an_error_never_a_pass():
+    assert gate_verdict(required_layers=["a", "b"], layer_verdicts={"a": "pass", "b": "pending"}) == (
+        "error",
+        ["b: pending"],
+    )

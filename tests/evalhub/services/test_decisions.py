@@ -8,10 +8,11 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from evalhub.errors import ApplicationError
-from evalhub.models import AuditLog, Decision, ModelVersion
+from evalhub.models import AuditLog, Decision, GateRun, ModelVersion
 from evalhub.selectors.decisions import override_request_open
 from evalhub.services import decisions as decisions_service
 from evalhub.services.decisions import decision_record
+from evalhub.services.versions import model_version_register
 
 pytestmark = pytest.mark.django_db
 Status = ModelVersion.Status
@@ -78,6 +79,7 @@ def test_approval_of_a_passed_gate_moves_the_version_audits_and_announces(
         "by": manager.username,
         "gate_run": run.pk,
         "gate_verdict": "pass",
+        "gate_weakened": [],
         "confirms": None,
         "status": "approved",
     }
@@ -278,4 +280,38 @@ def test_two_confirmations_at_once_only_one_lands(decision_user, version_gated):
         thread.join(timeout=30)
     assert sorted(outcomes) == [201, 409]
     assert Decision.objects.filter(action="override_confirm").count() == 1
+    assert status_of(version) == Status.APPROVED
+
+
+def test_a_pass_of_a_weakened_gate_needs_an_override(gate_run_finished, decision_user):
+    version = model_version_register(
+        family="fam", label="weak", backend_kind="builtin", backend_config={"path": "x"}, actor=None
+    )
+    run = gate_run_finished(version, "pass", policy_overrides={"required_layers": ["clean_accuracy"]})
+    first, second = decision_user(), decision_user()
+    error = refused(409, "action", "override_required", version=version, action="approve", actor=first)
+    assert "layer robustness not required" in error.message
+    assert "policy overridden: required_layers" in error.message
+    request = decision_record(version=version, action="override_request", reason="hotfix", actor=first)
+    decision_record(
+        version=version, action="override_confirm", reason="agreed", actor=second, confirms=request
+    )
+    assert status_of(version) == Status.APPROVED and request.gate_run == run
+
+
+def test_an_inconclusive_gate_can_still_be_rejected_or_approved_by_override(gate_run_finished, decision_user):
+    """insufficient_data leaves the version `registered`, from where a decision must still be possible."""
+    manager, other = decision_user(), decision_user()
+    for label, action in (("short", "reject"), ("short-2", "override_request")):
+        version = model_version_register(
+            family="fam", label=label, backend_kind="builtin", backend_config={"path": "x"}, actor=None
+        )
+        run = gate_run_finished(version, "pass")
+        GateRun.objects.filter(pk=run.pk).update(verdict="insufficient_data")
+        ModelVersion.objects.filter(pk=version.pk).update(status=Status.REGISTERED)
+        decision = decision_record(version=version, action=action, reason="decided", actor=manager)
+        assert decision.gate_verdict == "insufficient_data"
+    decision_record(
+        version=version, action="override_confirm", reason="agreed", actor=other, confirms=decision
+    )
     assert status_of(version) == Status.APPROVED

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from canary.models import Experiment, TurnEvent
-from canary.selectors import outcome_stats_by_arm
+from canary.selectors import follow_up_counts_by_arm, outcome_stats_by_arm
 from canary.services.events import events_ingest
 from canary.services.experiments import experiment_create, experiment_start
 from canary.services.followups import followups_label
@@ -131,6 +131,10 @@ def test_accuracy_up_but_follow_up_rate_above_the_bar_fails_layer_2(experiment, 
     assert report.status_code == 200, report.content
     [reported] = report.json()["layers"]
     assert reported["verdict"] == "fail" and reported["attribution"]["system"]["arms"]["candidate"]["n"] > 0
+    estimates = reported["estimates"]
+    assert estimates["baseline"]["follow_ups"] == expected["baseline"]
+    assert estimates["difference"]["method"] == "newcombe_hybrid_score"
+    assert estimates["checks"] == {"bar": False, "non_inferiority": False}
     markdown = ci_client.get(f"/api/v1/gate-runs/{run.pk}/report/?format=md")
     assert markdown.status_code == 200 and markdown["Content-Type"].startswith("text/markdown")
     text = markdown.content.decode()
@@ -343,3 +347,85 @@ def test_a_finished_run_announces_its_verdict_by_webhook(
     assert event == "gate_run.finished"
     assert data["gate_run"] == run.pk and data["verdict"] == run.verdict == "insufficient_data"
     assert data["layers"] == {"follow_up_rate": "insufficient_data"}
+
+
+def test_a_retry_after_a_failed_answer_is_not_a_follow_up_but_after_a_fallback_it_is(experiment):
+    """The user got no answer: asking again is a retry. The baseline's fallback answer is an answer."""
+    then = timezone.now() - timedelta(minutes=20)
+
+    def turn(session, index, role, text, **extra):
+        return TurnEvent(
+            experiment=experiment,
+            event_id=f"{session}-{index}",
+            session_id=session,
+            arm="candidate",
+            turn_index=index,
+            role=role,
+            text=text,
+            occurred_at=then + timedelta(seconds=index),
+            **extra,
+        )
+
+    question = QUESTIONS["payment"]
+    TurnEvent.objects.bulk_create(
+        [
+            turn("failed", 0, "user", question),
+            turn("failed", 1, "assistant", "", error="timeout"),
+            turn("failed", 2, "user", question),
+            turn("fallback", 0, "user", question),
+            turn("fallback", 1, "assistant", "[payment] Payment terms.", error="timeout", fallback=True),
+            turn("fallback", 2, "user", "And what if the buyer pays late?"),
+        ]
+    )
+    followups_label(experiment=experiment)
+    kinds = dict(
+        TurnEvent.objects.filter(role="user", turn_index=2).values_list("session_id", "follow_up_kind")
+    )
+    assert kinds == {"failed": "new", "fallback": "follow_up"}
+    start, end = then - timedelta(minutes=1), timezone.now()
+    counts = follow_up_counts_by_arm(experiment=experiment, start=start, end=end, kinds=["follow_up"])
+    assert (counts["candidate"]["answered"], counts["candidate"]["follow_ups"]) == (1, 1)
+
+
+def test_a_rolled_back_experiment_is_still_checked_against_the_split_it_ran(experiment, suite):
+    from canary.services.experiments import experiment_rollback
+
+    ingest(
+        outcomes(arm="baseline", users=400, hours=3.0, seed=0)[0]
+        + outcomes(arm="candidate", users=200, hours=2.0, seed=0)[0]
+    )
+    ingest(user_turns(arm="baseline", users=400) + user_turns(arm="candidate", users=200))
+    rolled_back = experiment_rollback(experiment=experiment, actor=None, reason="guardrail")
+    assert rolled_back.traffic_buckets == 0 and rolled_back.window_buckets == 5000
+    run = run_layers(
+        experiment.candidate, suite, required_layers=["business_value"], business_metric="review_hours"
+    )
+    [layer] = run.layers.all()
+    assert layer.verdict == "error" and layer.details["srm"]["mismatch"] is True
+
+
+def test_a_pause_ends_the_window_and_a_resume_starts_a_new_one(experiment):
+    from canary.services.experiments import experiment_pause, experiment_resume
+    from evalhub.services.gate_traffic import traffic_window
+
+    paused = experiment_pause(experiment=experiment, actor=None)
+    start, end = traffic_window(experiment=paused)
+    assert (start, end) == (experiment.share_since, paused.paused_at)
+    resumed = experiment_resume(experiment=paused, actor=None)
+    start, end = traffic_window(experiment=resumed)
+    assert resumed.paused_at is None and start == resumed.share_since > paused.paused_at
+    assert resumed.window_buckets == resumed.traffic_buckets == 5000
+
+
+def test_every_layer_compares_the_same_two_versions(experiment, suite):
+    from evalhub.errors import ApplicationError
+
+    v2 = model_version_register(family="fam", label="v2", actor=None, status="promoted", **BUILTIN)
+    with pytest.raises(ApplicationError) as refused:
+        gate_run_start(
+            candidate=experiment.candidate, baseline=v2, suite=suite, actor=None, experiment_name="exp"
+        )
+    assert list(refused.value.fields) == ["experiment"]
+    # Unnamed, the experiment against another baseline is not picked.
+    run = gate_run_start(candidate=experiment.candidate, baseline=v2, suite=suite, actor=None)
+    assert run.experiment is None

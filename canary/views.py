@@ -14,15 +14,16 @@ from canary.dashboard import experiment_dashboard, experiment_overview_list
 from canary.selectors import experiment_get
 from canary.services import experiments as lifecycle
 from evalhub.errors import ApplicationError
+from evalhub.permissions import reader_required
 from evalhub.roles import RELEASE_MANAGER, user_roles
 
 
-@login_required
+@reader_required
 def experiment_list(request: HttpRequest) -> HttpResponse:
     return render(request, "canary/experiment_list.html", {"experiments": experiment_overview_list()})
 
 
-@login_required
+@reader_required
 def experiment_detail(request: HttpRequest, name: str) -> HttpResponse:
     experiment = experiment_get(name=name)
     context = {

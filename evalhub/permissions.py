@@ -16,3 +16,20 @@ class HasRole(permissions.BasePermission):
         if request.method in permissions.SAFE_METHODS:
             return bool(roles & READ_ROLES)
         return bool(roles & getattr(view, "write_roles", WRITE_ROLES))
+
+
+def reader_required(view):
+    """Pages: a signed-in user holding a role that may read (viewer, ci, release_manager); anyone
+    else, the chat app's `app` role included, gets 403."""
+    from functools import wraps
+
+    from django.contrib.auth.decorators import login_required
+    from django.core.exceptions import PermissionDenied
+
+    @wraps(view)
+    def check(request, *args, **kwargs):
+        if not user_roles(request.user) & READ_ROLES:
+            raise PermissionDenied("Your role does not allow reading these pages.")
+        return view(request, *args, **kwargs)
+
+    return login_required(check)

@@ -6,6 +6,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from evalhub.errors import ApplicationError
+from evalhub.permissions import reader_required
 from evalhub.roles import RELEASE_MANAGER, user_roles
 from evalhub.selectors.decisions import (
     decision_get,
@@ -18,14 +19,14 @@ from evalhub.selectors.versions import model_version_get, model_version_list
 from evalhub.services.decisions import decision_record
 
 
-@login_required
+@reader_required
 def version_list(request):
     versions = model_version_list()
     runs = gate_run_list()[:20]
     return render(request, "evalhub/version_list.html", {"versions": versions, "runs": runs})
 
 
-@login_required
+@reader_required
 def version_detail(request, ref: str):
     version = model_version_get(ref=ref)
     context = {
@@ -39,7 +40,7 @@ def version_detail(request, ref: str):
     return render(request, "evalhub/version_detail.html", context)
 
 
-@login_required
+@reader_required
 def gate_run_detail(request, pk: int):
     run = gate_run_get(gate_run_id=pk)
     wrong = sample_result_list(run=run, correct=False)[:100]

@@ -519,7 +519,7 @@ def measure(
 
 def explain(*, experiment, policy, log) -> None:
     """EXPLAIN (ANALYZE, BUFFERS) of the queries the selectors run, captured as they run them."""
-    from django.db import connection
+    from django.db import connection, transaction
 
     from canary.selectors import assigned_units_by_arm, follow_up_counts_by_arm, outcome_stats_by_arm
     from evalhub.services.gate_traffic import traffic_window
@@ -531,12 +531,16 @@ def explain(*, experiment, policy, log) -> None:
             experiment=experiment, metric=METRIC, start=start, end=end, per=policy.business_per
         )
         assigned_units_by_arm(experiment=experiment, start=start, end=end)
+    # A selector's own session settings (SET LOCAL work_mem) apply to the query after them.
+    settings = [sql for sql, _, _ in sql_log.queries if sql.lstrip().upper().startswith("SET ")]
+    queries = [query for query in sql_log.queries if query[0] not in settings]
     for name, (sql, params, _) in zip(
-        ("follow_up_counts_by_arm", "outcome_stats_by_arm", "assigned_units_by_arm"),
-        sql_log.queries,
-        strict=True,
+        ("follow_up_counts_by_arm", "outcome_stats_by_arm", "assigned_units_by_arm"), queries, strict=True
     ):
-        with connection.cursor() as cursor:
+        with transaction.atomic(), connection.cursor() as cursor:
+            if name == "follow_up_counts_by_arm":
+                for setting in settings:
+                    cursor.execute(setting)
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
             plan = "\n".join(f"      {row[0]}" for row in cursor.fetchall())
         log(f"\n   EXPLAIN ANALYZE {name}:\n{plan}")

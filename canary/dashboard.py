@@ -11,6 +11,7 @@ where they are used (scipy stays off the web process until a dashboard is asked 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.db.models import OuterRef, QuerySet, Subquery
@@ -20,18 +21,23 @@ from canary.router import BASELINE, CANDIDATE
 from canary.selectors import (
     assigned_units_by_arm,
     experiment_list,
-    outcome_stats_by_arm,
+    probe_run_latest,
 )
 from canary.services.experiments import GUARDRAIL_DEFAULTS, TRANSITIONS
 from evalhub.errors import ApplicationError
-from evalhub.gate.policy import GatePolicyConfig
+from evalhub.gate.policy import BUSINESS_DIRECTIONS, GatePolicyConfig
 from evalhub.models import GatePolicy
 from evalhub.selectors.gate_runs import gate_run_list
 from evalhub.services.gate_runs import gate_policy_resolve
-from evalhub.services.gate_traffic import follow_up_rate_measure, traffic_window, window_share
+from evalhub.services.gate_traffic import (
+    business_value_measure,
+    follow_up_rate_measure,
+    outcome_stats,
+    traffic_window,
+    window_share,
+)
 
 Status = Experiment.Status
-DIRECTIONS = ("decrease", "increase")  # evalhub.gate.business_value.DIRECTIONS, without scipy
 DAY = timedelta(days=1)
 MAX_DAYS = 14
 BAR_WIDTH = 300  # px of the follow-up rate bars' SVG
@@ -79,17 +85,12 @@ def experiment_dashboard(
     business direction for display; anything else keeps the policy's."""
     start, end = traffic_window(experiment=experiment, now=now)
     policy_name, policy = dashboard_policy(family=experiment.family)
-    if direction not in DIRECTIONS:
+    if direction not in BUSINESS_DIRECTIONS:
         direction = policy.business_direction
     next_step = (
         experiment.ramp[experiment.ramp_step + 1] if experiment.ramp_step + 1 < len(experiment.ramp) else None
     )
-    probe_run = (
-        experiment.probe_runs.filter(status=ProbeRun.Status.SUCCEEDED)
-        .select_related("probe_set")
-        .order_by("-finished_at")
-        .first()
-    )
+    probe_run = probe_run_latest(experiment=experiment)
     return {
         "window": {"start": start, "end": end, "hours": (end - start).total_seconds() / 3600},
         "policy_name": policy_name,
@@ -185,18 +186,10 @@ def _business(
                 start=start,
                 end=end,
                 units=units,
-                expected_share=expected_share,
             )
             for metric in metrics
         ],
     }
-
-
-def _stats_kind(policy: GatePolicyConfig) -> type:
-    """RatioStats per user, MeanStats per outcome."""
-    from evalhub.gate.ab_stats import MeanStats, RatioStats
-
-    return RatioStats if policy.business_per == "user" else MeanStats
 
 
 def _metric(
@@ -208,30 +201,17 @@ def _metric(
     start: datetime,
     end: datetime,
     units: dict[str, int],
-    expected_share: float | None,
 ) -> dict:
-    from evalhub.gate.business_value import business_value_judge
-
     # The policy's minimum effect and tau are in the unit of its metric: they apply to that metric
     # (or to every metric when the policy names none), never to another metric's unit.
     applies = policy.business_metric in (None, metric)
     min_effect = policy.business_min_effect if applies else 0.0
     tau = policy.business_sequential_tau if applies else None
-    kind = _stats_kind(policy)
-    stats = outcome_stats_by_arm(
-        experiment=experiment, metric=metric, start=start, end=end, per=policy.business_per
+    judged_as = replace(
+        policy, business_direction=direction, business_min_effect=min_effect, business_sequential_tau=tau
     )
-    result = business_value_judge(
-        control=kind(**stats[BASELINE]),
-        treatment=kind(**stats[CANDIDATE]),
-        direction=direction,
-        min_effect=min_effect,
-        alpha=policy.business_alpha,
-        min_units=policy.business_min_units,
-        assigned_units=(units[BASELINE], units[CANDIDATE]),
-        expected_treatment_share=expected_share,
-        srm_alpha=policy.business_srm_alpha,
-        sequential_tau=tau,
+    result = business_value_measure(
+        experiment=experiment, policy=judged_as, metric=metric, start=start, end=end, units=units
     )
     daily_tau = tau or (min_effect if min_effect > 0 else None)
     if daily_tau is None:
@@ -287,16 +267,14 @@ def _daily(
     from evalhub.gate.ab_stats import RatioStats, sequential_interval
     from evalhub.gate.business_value import ratio_linearised
 
-    kind = _stats_kind(policy)
     rows, lowest_p = [], 1.0
     for day, until in _day_ends(start=start, end=end):
-        stats = outcome_stats_by_arm(
-            experiment=experiment, metric=metric, start=start, end=until, per=policy.business_per
+        control, treatment = outcome_stats(
+            experiment=experiment, policy=policy, metric=metric, start=start, end=until
         )
-        control, treatment = kind(**stats[BASELINE]), kind(**stats[CANDIDATE])
         row = {"day": day, "until": until, "control_units": control.n, "treatment_units": treatment.n}
         rows.append(row)
-        if kind is RatioStats:
+        if isinstance(control, RatioStats):
             try:
                 control, treatment = ratio_linearised(stats=control), ratio_linearised(stats=treatment)
             except ValueError:

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import QuerySet
 
-from canary.models import Experiment, OutcomeEvent, TurnEvent
+from canary.models import Experiment, OutcomeEvent, ProbeRun, TurnEvent
 from canary.router import ARMS
 from evalhub.errors import NotFoundError
 
@@ -23,6 +23,16 @@ def experiment_get(*, name: str) -> Experiment:
     if experiment is None:
         raise NotFoundError(f"No experiment named {name!r}.", field="experiment")
     return experiment
+
+
+def probe_run_latest(*, experiment: Experiment) -> ProbeRun | None:
+    """The experiment's latest finished probe run: what analyses, gate reports and dashboards read."""
+    return (
+        experiment.probe_runs.filter(status=ProbeRun.Status.SUCCEEDED)
+        .select_related("probe_set")
+        .order_by("-finished_at")
+        .first()
+    )
 
 
 _live: dict[str, tuple[float, Experiment]] = {}

@@ -22,7 +22,7 @@ from evalhub.selectors.decisions import decision_get, decision_list
 from evalhub.selectors.gate_runs import gate_run_get, gate_run_list, sample_result_list
 from evalhub.selectors.suites import eval_suite_get, eval_suite_list
 from evalhub.selectors.versions import model_version_get, model_version_list
-from evalhub.services.decisions import decision_record
+from evalhub.services.decisions import REASON_MAX_LENGTH, decision_record
 from evalhub.services.gate_report import gate_run_report
 from evalhub.services.gate_runs import gate_run_start
 from evalhub.services.suites import eval_suite_import, suite_items_parse
@@ -68,6 +68,12 @@ class SuiteRefField(serializers.CharField):
             return eval_suite_get(ref=ref)
         except NotFoundError as exc:
             raise serializers.ValidationError(exc.message) from None
+
+
+def absolute_url(context: dict, url: str) -> str:
+    """`url` made absolute with the serializer context's request, when there is one."""
+    request = context.get("request")
+    return request.build_absolute_uri(url) if request else url
 
 
 class Pagination(LimitOffsetPagination):
@@ -328,8 +334,7 @@ class LayerResultOutputSerializer(serializers.ModelSerializer):
 
     def get_samples_url(self, obj) -> str:
         url = reverse("api:gate-run-samples", kwargs={"pk": obj.gate_run_id}) + f"?layer={obj.layer}"
-        request = self.context.get("request")
-        return request.build_absolute_uri(url) if request else url
+        return absolute_url(self.context, url)
 
 
 class GateRunOutputSerializer(serializers.ModelSerializer):
@@ -370,15 +375,11 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
         return f"{obj.suite.name}@{obj.suite.version}"
 
     def get_url(self, obj) -> str:
-        url = reverse("api:gate-run-detail", kwargs={"pk": obj.pk})
-        request = self.context.get("request")
-        return request.build_absolute_uri(url) if request else url
+        return absolute_url(self.context, reverse("api:gate-run-detail", kwargs={"pk": obj.pk}))
 
     def get_html_url(self, obj) -> str:
         """The run's page for people (reports, attribution, decisions)."""
-        url = reverse("gate-run-detail", kwargs={"pk": obj.pk})
-        request = self.context.get("request")
-        return request.build_absolute_uri(url) if request else url
+        return absolute_url(self.context, reverse("gate-run-detail", kwargs={"pk": obj.pk}))
 
 
 class GateRunListApi(APIView):
@@ -543,9 +544,7 @@ class DecisionOutputSerializer(serializers.ModelSerializer):
         ]
 
     def get_url(self, obj) -> str:
-        url = reverse("api:decision-detail", kwargs={"pk": obj.pk})
-        request = self.context.get("request")
-        return request.build_absolute_uri(url) if request else url
+        return absolute_url(self.context, reverse("api:decision-detail", kwargs={"pk": obj.pk}))
 
     def get_confirmation(self, obj) -> int | None:
         confirmation = getattr(obj, "confirmation", None)
@@ -573,7 +572,7 @@ class DecisionListApi(ImmutableApi):
     class InputSerializer(StrictSerializer):
         version = VersionRefField()
         action = serializers.ChoiceField(choices=Decision.Action.choices)
-        reason = serializers.CharField(max_length=2000)
+        reason = serializers.CharField(max_length=REASON_MAX_LENGTH)
         gate_run = serializers.PrimaryKeyRelatedField(
             queryset=GateRun.objects.all(),
             required=False,

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from rest_framework import permissions
 
 from evalhub.roles import READ_ROLES, WRITE_ROLES, user_roles
@@ -21,10 +25,6 @@ class HasRole(permissions.BasePermission):
 def reader_required(view):
     """Pages: a signed-in user holding a role that may read (viewer, ci, release_manager); anyone
     else, the chat app's `app` role included, gets 403."""
-    from functools import wraps
-
-    from django.contrib.auth.decorators import login_required
-    from django.core.exceptions import PermissionDenied
 
     @wraps(view)
     def check(request, *args, **kwargs):

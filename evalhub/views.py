@@ -1,4 +1,5 @@
-"""Plain pages for people: versions, gate runs and release decisions. Dashboards come later."""
+"""Plain pages for people: versions, gate runs and release decisions (the canary pages are in
+`canary.views`)."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required

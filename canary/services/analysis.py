@@ -29,8 +29,9 @@ from canary.analysis_stats import (
     probes_compare,
     rate_compare,
 )
-from canary.models import CanaryAnalysis, Experiment, ProbeRun, TurnEvent
+from canary.models import CanaryAnalysis, Experiment, TurnEvent
 from canary.router import BASELINE, CANDIDATE
+from canary.selectors import probe_run_latest
 from canary.services.experiments import GUARDRAIL_DEFAULTS, experiment_ramp, experiment_rollback
 
 LATENCY_SAMPLE = 10_000
@@ -92,7 +93,7 @@ def _turns_per_session(experiment: Experiment) -> dict[str, MeanStats]:
 
 
 def _probe_result(experiment: Experiment, min_probes: int):
-    run = experiment.probe_runs.filter(status=ProbeRun.Status.SUCCEEDED).order_by("-finished_at").first()
+    run = probe_run_latest(experiment=experiment)
     cell = (run.report.get("all") if run else None) or {}
     return probes_compare(
         only_candidate_correct=cell.get("only_candidate_correct", 0),

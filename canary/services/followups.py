@@ -4,9 +4,9 @@ A user turn is judged once, against the previous user question and the assistant
 same session (turn indexes k − 2 and k − 1), and its kind is written to `TurnEvent.follow_up_kind`.
 The first question of a session is `new`, and so is a turn after an answer that failed (a retry;
 an answer the baseline gave as the candidate's fallback counts as an answer). A turn whose answer
-has not arrived yet is left for a
-later pass, unless it is older than EVALHUB_FOLLOWUP_GRACE_SECONDS (then it is judged `new`: a
-follow-up of an answer nobody recorded cannot be counted). Probe traffic is never judged.
+has not arrived yet is left for a later pass, unless it is older than
+EVALHUB_FOLLOWUP_GRACE_SECONDS (then it is judged `new`: a follow-up of an answer nobody recorded
+cannot be counted). Probe traffic is never judged.
 
 It runs on the cpu queue every few seconds, and a gate run calls it before it counts, so layer 2
 never reads a turn that could still be judged.
@@ -30,24 +30,24 @@ NEW = "new"
 Role = TurnEvent.Role
 
 
-def followup_thresholds_get(*, family: str) -> FollowUpThresholds:
-    config = FollowUpDetectorConfig.objects.filter(family=family).first()
+def _thresholds_parse(*, family: str, data: dict | None) -> FollowUpThresholds:
     try:
-        return FollowUpThresholds.from_dict(config.thresholds if config else None)
-    except ValueError as exc:
+        return FollowUpThresholds.from_dict(data)
+    except ValueError as exc:  # its message starts with the field at fault
         field = str(exc).split(":", 1)[0]
         raise ApplicationError(
             f"Follow-up detector thresholds of {family!r}: {exc}", fields={f"thresholds.{field}": [str(exc)]}
         ) from None
 
 
+def followup_thresholds_get(*, family: str) -> FollowUpThresholds:
+    config = FollowUpDetectorConfig.objects.filter(family=family).first()
+    return _thresholds_parse(family=family, data=config.thresholds if config else None)
+
+
 def followup_thresholds_set(*, family: str, thresholds: dict, actor) -> FollowUpDetectorConfig:
     """Set a family's detector thresholds (validated; audited). Turns judged before keep their kind."""
-    try:
-        parsed = FollowUpThresholds.from_dict(thresholds)
-    except ValueError as exc:
-        field = str(exc).split(":", 1)[0]
-        raise ApplicationError(str(exc), fields={f"thresholds.{field}": [str(exc)]}) from None
+    parsed = _thresholds_parse(family=family, data=thresholds)
     config, _ = FollowUpDetectorConfig.objects.get_or_create(family=family)
     before = config.thresholds
     config.thresholds = thresholds
@@ -139,10 +139,10 @@ def followups_label(
                     gap_seconds=max(0.0, gap),
                 )
                 pairs.append((turn, pair))
-        by_family: dict[int, list[tuple[TurnEvent, TurnPair]]] = {}
+        by_experiment: dict[int, list[tuple[TurnEvent, TurnPair]]] = {}
         for turn, pair in pairs:
-            by_family.setdefault(turn.experiment_id, []).append((turn, pair))
-        for experiment_id, group in by_family.items():
+            by_experiment.setdefault(turn.experiment_id, []).append((turn, pair))
+        for experiment_id, group in by_experiment.items():
             if experiment_id not in thresholds:
                 thresholds[experiment_id] = followup_thresholds_get(family=group[0][0].experiment.family)
             judgements = followups_detect(

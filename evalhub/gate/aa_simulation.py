@@ -34,7 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 from .ab_stats import RatioStats
-from .business_value import DECREASE, business_value_judge
+from .business_value import business_value_judge
+from .policy import DECREASE
 from .verdict import PASS
 
 DEFAULT_TAU = 0.2  # hours per contract: the minimum effect worth detecting, fixed in advance

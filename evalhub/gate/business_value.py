@@ -54,10 +54,8 @@ from .ab_stats import (
     sequential_interval,
     srm_check,
 )
+from .policy import BUSINESS_DIRECTIONS, DECREASE
 from .verdict import ERROR, FAIL, INSUFFICIENT, PASS
-
-DECREASE, INCREASE = "decrease", "increase"
-DIRECTIONS = (DECREASE, INCREASE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,8 +104,8 @@ def _check_settings(
             "control and treatment must both be RatioStats or both MeanStats, got "
             f"{type(control).__name__} and {type(treatment).__name__}"
         )
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction={direction!r} must be one of {DIRECTIONS}")
+    if direction not in BUSINESS_DIRECTIONS:
+        raise ValueError(f"direction={direction!r} must be one of {BUSINESS_DIRECTIONS}")
     if not (math.isfinite(min_effect) and min_effect >= 0):
         raise ValueError(f"min_effect={min_effect} must be non-negative and finite")
     if not 0 < alpha < 0.5:

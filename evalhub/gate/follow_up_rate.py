@@ -32,11 +32,10 @@ from dataclasses import asdict, dataclass
 
 from canary.analysis_stats import MeanStats
 
+from .policy import FOLLOW_UP_DECIDE_ON, UPPER_BOUND
 from .stats import wilson_interval, z_for
 from .verdict import FAIL, INSUFFICIENT, PASS
 
-UPPER_BOUND, POINT = "upper_bound", "point"
-DECIDE_ON = (UPPER_BOUND, POINT)
 NEWCOMBE = "newcombe_hybrid_score"
 
 
@@ -135,8 +134,8 @@ def _check_settings(
 ) -> None:
     if not 0 <= max_rate <= 1:
         raise ValueError(f"max_rate={max_rate} outside [0, 1]")
-    if decide_on not in DECIDE_ON:
-        raise ValueError(f"decide_on={decide_on!r} must be one of {DECIDE_ON}")
+    if decide_on not in FOLLOW_UP_DECIDE_ON:
+        raise ValueError(f"decide_on={decide_on!r} must be one of {FOLLOW_UP_DECIDE_ON}")
     if not 0 <= margin <= 1:
         raise ValueError(f"margin={margin} outside [0, 1]")
     if isinstance(min_answered, bool) or not isinstance(min_answered, int) or min_answered < 1:

@@ -12,6 +12,11 @@ LAYERS = ("clean_accuracy", "robustness", "follow_up_rate", "business_value")
 TEXT_METRICS = ("bertscore", "chrf")
 # Follow-up detector kinds that a policy may count (`canary.followup.KINDS` less "new").
 FOLLOW_UP_KINDS = ("follow_up", "deepening")
+# Layer 2 judges on the Wilson upper bound or on the rate; layer 3's metric is better lower or higher.
+UPPER_BOUND, POINT = "upper_bound", "point"
+FOLLOW_UP_DECIDE_ON = (UPPER_BOUND, POINT)
+DECREASE, INCREASE = "decrease", "increase"
+BUSINESS_DIRECTIONS = (DECREASE, INCREASE)
 
 
 class PolicyError(ValueError):
@@ -165,8 +170,8 @@ def gate_policy_parse(data: dict | None) -> GatePolicyConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1.0 <= value <= 1.0:
                 raise PolicyError(f"text_cutoffs.{metric}", "must be a number between -1 and 1")
     choices = {
-        "follow_up_decide_on": ("upper_bound", "point"),
-        "business_direction": ("decrease", "increase"),
+        "follow_up_decide_on": FOLLOW_UP_DECIDE_ON,
+        "business_direction": BUSINESS_DIRECTIONS,
         "business_per": ("user", "outcome"),
     }
     for key, allowed in choices.items():

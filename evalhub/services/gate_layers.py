@@ -79,7 +79,8 @@ def answers_judge(
     return verdicts
 
 
-def _assert_held(run: GateRun) -> None:
+def gate_run_assert_held(run: GateRun) -> None:
+    """Raise ClaimLost when another worker (or the reaper) has taken the run over: store nothing."""
     from evalhub.services.gate_runs import ClaimLost
 
     if not GateRun.objects.filter(pk=run.pk, status=GateRun.Status.RUNNING, worker=run.worker).exists():
@@ -148,7 +149,7 @@ def clean_accuracy_layer_run(
         details["baseline"] = _side(versions[1], result.baseline.as_dict(), outputs[baseline_pk])
         details["difference"] = result.candidate.accuracy - result.baseline.accuracy
     with transaction.atomic():
-        _assert_held(run)
+        gate_run_assert_held(run)
         layer = LayerResult.objects.create(
             gate_run=run,
             layer=Layer.CLEAN_ACCURACY,
@@ -246,7 +247,7 @@ def _attacks_run(
             reports["versions"][version.ref] = report.as_dict()
             layer.details = {**layer.details, "attack": reports}
             with transaction.atomic():
-                _assert_held(run)
+                gate_run_assert_held(run)
                 layer.save(update_fields=["details"])
         progress.advance(policy.attack_items)
     return reports
@@ -255,7 +256,7 @@ def _attacks_run(
 def _layer_error(*, run: GateRun, policy: GatePolicyConfig, reason: str, details: dict) -> LayerResult:
     """The layer ends in `error` with `reason`; samples stored so far are kept."""
     with transaction.atomic():
-        _assert_held(run)
+        gate_run_assert_held(run)
         layer, _ = LayerResult.objects.update_or_create(
             gate_run=run,
             layer=Layer.ROBUSTNESS,
@@ -388,7 +389,7 @@ def robustness_layer_run(
             timings["scoring"] += time.perf_counter() - mark
             mark = time.perf_counter()
             with transaction.atomic():
-                _assert_held(run)
+                gate_run_assert_held(run)
                 SampleResult.objects.bulk_create(
                     [
                         SampleResult(
@@ -483,6 +484,6 @@ def _robustness_judge_store(*, run, layer, policy, versions, perturbed, by_id, s
     layer.wall_seconds = time.perf_counter() - stats["started"]
     layer.device = stats["device"]
     with transaction.atomic():
-        _assert_held(run)
+        gate_run_assert_held(run)
         layer.save()
     return layer

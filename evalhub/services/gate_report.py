@@ -46,13 +46,12 @@ def _model_inputs(run: GateRun, layer: LayerResult, policy) -> dict:
 
 
 def _moved(candidate: dict, baseline: dict, key: str) -> list[dict]:
-    """The breakdown cells where the candidate is weakest, with the baseline beside them."""
-    rate = "accuracy" if "accuracy" in candidate else "rate"
+    """The breakdown cells where the candidate is weakest, with the baseline beside them. Cells hold
+    an `accuracy` (clean accuracy) or a `rate` (robustness)."""
     cells = []
     for name, cell in (candidate.get(key) or {}).items():
-        value = cell.get(rate) if rate in cell else cell.get("rate", cell.get("accuracy"))
         base = (baseline.get(key) or {}).get(name, {})
-        base_value = base.get(rate) if rate in base else base.get("rate", base.get("accuracy"))
+        value, base_value = cell.get("accuracy", cell.get("rate")), base.get("accuracy", base.get("rate"))
         cells.append(
             {
                 key.removeprefix("by_"): name,

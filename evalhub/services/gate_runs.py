@@ -245,11 +245,11 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
         after={"verdict": verdict, "reasons": reasons},
     )
     _candidate_settle(run=run)
-    _verdict_announce(run=run)
+    _verdict_announce(run=run, layer_verdicts=layer_verdicts)
     return run
 
 
-def _verdict_announce(*, run: GateRun) -> None:
+def _verdict_announce(*, run: GateRun, layer_verdicts: dict[str, str]) -> None:
     webhook_send(
         event="gate_run.finished",
         payload={
@@ -259,7 +259,7 @@ def _verdict_announce(*, run: GateRun) -> None:
             "status": run.status,
             "verdict": run.verdict,
             "reasons": run.verdict_reasons,
-            "layers": dict(run.layers.values_list("layer", "verdict")),
+            "layers": layer_verdicts,
         },
     )
 
@@ -284,7 +284,7 @@ def gate_run_fail(*, gate_run_id: int, status: str, reason: str) -> GateRun:
             reason=reason,
         )
         _candidate_settle(run=run)
-        _verdict_announce(run=run)
+        _verdict_announce(run=run, layer_verdicts=dict(run.layers.values_list("layer", "verdict")))
     return run
 
 

@@ -17,19 +17,27 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Avg, Count, Q
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from canary.models import Experiment, ProbeRun, TurnEvent
+from canary.models import Experiment, OutcomeEvent, TurnEvent
 from canary.router import BASELINE, BUCKETS, CANDIDATE
-from canary.selectors import assigned_units_by_arm, follow_up_counts_by_arm, outcome_stats_by_arm
+from canary.selectors import (
+    assigned_units_by_arm,
+    follow_up_counts_by_arm,
+    outcome_stats_by_arm,
+    probe_run_latest,
+)
 from evalhub.errors import ApplicationError
 from evalhub.gate.policy import GatePolicyConfig
 from evalhub.gate.verdict import ERROR, INSUFFICIENT
 from evalhub.models import GateRun, LayerResult, ModelVersion
+from evalhub.services.gate_layers import gate_run_assert_held
 
 if TYPE_CHECKING:  # scipy: the judges load only when a layer runs
+    from evalhub.gate.ab_stats import MeanStats, RatioStats
+    from evalhub.gate.business_value import BusinessValueResult
     from evalhub.gate.follow_up_rate import FollowUpRateResult
 
 Layer = LayerResult.Layer
@@ -96,10 +104,8 @@ def _inputs(*, experiment: Experiment, start: datetime, end: datetime) -> dict:
 
 
 def _store(*, run: GateRun, layer: str, started: float, **fields) -> LayerResult:
-    from evalhub.services.gate_layers import _assert_held
-
     with transaction.atomic():
-        _assert_held(run)
+        gate_run_assert_held(run)
         result, _ = LayerResult.objects.update_or_create(
             gate_run=run,
             layer=layer,
@@ -117,7 +123,8 @@ def _no_experiment(*, run: GateRun, layer: str, metric: str, threshold, started:
         metric=metric,
         threshold=threshold,
         reasons=[
-            f"no canary experiment has {run.candidate.ref} as its candidate: start one "
+            f"no canary experiment compares {run.candidate.ref} with "
+            f"{run.baseline.ref if run.baseline else 'a baseline'}: start one "
             "(POST /api/v1/canary/experiments/) and let it collect traffic"
         ],
         details={"inputs": {"experiment": None}},
@@ -326,7 +333,7 @@ def _rate_phrase(summary: dict) -> str:
 
 
 def _probe_attribution(*, experiment: Experiment) -> dict:
-    run = experiment.probe_runs.filter(status=ProbeRun.Status.SUCCEEDED).order_by("-finished_at").first()
+    run = probe_run_latest(experiment=experiment)
     if run is None:
         return {
             "summary": "no probe run yet",
@@ -397,10 +404,51 @@ def _system_attribution(*, experiment: Experiment, start: datetime, end: datetim
 # ---------------------------------------------------------------------------------------------
 # Layer 3: business value
 # ---------------------------------------------------------------------------------------------
-def business_value_layer_run(*, run: GateRun, policy: GatePolicyConfig) -> LayerResult:
+def outcome_stats(
+    *, experiment: Experiment, policy: GatePolicyConfig, metric: str, start: datetime, end: datetime
+) -> tuple[RatioStats | MeanStats, RatioStats | MeanStats]:
+    """(control, treatment) sufficient statistics of `metric` over a window, as layer 3 judges them:
+    RatioStats per user, or MeanStats per outcome (`business_per`)."""
     from evalhub.gate.ab_stats import MeanStats, RatioStats
+
+    kind = RatioStats if policy.business_per == "user" else MeanStats
+    stats = outcome_stats_by_arm(
+        experiment=experiment, metric=metric, start=start, end=end, per=policy.business_per
+    )
+    return kind(**stats[BASELINE]), kind(**stats[CANDIDATE])
+
+
+def business_value_measure(
+    *,
+    experiment: Experiment,
+    policy: GatePolicyConfig,
+    metric: str,
+    start: datetime,
+    end: datetime,
+    units: dict[str, int],
+) -> BusinessValueResult:
+    """Layer 3's judgement of `metric` over a window, with the policy's direction, minimum effect
+    and tau, and the split checked on `units` (`assigned_units_by_arm`). For the layer and dashboards."""
     from evalhub.gate.business_value import business_value_judge
 
+    control, treatment = outcome_stats(
+        experiment=experiment, policy=policy, metric=metric, start=start, end=end
+    )
+    return business_value_judge(
+        control=control,
+        treatment=treatment,
+        direction=policy.business_direction,
+        min_effect=policy.business_min_effect,
+        alpha=policy.business_alpha,
+        min_units=policy.business_min_units,
+        assigned_units=(units[BASELINE], units[CANDIDATE]),
+        expected_treatment_share=window_share(experiment=experiment),
+        srm_alpha=policy.business_srm_alpha,
+        sequential_tau=policy.business_sequential_tau,
+    )
+
+
+def business_value_layer_run(*, run: GateRun, policy: GatePolicyConfig) -> LayerResult:
     started = time.perf_counter()
     metric = policy.business_metric
     experiment = run.experiment
@@ -426,24 +474,11 @@ def business_value_layer_run(*, run: GateRun, policy: GatePolicyConfig) -> Layer
             details={"inputs": inputs},
         )
     mark = time.perf_counter()
-    stats = outcome_stats_by_arm(
-        experiment=experiment, metric=metric, start=start, end=end, per=policy.business_per
-    )
     units = assigned_units_by_arm(experiment=experiment, start=start, end=end)
-    sql_seconds = time.perf_counter() - mark
-    kind = RatioStats if policy.business_per == "user" else MeanStats
-    result = business_value_judge(
-        control=kind(**stats[BASELINE]),
-        treatment=kind(**stats[CANDIDATE]),
-        direction=policy.business_direction,
-        min_effect=policy.business_min_effect,
-        alpha=policy.business_alpha,
-        min_units=policy.business_min_units,
-        assigned_units=(units[BASELINE], units[CANDIDATE]),
-        expected_treatment_share=window_share(experiment=experiment),
-        srm_alpha=policy.business_srm_alpha,
-        sequential_tau=policy.business_sequential_tau,
+    result = business_value_measure(
+        experiment=experiment, policy=policy, metric=metric, start=start, end=end, units=units
     )
+    sql_seconds = time.perf_counter() - mark  # the judge itself takes milliseconds
     summary = result.as_dict()
     details = {
         "inputs": {
@@ -479,13 +514,9 @@ def business_value_layer_run(*, run: GateRun, policy: GatePolicyConfig) -> Layer
 def _business_attribution(
     *, experiment: Experiment, metric: str, start: datetime, end: datetime, summary: dict
 ) -> dict:
-    from canary.models import OutcomeEvent
-
     outcomes = OutcomeEvent.objects.filter(
         experiment=experiment, metric=metric, occurred_at__gte=start, occurred_at__lt=end
     )
-    from django.db.models import Avg
-
     hourly = [
         {"hour": row["hour"].isoformat(), "arm": row["arm"], "outcomes": row["n"], "mean": row["mean"]}
         for row in outcomes.annotate(hour=TruncHour("occurred_at"))

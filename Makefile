@@ -28,9 +28,12 @@ run: install
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+## Lint: ruff, the import contracts (floors only point down, no cycles) and the type checker.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 format: install
 	$(VENV)/bin/ruff format .

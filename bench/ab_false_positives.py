@@ -1,6 +1,6 @@
 """Gate layer 3 false-positive rates under A/A tests: fixed horizon vs peeking vs the sequential option.
 
-Simulates --runs A/A experiments (evalhub.gate.aa_simulation: users with 1–3 contracts, review hours with
+Simulates --runs A/A experiments (gate.judges.aa_simulation: users with 1–3 contracts, review hours with
 a per-user random effect, hours per contract as a ratio metric) and prints, for a one-sided test at
 alpha 0.05 with direction "decrease" and min_effect 0, each rate with its binomial standard error
 sqrt(p(1 − p)/runs):
@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evalhub.gate.aa_simulation import DEFAULT_TAU, aa_false_positive_rates  # noqa: E402
+from gate.judges.aa_simulation import DEFAULT_TAU, aa_false_positive_rates  # noqa: E402
 
 LABELS = {
     "fixed_single_look": "fixed horizon, single look (one-sided)",

@@ -45,7 +45,7 @@ def reachable(port: int) -> bool:
 def direct_items_per_second(
     *, version: dict, items: list[str], batch_size: int, model_dir: Path, repeat: int
 ):
-    from workers.backends import backend_build
+    from engines.backends import backend_build
 
     config = {**version["backend_config"], "path": str(model_dir / version["backend_config"]["path"])}
     backend = backend_build(kind=version["backend_kind"], config=config)

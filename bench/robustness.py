@@ -54,13 +54,12 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from evalhub.gate.policy import gate_policy_parse
-    from evalhub.selectors.versions import model_version_get
-    from evalhub.services.demo import demo_install, demo_suite_get
-    from evalhub.services.gate_runs import gate_run_execute, gate_run_start
-    from evalhub.services.model_outputs import version_backend
-    from workers.backends import backend_build
-    from workers.perturbation import PerturbationSpec, perturbation_engine_load, perturbation_set_build
+    from engines.perturbation import PerturbationSpec, perturbation_engine_load, perturbation_set_build
+    from evalhub.demo import demo_install, demo_suite_get
+    from gate.policy import gate_policy_parse
+    from gate.services.gate_runs import gate_run_execute, gate_run_start
+    from registry.selectors.versions import model_version_get
+    from registry.services.versions import model_version_backend
 
     call_command("migrate", verbosity=0)
     demo_install(log=lambda *a: None)
@@ -78,7 +77,7 @@ def main() -> None:
     # A warm worker: engine loaded, model in its cache (one-time costs, not the layer's).
     perturbation_engine_load()
     run = gate_run_start(candidate=version, suite=suite, actor=None, policy_overrides=overrides)
-    version_backend(version).predict([items[0].input])
+    model_version_backend(version=version).predict([items[0].input])
 
     run = gate_run_execute(gate_run_id=run.pk, worker="bench")
     layer = run.layers.get(layer="robustness")
@@ -91,7 +90,7 @@ def main() -> None:
     )
     perturbed = perturbation_set_build(items=[(i.external_id, i.input, i.language) for i in items], spec=spec)
     texts = [s.perturbed for s in perturbed.samples]
-    backend = backend_build(kind=version.backend_kind, config=version.backend_config)
+    backend = model_version_backend(version=version, cached=False)
     backend.predict(texts[: policy.batch_size])
     started = time.perf_counter()
     for start in range(0, len(texts), policy.batch_size):

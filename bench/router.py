@@ -1,7 +1,7 @@
 """Canary router cost: assignment, the decision API, the proxy and event ingestion.
 
 In one run (figures from one run on one machine, so the ratios are fair on a noisy one):
-  1. assignment in-process: µs per `canary.router.arm_assign` decision over --assign-ids ids
+  1. assignment in-process: µs per `engines.routing.arm_assign` decision over --assign-ids ids
      (target <= 20 µs), with `bucket_of` alone and `experiment_assign` (a loaded experiment) beside it;
   2. decision API: POST /api/v1/canary/<name>/assign under a real gunicorn (2 workers x 4 threads,
      as bin/run-local) on loopback, --decision-threads client threads with keep-alive for
@@ -142,7 +142,7 @@ def scratch_database_drop(*, admin_url: str, name: str) -> None:
 # 1. Assignment in-process
 # ---------------------------------------------------------------------------------------------
 def bench_assign(*, n: int, repeat: int = 3) -> dict:
-    from canary.router import CANDIDATE, arm_assign, bucket_of
+    from engines.routing import CANDIDATE, arm_assign, bucket_of
 
     salt = secrets.token_hex(8)
     ids = [f"user:{i:08d}" for i in range(n)]
@@ -311,7 +311,7 @@ def bench_decisions(
 # 3. Proxy overhead
 # ---------------------------------------------------------------------------------------------
 def baseline_users(*, experiment, n: int) -> list[str]:
-    from canary.router import BASELINE, arm_assign
+    from engines.routing import BASELINE, arm_assign
 
     users, i = [], 0
     while len(users) < n:
@@ -529,8 +529,8 @@ def request_lookups(*, token: str, n: int = 200) -> dict:
     from django.test import RequestFactory
 
     from canary.selectors import experiment_get
-    from evalhub.authentication import ApiTokenAuthentication
-    from evalhub.roles import user_roles
+    from evalhub.api.authentication import ApiTokenAuthentication
+    from registry.roles import user_roles
 
     request = RequestFactory().post("/", HTTP_AUTHORIZATION=f"Token {token}")
     user = get_user_model().objects.get(username="bench-router-app")
@@ -654,10 +654,10 @@ def fixtures_create(*, log) -> dict:
 
     from canary.models import Experiment
     from canary.services.experiments import experiment_create, experiment_rollback, experiment_start
-    from evalhub.models import ModelVersion
-    from evalhub.roles import APP
-    from evalhub.services.demo import DEMO_EXPERIMENT, demo_install, demo_suite_get
-    from evalhub.services.tokens import api_token_create, user_role_grant
+    from evalhub.demo import DEMO_EXPERIMENT, demo_install, demo_suite_get
+    from registry.models import ModelVersion
+    from registry.roles import APP
+    from registry.services.tokens import api_token_create, user_role_grant
 
     call_command("migrate", verbosity=0)
     demo_install(log=lambda line: log(f"  demo: {line}"))

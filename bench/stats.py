@@ -98,10 +98,10 @@ def fixtures_get_or_create():
     """Two versions of a family of its own, a tiny suite and a running experiment at 10 %."""
     from canary.models import Experiment
     from canary.services.experiments import experiment_create, experiment_start
-    from evalhub.models import ModelVersion
-    from evalhub.services.suites import eval_suite_import
-    from evalhub.services.versions import model_version_register
-    from evalhub.suite_format import SuiteItem
+    from registry.models import ModelVersion
+    from registry.services.suites import eval_suite_import
+    from registry.services.versions import model_version_register
+    from registry.suite_format import SuiteItem
 
     versions = {}
     for label in ("v1", "v2"):
@@ -398,8 +398,8 @@ class SqlLog:
 
 def gate_run_prepare(*, candidate, suite):
     """A gate run requiring the two traffic layers, claimed by this process as a worker claims it."""
-    from evalhub.gate.policy import gate_policy_parse
-    from evalhub.services.gate_runs import gate_run_claim, gate_run_start
+    from gate.policy import gate_policy_parse
+    from gate.services.gate_runs import gate_run_claim, gate_run_start
 
     run = gate_run_start(
         candidate=candidate,
@@ -426,8 +426,8 @@ def tasks_build(*, run, policy, attribution: bool) -> dict[str, Callable[[], obj
 
     from canary.models import Experiment
     from canary.selectors import assigned_units_by_arm, follow_up_counts_by_arm, outcome_stats_by_arm
-    from evalhub.services import gate_traffic
-    from evalhub.services.gate_traffic import traffic_window
+    from gate.services import traffic_layers as gate_traffic
+    from gate.services.traffic_layers import traffic_window
 
     experiment = run.experiment
 
@@ -522,7 +522,7 @@ def explain(*, experiment, policy, log) -> None:
     from django.db import connection, transaction
 
     from canary.selectors import assigned_units_by_arm, follow_up_counts_by_arm, outcome_stats_by_arm
-    from evalhub.services.gate_traffic import traffic_window
+    from gate.services.traffic_layers import traffic_window
 
     start, end = traffic_window(experiment=experiment)
     with SqlLog() as sql_log:

@@ -1,7 +1,7 @@
 """Canary experiments and their telemetry.
 
 An experiment sends a sticky share of units (users, or sessions without a user) to the
-candidate; `canary.router` decides who. Events are stored as sent by the chat app (or by the
+candidate; `engines.routing` decides who. Events are stored as sent by the chat app (or by the
 proxy), idempotent by (experiment, event_id), and indexed for per-arm aggregation in SQL.
 """
 
@@ -13,9 +13,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from evalhub.models import ModelVersion, slug_validator
-
-from .router import ARMS, BUCKETS
+from engines.routing import ARMS, BUCKETS
+from registry.models import ModelVersion, slug_validator
 
 ARM_CHOICES = [(arm, arm) for arm in ARMS]
 
@@ -113,7 +112,7 @@ class TurnEvent(models.Model):
     # The candidate failed and the baseline answered instead (proxy only).
     fallback = models.BooleanField(default=False)
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.CLIENT)
-    # User turns only, set by the follow-up detector (`canary.followup.KINDS`); null until judged.
+    # User turns only, set by the follow-up detector (`engines.followup.detector.KINDS`); null until judged.
     follow_up_kind = models.CharField(max_length=12, null=True, blank=True)
     occurred_at = models.DateTimeField()
     received_at = models.DateTimeField(auto_now_add=True)
@@ -138,7 +137,7 @@ class TurnEvent(models.Model):
 
 
 class FollowUpDetectorConfig(models.Model):
-    """A family's follow-up detector thresholds (`canary.followup.FollowUpThresholds`); a family
+    """A family's follow-up detector thresholds (`engines.followup.detector.FollowUpThresholds`); a family
     without a row uses the defaults tuned on the bundled labelled set."""
 
     family = models.CharField(max_length=100, unique=True)

@@ -4,7 +4,7 @@ Two sources:
 
 - `demo_probes_build`: SYNTHETIC probes for the bundled demo family "contract-assistant", aimed at
   the weaknesses of its bag-of-words V3 (`WEAKNESSES`). Every clause comes from the demo's EVAL
-  templates and slot values (`evalhub.demo.dataset`), never from the training split, and every
+  templates and slot values (`engines.demo.dataset`), never from the training split, and every
   probe says `metadata["synthetic"] = True`. Deterministic: the same seed gives identical probes.
 - `probes_jsonl_parse`: probe sets of real families, imported from JSONL.
 
@@ -18,7 +18,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from evalhub.demo.dataset import (
+from engines.demo.dataset import (
     _BOILERPLATE,
     _CONFLICT_TEMPLATES,
     _EVAL_TEMPLATES,
@@ -241,7 +241,7 @@ def probes_jsonl_parse(*, content: bytes) -> list[ProbeSpec]:
     `language` (optional; detected from the input when absent or null) and `metadata` (optional
     object). Any other key is refused. Raises ProbeFormatError naming the line and field.
     """
-    from workers.backends.base import language_of  # imports the Celery app: only when parsing
+    from engines.backends.base import language_of  # imports the Celery app: only when parsing
 
     probes: list[ProbeSpec] = []
     lines_by_id: dict[str, int] = {}

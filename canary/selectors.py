@@ -10,8 +10,8 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from canary.models import Experiment, OutcomeEvent, ProbeRun, TurnEvent
-from canary.router import ARMS
-from evalhub.errors import NotFoundError
+from engines.routing import ARMS
+from registry.errors import NotFoundError
 
 
 def experiment_list() -> QuerySet[Experiment]:

@@ -2,6 +2,8 @@ from django.apps import AppConfig
 
 
 class EvalhubConfig(AppConfig):
+    """The entry points (admin, management commands, pages, API); it owns no models."""
+
     name = "evalhub"
-    verbose_name = "EvalHub registry and gate"
-    default_auto_field = "django.db.models.BigAutoField"
+    label = "web"
+    verbose_name = "EvalHub"

@@ -6,7 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from rest_framework import permissions
 
-from evalhub.roles import READ_ROLES, WRITE_ROLES, user_roles
+from registry.roles import READ_ROLES, WRITE_ROLES, user_roles
 
 
 class HasRole(permissions.BasePermission):

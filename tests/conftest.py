@@ -1,11 +1,20 @@
+import itertools
 import os
+import threading
 from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 from rest_framework.test import APIClient
 
-from evalhub.services.tokens import api_token_create, user_role_grant
+from engines.model_server import model_server_create
+from gate.models import GateRun
+from gate.policy import gate_policy_parse
+from registry.models import ModelVersion
+from registry.services.suites import eval_suite_import, suite_items_parse
+from registry.services.tokens import api_token_create, user_role_grant
+from registry.services.versions import model_version_backend, model_version_register, model_version_transition
 
 
 @pytest.fixture
@@ -44,7 +53,7 @@ def demo_model_dir() -> Path:
 @pytest.fixture
 def demo(db, settings, demo_model_dir):
     """The bundled demo installed in the test database: versions v3/v4 and the golden suite."""
-    from evalhub.services.demo import demo_install
+    from evalhub.demo import demo_install
 
     settings.EVALHUB_MODEL_DIR = demo_model_dir
     return demo_install(log=lambda *args: None)
@@ -53,9 +62,115 @@ def demo(db, settings, demo_model_dir):
 @pytest.fixture(scope="session")
 def small_bow(tmp_path_factory) -> Path:
     """A real bag-of-words model, trained on part of the demo training split in ~1 s."""
-    from evalhub.demo.dataset import demo_dataset_build
-    from workers.training import bow_train
+    from engines.demo.dataset import demo_dataset_build
+    from engines.training import bow_train
 
     out_dir = tmp_path_factory.mktemp("bow")
     bow_train(items=demo_dataset_build(seed=0).train[::3], out_dir=out_dir, seed=0, epochs=10)
     return out_dir
+
+
+@pytest.fixture
+def serve_versions():
+    """Registers versions behind real model servers (threads in this process) and points their
+    serving_url at them: `serve_versions({"v3": checkpoint, "v4": checkpoint})` -> [v3, v4].
+    `serve_versions.servers[label]` is the server, e.g. to stop a candidate mid-test."""
+    servers = {}
+
+    def serve(checkpoints: dict, *, family: str = "contract-assistant") -> list:
+        versions = []
+        for label, path in checkpoints.items():
+            version = model_version_register(
+                family=family,
+                label=label,
+                backend_kind="builtin",
+                backend_config={"path": str(path)},
+                actor=None,
+            )
+            server = model_server_create(
+                backend=model_version_backend(version=version, cached=False), model_name=version.ref, port=0
+            )
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            version.serving_url = f"http://127.0.0.1:{server.server_port}/v1"
+            version.save(update_fields=["serving_url"])
+            servers[label] = server
+            versions.append(version)
+        return versions
+
+    serve.servers = servers
+    yield serve
+    for server in servers.values():
+        server.shutdown()
+        server.server_close()
+
+
+GATE_STATUS = {"pass": ModelVersion.Status.GATE_PASSED, "fail": ModelVersion.Status.GATE_FAILED}
+
+
+@pytest.fixture
+def decision_user(db):
+    """`decision_user("release_manager")` -> a user holding that role (None: no role)."""
+    counter = itertools.count()
+
+    def make(role: str | None = "release_manager"):
+        user = get_user_model().objects.create_user(username=f"{role or 'nobody'}-{next(counter)}")
+        if role:
+            user_role_grant(user=user, role=role)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def gate_run_finished(db):
+    """`gate_run_finished(version, "fail")`: a succeeded gate run of `version` with that verdict,
+    finished now, and the version settled as the gate service would (gate_passed / gate_failed)."""
+    items = suite_items_parse(records=[{"input": "q", "label": "payment"}])
+    suite = eval_suite_import(name="decisions", items=items, actor=None)[0]
+
+    def finish(version: ModelVersion, verdict: str, *, policy_overrides: dict | None = None) -> GateRun:
+        run = GateRun.objects.create(
+            candidate=version,
+            suite=suite,
+            status=GateRun.Status.SUCCEEDED,
+            verdict=verdict,
+            policy_config=gate_policy_parse({**(policy_overrides or {})}).as_dict(),
+            policy_overrides=policy_overrides or {},
+            progress=100,
+            finished_at=timezone.now(),
+        )
+        model_version_transition(version=version, to_status=ModelVersion.Status.EVALUATING, actor=None)
+        model_version_transition(version=version, to_status=GATE_STATUS[verdict], actor=None, system="gate")
+        return run
+
+    return finish
+
+
+@pytest.fixture
+def version_gated(gate_run_finished):
+    """`version_gated("pass", registered_by=user)` -> (version, its latest gate run)."""
+    counter = itertools.count(1)
+
+    def make(verdict: str, *, registered_by=None) -> tuple[ModelVersion, GateRun]:
+        version = model_version_register(
+            family="fam",
+            label=f"v{next(counter)}",
+            backend_kind="builtin",
+            backend_config={"path": "x"},
+            actor=registered_by,
+        )
+        return version, gate_run_finished(version, verdict)
+
+    return make
+
+
+@pytest.fixture
+def sent_tasks(monkeypatch) -> list[tuple[str, list]]:
+    """Tasks handed to the broker, as (task name, args), captured instead of sent."""
+    from registry import dispatch
+
+    sent: list[tuple[str, list]] = []
+    monkeypatch.setattr(
+        dispatch.app, "send_task", lambda name, args=(), **options: sent.append((name, list(args)))
+    )
+    return sent

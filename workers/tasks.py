@@ -14,6 +14,21 @@ import httpx
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import InterfaceError, OperationalError
 
+from canary.services.analysis import experiments_analyze
+from canary.services.followups import followups_label
+from canary.services.probes import probe_run_execute_by_id, probe_runs_due
+from canary.services.telemetry import turn_stream_drain
+from engines.backends import BackendError
+from gate.models import GateRun
+from gate.services.gate_runs import (
+    ClaimLost,
+    gate_run_execute,
+    gate_run_fail,
+    gate_run_reap_stale,
+    gate_run_release,
+)
+from registry.dispatch import Task
+from registry.services.webhooks import webhook_deliver
 from workers.celery import app
 
 logger = logging.getLogger(__name__)
@@ -24,6 +39,7 @@ class TransientModelError(Exception):
 
 
 @app.task(
+    name=Task.GATE_RUN_EXECUTE,
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
@@ -34,9 +50,6 @@ class TransientModelError(Exception):
     max_retries=5,
 )
 def gate_run_execute_task(self, gate_run_id: int) -> None:
-    from evalhub.models import GateRun
-    from evalhub.services.gate_runs import ClaimLost, gate_run_execute, gate_run_fail
-    from workers.backends import BackendError
 
     worker = f"{socket.gethostname()}:{self.request.hostname or ''}:{self.request.id}"
     try:
@@ -63,7 +76,6 @@ def gate_run_execute_task(self, gate_run_id: int) -> None:
 
 def _release(gate_run_id: int, worker: str) -> None:
     """Put a run back to queued so the retry can claim it at once."""
-    from evalhub.services.gate_runs import gate_run_release
 
     try:
         gate_run_release(gate_run_id=gate_run_id, worker=worker)
@@ -71,30 +83,28 @@ def _release(gate_run_id: int, worker: str) -> None:
         logger.exception("could not release gate run %s; the reaper will", gate_run_id)
 
 
-@app.task
+@app.task(name=Task.GATE_RUN_REAP_STALE)
 def gate_run_reap_stale_task() -> dict:
-    from evalhub.services.gate_runs import gate_run_reap_stale
 
     return gate_run_reap_stale()
 
 
-@app.task
+@app.task(name=Task.TURN_STREAM_DRAIN)
 def turn_stream_drain_task() -> int:
     """Move the canary proxy's turn events from the Redis stream into the database."""
-    from canary.services.telemetry import turn_stream_drain
 
     return turn_stream_drain()
 
 
-@app.task(soft_time_limit=120, time_limit=150)
+@app.task(name=Task.FOLLOW_UPS_LABEL, soft_time_limit=120, time_limit=150)
 def followups_label_task() -> dict:
     """Judge the user turns not judged yet (follow-up, deepening or new) for gate layer 2."""
-    from canary.services.followups import followups_label
 
     return followups_label(max_seconds=60)
 
 
 @app.task(
+    name=Task.WEBHOOK_DELIVER,
     autoretry_for=(httpx.HTTPError,),
     retry_backoff=5,
     retry_backoff_max=600,
@@ -103,29 +113,21 @@ def followups_label_task() -> dict:
 )
 def webhook_deliver_task(event: str, body: str) -> int:
     """POST a signed webhook; connection failures and HTTP errors are retried with backoff."""
-    from evalhub.services.webhooks import webhook_deliver
 
     return webhook_deliver(event=event, body=body)
 
 
-@app.task(soft_time_limit=600, time_limit=660)
+@app.task(name=Task.CANARY_ANALYSIS, soft_time_limit=600, time_limit=660)
 def canary_analysis_task() -> int:
     """Analyse every running experiment; a failing one rolls back."""
-    from canary.services.analysis import experiments_analyze
 
     return len(experiments_analyze())
 
 
-@app.task(soft_time_limit=1800, time_limit=1860)
+@app.task(name=Task.PROBE_RUNS, soft_time_limit=1800, time_limit=1860)
 def probe_runs_task(experiment_id: int | None = None, probe_set_id: int | None = None) -> int:
     """One probe set through one experiment's versions, or (no arguments) every one that is due."""
-    from canary.models import Experiment, ProbeSet
-    from canary.services.probes import probe_run_execute, probe_runs_due
-
-    if experiment_id is None:
+    if experiment_id is None or probe_set_id is None:
         return len(probe_runs_due())
-    probe_run_execute(
-        experiment=Experiment.objects.select_related("baseline", "candidate").get(pk=experiment_id),
-        probe_set=ProbeSet.objects.get(pk=probe_set_id),
-    )
+    probe_run_execute_by_id(experiment_id=experiment_id, probe_set_id=probe_set_id)
     return 1

@@ -19,9 +19,11 @@ from __future__ import annotations
 from django.db import connection
 from django.db.models import Count, Q
 
-from canary.analysis_stats import (
-    MeanStats,
-    Proportion,
+from canary.models import CanaryAnalysis, Experiment, TurnEvent
+from canary.selectors import probe_run_latest
+from canary.services.experiments import GUARDRAIL_DEFAULTS, experiment_ramp, experiment_rollback
+from engines.routing import BASELINE, CANDIDATE
+from engines.stats.comparisons import (
     analysis_combine,
     error_rate_compare,
     latency_compare,
@@ -29,10 +31,7 @@ from canary.analysis_stats import (
     probes_compare,
     rate_compare,
 )
-from canary.models import CanaryAnalysis, Experiment, TurnEvent
-from canary.router import BASELINE, CANDIDATE
-from canary.selectors import probe_run_latest
-from canary.services.experiments import GUARDRAIL_DEFAULTS, experiment_ramp, experiment_rollback
+from engines.stats.sufficient import MeanStats, Proportion
 
 LATENCY_SAMPLE = 10_000
 # Turns per session may grow by this much (relative) before it counts against the candidate.

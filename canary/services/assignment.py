@@ -1,4 +1,4 @@
-"""Which version serves a unit of an experiment (see `canary.router` for the bucketing)."""
+"""Which version serves a unit of an experiment (see `engines.routing` for the bucketing)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import hmac
 from dataclasses import dataclass
 
 from canary.models import Experiment
-from canary.router import BASELINE, CANDIDATE, Assignment, arm_assign
 from canary.services.experiments import qa_token_hash
-from evalhub.errors import ApplicationError
-from evalhub.models import ModelVersion
+from engines.routing import BASELINE, CANDIDATE, Assignment, arm_assign
+from registry.errors import ApplicationError
+from registry.models import ModelVersion
 
 
 @dataclass(frozen=True)

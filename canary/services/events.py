@@ -21,8 +21,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from canary.models import Experiment, OutcomeEvent, TurnEvent
-from canary.router import ARMS
-from evalhub.errors import ApplicationError
+from engines.routing import ARMS
+from registry.errors import ApplicationError
 
 KINDS = ("turn", "outcome")
 ROLES = tuple(TurnEvent.Role.values)

@@ -16,11 +16,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from canary.models import Experiment
-from canary.router import BUCKETS, share_to_buckets
-from evalhub.errors import ApplicationError
-from evalhub.models import ModelVersion
-from evalhub.services.audit import audit_record
-from evalhub.services.webhooks import webhook_send
+from engines.routing import BUCKETS, share_to_buckets
+from registry.errors import ApplicationError
+from registry.models import ModelVersion
+from registry.services.audit import audit_record
+from registry.services.webhooks import webhook_send
 
 Status = Experiment.Status
 

@@ -1,4 +1,4 @@
-"""Follow-up labels on stored user turns: the detector (`canary.followup`) run over the event store.
+"""Follow-up labels on stored user turns: the detector (`engines.followup.detector`) run over the event store.
 
 A user turn is judged once, against the previous user question and the assistant's answer in the
 same session (turn indexes k − 2 and k − 1), and its kind is written to `TurnEvent.follow_up_kind`.
@@ -21,10 +21,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from canary.followup import FollowUpThresholds, TurnPair, followups_detect
 from canary.models import Experiment, FollowUpDetectorConfig, TurnEvent
-from evalhub.errors import ApplicationError
-from evalhub.services.audit import audit_record
+from engines.followup.detector import FollowUpThresholds, TurnPair, followups_detect
+from registry.errors import ApplicationError
+from registry.services.audit import audit_record
 
 NEW = "new"
 Role = TurnEvent.Role
@@ -97,7 +97,7 @@ def followups_label(
 
     Returns counts by kind, plus `waiting` (turns whose answer is not stored yet)."""
     if embed is None:
-        from workers.embeddings import sentence_embed as embed
+        from engines.embeddings import sentence_embed as embed
     started = time.monotonic()
     grace_before = timezone.now() - timedelta(seconds=settings.EVALHUB_FOLLOWUP_GRACE_SECONDS)
     thresholds: dict[int, FollowUpThresholds] = {}

@@ -15,11 +15,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from canary.models import Experiment, Probe, ProbeResult, ProbeRun, ProbeSet, TurnEvent
-from canary.router import BASELINE, CANDIDATE
-from evalhub.errors import ApplicationError
-from evalhub.models import ModelVersion
-from evalhub.services.audit import audit_record
-from evalhub.services.versions import model_version_serving_model, model_version_serving_url
+from engines.routing import BASELINE, CANDIDATE
+from registry.dispatch import Task, task_enqueue
+from registry.errors import ApplicationError, NotFoundError
+from registry.models import ModelVersion
+from registry.services.audit import audit_record
+from registry.services.versions import model_version_serving_model, model_version_serving_url
 
 SIGNIFICANCE = 0.05
 
@@ -76,7 +77,7 @@ def probe_set_import_jsonl(
 
 def _backend_for(version: ModelVersion):
     """The version as live traffic reaches it: an OpenAI-compatible client at its serving URL."""
-    from workers.backends import backend_build
+    from engines.backends import backend_build
 
     url = model_version_serving_url(version=version)
     if not url:
@@ -89,7 +90,7 @@ def _backend_for(version: ModelVersion):
 
 def probe_run_execute(*, experiment: Experiment, probe_set: ProbeSet) -> ProbeRun:
     """Every probe through both versions; results paired per probe; the report per weakness."""
-    from workers.backends import BackendError
+    from engines.backends import BackendError
 
     run = ProbeRun.objects.create(experiment=experiment, probe_set=probe_set)
     probes = list(probe_set.probes.order_by("pk"))
@@ -156,7 +157,7 @@ def probe_run_execute(*, experiment: Experiment, probe_set: ProbeSet) -> ProbeRu
 
 def probe_report_build(*, probes: list[Probe], results: list[ProbeResult]) -> dict:
     """Per weakness and overall: pass rate per arm and the paired McNemar comparison."""
-    from canary.analysis_stats import probes_compare  # scipy: not on the web path, which imports sets
+    from engines.stats.comparisons import probes_compare  # scipy: not on the web path, which imports sets
 
     outcome = {(r.probe_id, r.arm): r.correct for r in results}
     cells: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # both, only cand., only base., neither
@@ -206,3 +207,24 @@ def probe_runs_due() -> list[ProbeRun]:
         for probe_set in ProbeSet.objects.filter(family=experiment.family):
             runs.append(probe_run_execute(experiment=experiment, probe_set=probe_set))
     return runs
+
+
+def probe_runs_request(*, experiment: Experiment, probe_set_name: str | None = None) -> list[ProbeSet]:
+    """Queue a probe run of the family's sets (or the one named) through `experiment`'s versions,
+    on a cpu worker once this transaction commits."""
+    sets = list(ProbeSet.objects.filter(family=experiment.family).order_by("name"))
+    if probe_set_name is not None:
+        sets = [s for s in sets if s.name == probe_set_name]
+    if not sets:
+        raise NotFoundError(f"No probe set for family {experiment.family!r} by that name.", field="probe_set")
+    for probe_set in sets:
+        task_enqueue(Task.PROBE_RUNS, experiment.pk, probe_set.pk)
+    return sets
+
+
+def probe_run_execute_by_id(*, experiment_id: int, probe_set_id: int) -> ProbeRun:
+    """The task's entry: `probe_run_execute` on the rows behind the ids."""
+    return probe_run_execute(
+        experiment=Experiment.objects.select_related("baseline", "candidate").get(pk=experiment_id),
+        probe_set=ProbeSet.objects.get(pk=probe_set_id),
+    )

@@ -17,12 +17,12 @@ from django.conf import settings
 from django.utils import timezone
 
 from canary.models import Experiment, TurnEvent
-from canary.router import CANDIDATE
 from canary.services.assignment import experiment_assign
 from canary.services.telemetry import turn_events_record
-from evalhub.errors import ApplicationError
-from evalhub.models import ModelVersion
-from evalhub.services.versions import model_version_serving_model, model_version_serving_url
+from engines.routing import CANDIDATE
+from registry.errors import ApplicationError
+from registry.models import ModelVersion
+from registry.services.versions import model_version_serving_model, model_version_serving_url
 
 _client: httpx.Client | None = None
 

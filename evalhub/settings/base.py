@@ -46,8 +46,10 @@ THIRD_PARTY_APPS = [
     "drf_spectacular_sidecar",
 ]
 LOCAL_APPS = [
-    "evalhub.apps.EvalhubConfig",
+    "registry.apps.RegistryConfig",
     "canary.apps.CanaryConfig",
+    "gate.apps.GateConfig",
+    "evalhub.apps.EvalhubConfig",
 ]
 INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
 
@@ -125,7 +127,7 @@ LOGIN_URL = "admin:login"
 # ---------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "evalhub.authentication.ApiTokenAuthentication",
+        "evalhub.api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["evalhub.permissions.HasRole"],
@@ -137,7 +139,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "evalhub.errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "evalhub.api.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

@@ -12,7 +12,7 @@ from canary.probes_gen import (
     demo_probes_build,
     probes_jsonl_parse,
 )
-from evalhub.demo.dataset import _CONFLICT_TEMPLATES, _EVAL_TEMPLATES, _TRAIN_TEMPLATES, CLAUSE_TYPES
+from engines.demo.dataset import _CONFLICT_TEMPLATES, _EVAL_TEMPLATES, _TRAIN_TEMPLATES, CLAUSE_TYPES
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 LATIN = re.compile(r"[A-Za-z]")

@@ -4,8 +4,8 @@ once on the embedded defaults (SQLite + filesystem broker), with the same code."
 
 import pytest
 
+from engines.backends import backend_build
 from evalhub.devstack import demo_client, gate_run_wait, manage, port_free, web_start, worker_start
-from workers.backends import backend_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

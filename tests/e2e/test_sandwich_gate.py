@@ -22,7 +22,7 @@ from evalhub.devstack import (
     web_start,
     worker_start,
 )
-from evalhub.gate.verdict import gate_verdict
+from gate.judges.verdict import gate_verdict
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 EXPERIMENT = "contract-assistant-canary"

@@ -19,14 +19,14 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
+from engines.demo.dataset import demo_dataset_build
 from evalhub import cli
-from evalhub.demo.dataset import demo_dataset_build
 from evalhub.devstack import port_free
-from evalhub.models import GateRun
-from evalhub.services.gate_runs import gate_run_execute
-from evalhub.services.suites import eval_suite_import, suite_items_parse
-from evalhub.services.tokens import api_token_create, user_role_grant
-from evalhub.services.versions import model_version_register
+from gate.models import GateRun
+from gate.services.gate_runs import gate_run_execute
+from registry.services.suites import eval_suite_import, suite_items_parse
+from registry.services.tokens import api_token_create, user_role_grant
+from registry.services.versions import model_version_register
 
 ROOT = Path(__file__).resolve().parents[2]
 CLEAN_ONLY = ["--policy-override", 'required_layers=["clean_accuracy"]']

@@ -4,7 +4,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from evalhub.models import ApiToken, EvalSuite
+from registry.models import ApiToken, EvalSuite
 
 pytestmark = pytest.mark.django_db
 

@@ -76,7 +76,7 @@ def test_production_refuses_unsigned_webhooks():
 
 @pytest.mark.parametrize(("forced", "expected"), [("cuda:1", "cuda:1"), ("", None)])
 def test_device_chosen_at_run_time(monkeypatch, forced, expected):
-    from workers.device import device_select
+    from engines.device import device_select
 
     monkeypatch.setenv("EVALHUB_DEVICE", forced)
     if expected is None:

@@ -17,8 +17,8 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.contrib.auth import get_user_model
 from django.test import Client
-from evalhub.services.suites import eval_suite_import, suite_items_parse
-from evalhub.services.tokens import api_token_create, user_role_grant
+from registry.services.suites import eval_suite_import, suite_items_parse
+from registry.services.tokens import api_token_create, user_role_grant
 from evalhub.wsgi import application  # noqa: F401  (what gunicorn loads)
 import workers  # the Celery app, as the web process uses it to enqueue
 

@@ -1,9 +1,9 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from evalhub.errors import ApplicationError
-from evalhub.roles import ROLES
-from evalhub.services.tokens import api_token_create, user_role_grant
+from registry.errors import ApplicationError
+from registry.roles import ROLES
+from registry.services.tokens import api_token_create, user_role_grant
 
 
 class Command(BaseCommand):

@@ -6,9 +6,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from evalhub.roles import CI
-from evalhub.services.demo import demo_install
-from evalhub.services.tokens import api_token_create, user_role_grant
+from evalhub.demo import demo_install
+from registry.roles import CI
+from registry.services.tokens import api_token_create, user_role_grant
 
 
 class Command(BaseCommand):

@@ -2,8 +2,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evalhub.errors import ApplicationError
-from evalhub.services.suites import eval_suite_import, suite_items_parse
+from registry.errors import ApplicationError
+from registry.services.suites import eval_suite_import, suite_items_parse
 
 
 class Command(BaseCommand):

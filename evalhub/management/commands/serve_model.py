@@ -1,7 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from evalhub.errors import NotFoundError
-from evalhub.selectors.versions import model_version_get
+from registry.errors import NotFoundError
+from registry.selectors.versions import model_version_get
+from registry.services.versions import model_version_backend
 
 
 class Command(BaseCommand):
@@ -13,13 +14,18 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8100)
 
     def handle(self, *args, version, host, port, **options):
-        from workers.model_server import model_server_create
+        from engines.model_server import model_server_create
 
         try:
             model_version = model_version_get(ref=version)
         except NotFoundError as exc:
             raise CommandError(exc.message) from None
-        server = model_server_create(version=model_version, host=host, port=port)
+        server = model_server_create(
+            backend=model_version_backend(version=model_version, cached=False),
+            model_name=model_version.ref,
+            host=host,
+            port=port,
+        )
         self.stdout.write(
             f"serving {model_version.ref} on http://{host}:{server.server_port}/v1", ending="\n"
         )

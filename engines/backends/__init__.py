@@ -1,0 +1,84 @@
+"""Model backends and the per-process cache of loaded models.
+
+Only worker code (and `serve_model`) imports the heavy modules (`hf`, `builtin`: torch,
+transformers); they are imported here lazily, on first use of that kind.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+from .base import BackendError, ModelBackend, Prediction
+from .config import backend_config_validate
+
+__all__ = ["BackendError", "ModelBackend", "Prediction", "backend_build", "backend_cached", "backend_device"]
+
+_cache: OrderedDict[tuple, ModelBackend] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def checkpoint_path(path: str, *, model_dir: Path | None) -> Path:
+    """Relative checkpoint paths live under `model_dir` (the deployment's EVALHUB_MODEL_DIR)."""
+    candidate = Path(path)
+    if candidate.is_absolute():
+        return candidate
+    if model_dir is None:
+        raise BackendError(f"relative checkpoint path {path!r} needs a model folder")
+    return Path(model_dir) / candidate
+
+
+def backend_device(kind: str) -> str:
+    """Where a backend of this kind computes: a torch device, or 'remote' for an endpoint."""
+    if kind == "openai":
+        return "remote"
+    from engines.device import device_select
+
+    return device_select()
+
+
+def backend_build(
+    *, kind: str, config: dict, api_key: str = "", model_dir: Path | None = None
+) -> ModelBackend:
+    config = backend_config_validate(kind=kind, config=config)
+    if kind == "openai":
+        from .openai import OpenAIBackend
+
+        return OpenAIBackend(config=config, api_key=api_key)
+    if kind == "hf":
+        from .hf import HFClassifierBackend
+
+        return HFClassifierBackend.from_dir(
+            checkpoint_path(config["path"], model_dir=model_dir),
+            device=backend_device(kind),
+            max_length=config["max_length"],
+            batch_size=config["batch_size"],
+        )
+    from .builtin import BowBackend
+
+    return BowBackend.from_dir(
+        checkpoint_path(config["path"], model_dir=model_dir),
+        device=backend_device(kind),
+        batch_size=config["batch_size"],
+    )
+
+
+def backend_cached(
+    *, key: tuple, kind: str, config: dict, api_key: str = "", model_dir: Path | None = None
+) -> ModelBackend:
+    """A loaded backend, kept in a bounded LRU per process (EVALHUB_MODEL_CACHE_SIZE, default 4).
+    `key` must change whenever the version's config does."""
+    size = int(os.environ.get("EVALHUB_MODEL_CACHE_SIZE", "4"))
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    backend = backend_build(kind=kind, config=config, api_key=api_key, model_dir=model_dir)
+    with _cache_lock:
+        _cache[key] = backend
+        while len(_cache) > size:
+            _, evicted = _cache.popitem(last=False)
+            getattr(evicted, "close", lambda: None)()
+    return backend

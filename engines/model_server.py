@@ -1,0 +1,111 @@
+"""A reference model server: any registered version behind the OpenAI-compatible chat API.
+
+The answer's content is "[<label>] <text>", which the `openai` backend's default
+`label_regex` reads back. Streaming is not supported (400).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from engines.backends import ModelBackend
+
+MAX_BODY_BYTES = 1_000_000
+
+
+def model_server_create(
+    *, backend: ModelBackend, model_name: str, host: str = "127.0.0.1", port: int = 0
+) -> ThreadingHTTPServer:
+    """`backend` behind the chat API on host:port (0: a free port), answering as `model_name`."""
+    lock = threading.Lock()  # one forward pass at a time: torch uses both cores per call
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes; without TCP_NODELAY the body waits for the
+        # client's delayed ACK, about 40 ms per answer (measured by bench/router.py).
+        disable_nagle_algorithm = True
+
+        def log_message(self, format, *args):  # quiet: one line per request is noise
+            pass
+
+        def _send(self, status: int, body: dict) -> None:
+            payload = json.dumps(body, ensure_ascii=False).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _error(self, status: int, message: str, code: str) -> None:
+            self._send(status, {"error": {"message": message, "type": "invalid_request_error", "code": code}})
+
+        def do_GET(self):
+            if self.path.rstrip("/") in ("/v1/models", "/models"):
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [{"id": model_name, "object": "model", "owned_by": "evalhub"}],
+                    },
+                )
+            elif self.path == "/health":
+                self._send(200, {"status": "ok", "model": model_name})
+            else:
+                self._error(404, f"no route {self.path}", "not_found")
+
+        def do_POST(self):
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                return self._error(404, f"no route {self.path}", "not_found")
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY_BYTES:
+                return self._error(413, "request body too large", "too_large")
+            try:
+                body = json.loads(self.rfile.read(length) or b"null")
+            except json.JSONDecodeError as exc:
+                return self._error(400, f"body is not JSON: {exc.msg}", "invalid_json")
+            if not isinstance(body, dict):
+                return self._error(400, "body must be a JSON object", "invalid_body")
+            if body.get("stream"):
+                return self._error(400, "streaming is not supported by this server", "unsupported")
+            messages = body.get("messages")
+            users = [m for m in messages or [] if isinstance(m, dict) and m.get("role") == "user"]
+            if not users or not isinstance(users[-1].get("content"), str):
+                return self._error(
+                    400, "messages must hold a user message with string content", "invalid_messages"
+                )
+            question = users[-1]["content"]
+            with lock:
+                prediction = backend.predict([question])[0]
+            if prediction.error:
+                return self._send(
+                    500,
+                    {"error": {"message": prediction.error, "type": "server_error", "code": "model_error"}},
+                )
+            content = f"[{prediction.label}] {prediction.text}" if prediction.label else prediction.text
+            self._send(
+                200,
+                {
+                    "id": f"chatcmpl-{uuid.uuid4().hex}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": model_name,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": content},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": len(question.split()),
+                        "completion_tokens": len(content.split()),
+                        "total_tokens": len(question.split()) + len(content.split()),
+                    },
+                },
+            )
+
+    return ThreadingHTTPServer((host, port), Handler)

@@ -1,0 +1,1 @@
+"""Whether an answer is right: label matching, and BERTScore / chrF for free text."""

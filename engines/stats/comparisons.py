@@ -1,0 +1,400 @@
+"""Canary analysis statistics: a candidate arm against a baseline arm, one metric at a time. Pure, no Django.
+
+Inputs are sufficient statistics (counts, sums, sums of squares), like GrowthBook's gbstats, so the cost
+of an analysis does not grow with traffic. The one exception is latency, which needs the values
+themselves for a rank test: callers pass a bounded sample per arm (for example the last 10 000
+requests), never the full history.
+
+Every comparison returns a `ComparisonResult` with a verdict:
+- "fail": the candidate is worse by more than the threshold, and the test says it is not chance;
+- "marginal": only one of the two holds (worse than the threshold but not significant, or
+  significantly worse but within the threshold);
+- "pass": neither holds;
+- "insufficient_data": too few observations (fewer than the minimum per arm) or an estimate that is
+  undefined (e.g. a zero baseline for a ratio). Insufficient data never passes.
+
+Zero variance with enough data is not degenerate: when both arms have no errors (or every value is
+the same) the arms are identical and the test gives p = 1, the limit that the exact tests give too.
+Impossible input (negative counts, more events than trials, non-finite latencies) and invalid
+settings (alpha outside (0, 1), a negative threshold, min_n < 1) raise ValueError: those are bugs,
+not a lack of data.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+from scipy import stats as scipy_stats
+
+from engines.stats.hypothesis import mcnemar_exact, welch_t
+from engines.stats.sufficient import MeanStats, Proportion
+
+PASS, MARGINAL, FAIL, INSUFFICIENT_DATA = "pass", "marginal", "fail", "insufficient_data"
+VERDICTS = (PASS, MARGINAL, FAIL, INSUFFICIENT_DATA)
+
+# How `ComparisonResult.difference` (and `threshold`) is expressed.
+ABSOLUTE = "absolute"  # candidate − baseline, in the metric's own unit (rates: fractions, 0.01 = 1 point)
+RELATIVE = "relative"  # (candidate − baseline) / baseline
+RATIO = "ratio"  # candidate / baseline
+
+
+@dataclass(frozen=True)
+class ComparisonResult:
+    """The outcome of comparing one metric between the arms.
+
+    `difference` is candidate − baseline, relative to the baseline, or candidate / baseline, as
+    `difference_kind` says; `threshold` is the limit it was held to, in the same terms. `p_value` is
+    None where no test was run (insufficient data)."""
+
+    metric: str
+    verdict: str
+    reasons: tuple[str, ...]
+    candidate_estimate: float | None
+    baseline_estimate: float | None
+    difference: float | None
+    difference_kind: str
+    p_value: float | None
+    candidate_n: int
+    baseline_n: int
+    threshold: float
+    alpha: float
+    min_n: int
+    test: str
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (reasons as a list)."""
+        data = asdict(self)
+        data["reasons"] = list(self.reasons)
+        return data
+
+
+def _settings_check(*, alpha: float, min_n: int, threshold: float, threshold_name: str) -> None:
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha} outside (0, 1)")
+    if min_n < 1:
+        raise ValueError(f"min_n={min_n} must be at least 1")
+    if not threshold >= 0:
+        raise ValueError(f"{threshold_name}={threshold} must be non-negative")
+
+
+def _verdict_decide(*, exceeds: bool, significant: bool) -> str:
+    if exceeds and significant:
+        return FAIL
+    if exceeds or significant:
+        return MARGINAL
+    return PASS
+
+
+def _verdict_reason(*, verdict: str, p_value: float, alpha: float) -> str:
+    significance = f"p={p_value:.4g} {'<' if p_value < alpha else '>='} alpha {alpha:g}"
+    return {
+        FAIL: f"fail: worse than the threshold and significant ({significance})",
+        MARGINAL: (
+            f"marginal: worse than the threshold but not significant ({significance})"
+            if p_value >= alpha
+            else f"marginal: significantly worse but within the threshold ({significance})"
+        ),
+        PASS: f"pass: within the threshold and not significantly worse ({significance})",
+    }[verdict]
+
+
+def _too_few_reasons(*, min_n: int, counts: dict[str, int], unit: str) -> list[str]:
+    return [
+        f"insufficient data: {arm} has {count} {unit}, fewer than the minimum {min_n}"
+        for arm, count in counts.items()
+        if count < min_n
+    ]
+
+
+def rate_compare(
+    *,
+    metric: str,
+    candidate: Proportion,
+    baseline: Proportion,
+    max_increase: float,
+    min_n: int,
+    alpha: float = 0.05,
+) -> ComparisonResult:
+    """Compare a lower-is-better rate (errors, fallbacks, follow-ups) with a pooled two-proportion z-test.
+
+    One-sided: H1 is "the candidate's rate is higher". fail when the candidate's rate exceeds the
+    baseline's by more than `max_increase` (absolute, 0.005 = half a point) and p < alpha."""
+    _settings_check(alpha=alpha, min_n=min_n, threshold=max_increase, threshold_name="max_increase")
+    candidate_rate, baseline_rate = candidate.rate, baseline.rate
+    difference = None if candidate_rate is None or baseline_rate is None else candidate_rate - baseline_rate
+    common = dict(
+        metric=metric,
+        candidate_estimate=candidate_rate,
+        baseline_estimate=baseline_rate,
+        difference=difference,
+        difference_kind=ABSOLUTE,
+        candidate_n=candidate.n,
+        baseline_n=baseline.n,
+        threshold=max_increase,
+        alpha=alpha,
+        min_n=min_n,
+        test="two-proportion z-test (pooled, one-sided)",
+    )
+    too_few = _too_few_reasons(
+        min_n=min_n, counts={"candidate": candidate.n, "baseline": baseline.n}, unit="observations"
+    )
+    if too_few:
+        return ComparisonResult(verdict=INSUFFICIENT_DATA, reasons=tuple(too_few), p_value=None, **common)
+
+    assert candidate_rate is not None and baseline_rate is not None and difference is not None
+    pooled = (candidate.successes + baseline.successes) / (candidate.n + baseline.n)
+    standard_error = math.sqrt(pooled * (1 - pooled) * (1 / candidate.n + 1 / baseline.n))
+    summary = (
+        f"candidate {candidate_rate:.3%} ({candidate.successes}/{candidate.n}) vs baseline "
+        f"{baseline_rate:.3%} ({baseline.successes}/{baseline.n}), "
+        f"difference {difference * 100:+.3f} points, limit +{max_increase * 100:.3f} points"
+    )
+    if standard_error == 0:
+        # Pooled rate 0 or 1: both arms at the same extreme, no evidence either way (Fisher's exact p is 1).
+        p_value = 1.0
+        test_reason = f"no variance: both arms at {pooled:.0%}, p=1"
+    else:
+        z = difference / standard_error
+        p_value = float(scipy_stats.norm.sf(z))
+        test_reason = f"z={z:.4f} (pooled rate {pooled:.4%}, standard error {standard_error:.6f})"
+    verdict = _verdict_decide(exceeds=difference > max_increase, significant=p_value < alpha)
+    reasons = (summary, test_reason, _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha))
+    return ComparisonResult(verdict=verdict, reasons=reasons, p_value=p_value, **common)
+
+
+def error_rate_compare(
+    *,
+    candidate: Proportion,
+    baseline: Proportion,
+    max_increase: float,
+    min_n: int,
+    alpha: float = 0.05,
+    metric: str = "error_rate",
+) -> ComparisonResult:
+    """Compare error rates (errors out of requests); see `rate_compare`."""
+    return rate_compare(
+        metric=metric,
+        candidate=candidate,
+        baseline=baseline,
+        max_increase=max_increase,
+        min_n=min_n,
+        alpha=alpha,
+    )
+
+
+def latency_compare(
+    *,
+    candidate: Sequence[float],
+    baseline: Sequence[float],
+    max_ratio: float,
+    min_n: int,
+    alpha: float = 0.05,
+    metric: str = "latency",
+) -> ComparisonResult:
+    """Compare latencies with a one-sided Mann-Whitney U test (H1: the candidate is slower).
+
+    The samples are bounded (e.g. the last 10 000 latencies per arm), not the full history: the rank
+    test needs the values, so callers cap them to keep the cost flat. The effect size is the ratio of
+    the medians, candidate / baseline; fail when it exceeds `max_ratio` (1.2 = 20 % slower) and
+    p < alpha. scipy picks the exact U distribution for small samples without ties, else the normal
+    approximation with tie and continuity corrections."""
+    if not max_ratio > 0:
+        raise ValueError(f"max_ratio={max_ratio} must be positive")
+    _settings_check(alpha=alpha, min_n=min_n, threshold=max_ratio, threshold_name="max_ratio")
+    for arm, values in (("candidate", candidate), ("baseline", baseline)):
+        if not all(math.isfinite(value) for value in values):
+            raise ValueError(f"{arm} latencies contain a non-finite value")
+    candidate_median = float(statistics.median(candidate)) if len(candidate) else None
+    baseline_median = float(statistics.median(baseline)) if len(baseline) else None
+    common = dict(
+        metric=metric,
+        candidate_estimate=candidate_median,
+        baseline_estimate=baseline_median,
+        difference_kind=RATIO,
+        candidate_n=len(candidate),
+        baseline_n=len(baseline),
+        threshold=max_ratio,
+        alpha=alpha,
+        min_n=min_n,
+        test="Mann-Whitney U (one-sided)",
+    )
+    too_few = _too_few_reasons(
+        min_n=min_n, counts={"candidate": len(candidate), "baseline": len(baseline)}, unit="samples"
+    )
+    if too_few:
+        return ComparisonResult(
+            verdict=INSUFFICIENT_DATA, reasons=tuple(too_few), difference=None, p_value=None, **common
+        )
+    assert candidate_median is not None and baseline_median is not None
+    if baseline_median <= 0:
+        reason = f"insufficient data: baseline median latency is {baseline_median:g}, the ratio is undefined"
+        return ComparisonResult(
+            verdict=INSUFFICIENT_DATA, reasons=(reason,), difference=None, p_value=None, **common
+        )
+
+    ratio = candidate_median / baseline_median
+    result = scipy_stats.mannwhitneyu(candidate, baseline, alternative="greater")
+    p_value = float(result.pvalue)
+    verdict = _verdict_decide(exceeds=ratio > max_ratio, significant=p_value < alpha)
+    reasons = (
+        f"candidate median {candidate_median:.4g} (n={len(candidate)}) vs baseline median "
+        f"{baseline_median:.4g} (n={len(baseline)}), ratio {ratio:.4f}, limit {max_ratio:.4f}",
+        f"U={float(result.statistic):.1f}",
+        _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha),
+    )
+    return ComparisonResult(verdict=verdict, reasons=reasons, difference=ratio, p_value=p_value, **common)
+
+
+def mean_compare(
+    *,
+    candidate: MeanStats,
+    baseline: MeanStats,
+    max_increase_ratio: float,
+    min_n: int,
+    alpha: float = 0.05,
+    metric: str = "turns_per_session",
+) -> ComparisonResult:
+    """Compare lower-is-better means (e.g. turns per session) with a one-sided Welch t-test.
+
+    H1: the candidate's mean is higher. The effect size is relative, (candidate − baseline) / baseline;
+    fail when it exceeds `max_increase_ratio` (0.1 = 10 % higher) and p < alpha. At least two values
+    per arm are needed whatever `min_n` says. When both arms are constant the standard error is zero
+    and the one-sided test's limit is used: p = 0 if the candidate's mean is higher, else 1."""
+    _settings_check(
+        alpha=alpha, min_n=min_n, threshold=max_increase_ratio, threshold_name="max_increase_ratio"
+    )
+    required = max(min_n, 2)
+    candidate_mean, baseline_mean = candidate.mean, baseline.mean
+    common = dict(
+        metric=metric,
+        candidate_estimate=candidate_mean,
+        baseline_estimate=baseline_mean,
+        difference_kind=RELATIVE,
+        candidate_n=candidate.n,
+        baseline_n=baseline.n,
+        threshold=max_increase_ratio,
+        alpha=alpha,
+        min_n=min_n,
+        test="Welch t-test (one-sided)",
+    )
+    too_few = _too_few_reasons(
+        min_n=required, counts={"candidate": candidate.n, "baseline": baseline.n}, unit="observations"
+    )
+    if too_few:
+        return ComparisonResult(
+            verdict=INSUFFICIENT_DATA, reasons=tuple(too_few), difference=None, p_value=None, **common
+        )
+    assert candidate_mean is not None and baseline_mean is not None
+    if baseline_mean <= 0:
+        reason = (
+            f"insufficient data: baseline mean is {baseline_mean:g}, the relative difference is undefined"
+        )
+        return ComparisonResult(
+            verdict=INSUFFICIENT_DATA, reasons=(reason,), difference=None, p_value=None, **common
+        )
+
+    relative = (candidate_mean - baseline_mean) / baseline_mean
+    candidate_sd, baseline_sd = math.sqrt(candidate.variance or 0.0), math.sqrt(baseline.variance or 0.0)
+    if candidate_sd == 0 and baseline_sd == 0:
+        p_value = 0.0 if candidate_mean > baseline_mean else 1.0
+        test_reason = f"no variance: both arms are constant, p={p_value:g}"
+    else:
+        t, df = welch_t(first=candidate, second=baseline)
+        p_value = float(scipy_stats.t.sf(t, df))
+        test_reason = f"t={t:.4f}, df={df:.2f}"
+    verdict = _verdict_decide(exceeds=relative > max_increase_ratio, significant=p_value < alpha)
+    reasons = (
+        f"candidate mean {candidate_mean:.4g} (sd {candidate_sd:.4g}, n={candidate.n}) vs baseline "
+        f"mean {baseline_mean:.4g} (sd {baseline_sd:.4g}, n={baseline.n}), relative difference "
+        f"{relative:+.2%}, limit +{max_increase_ratio:.2%}",
+        test_reason,
+        _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha),
+    )
+    return ComparisonResult(verdict=verdict, reasons=reasons, difference=relative, p_value=p_value, **common)
+
+
+def probes_compare(
+    *,
+    only_candidate_correct: int,
+    only_baseline_correct: int,
+    both_correct: int,
+    neither_correct: int,
+    min_pairs: int,
+    alpha: float = 0.05,
+    metric: str = "probes",
+) -> ComparisonResult:
+    """Compare paired probe outcomes (each probe sent to both arms) with the exact McNemar test.
+
+    The estimates are the arms' accuracies, the difference is candidate − baseline accuracy (negative:
+    the candidate is worse) and the threshold is 0: any significant loss fails. fail when the baseline
+    wins more discordant pairs and the two-sided exact p < alpha (so a one-sided level of alpha / 2,
+    conservative); pass otherwise, given at least `min_pairs` pairs."""
+    counts = (only_candidate_correct, only_baseline_correct, both_correct, neither_correct)
+    if any(count < 0 for count in counts):
+        raise ValueError(f"negative probe counts {counts}")
+    _settings_check(alpha=alpha, min_n=min_pairs, threshold=0.0, threshold_name="threshold")
+    pairs = sum(counts)
+    candidate_accuracy = (only_candidate_correct + both_correct) / pairs if pairs else None
+    baseline_accuracy = (only_baseline_correct + both_correct) / pairs if pairs else None
+    difference = (only_candidate_correct - only_baseline_correct) / pairs if pairs else None
+    common = dict(
+        metric=metric,
+        candidate_estimate=candidate_accuracy,
+        baseline_estimate=baseline_accuracy,
+        difference=difference,
+        difference_kind=ABSOLUTE,
+        candidate_n=pairs,
+        baseline_n=pairs,
+        threshold=0.0,
+        alpha=alpha,
+        min_n=min_pairs,
+        test="exact McNemar (two-sided)",
+    )
+    if pairs < min_pairs:
+        reason = f"insufficient data: {pairs} probe pairs, fewer than the minimum {min_pairs}"
+        return ComparisonResult(verdict=INSUFFICIENT_DATA, reasons=(reason,), p_value=None, **common)
+
+    assert candidate_accuracy is not None and baseline_accuracy is not None
+    p_value = mcnemar_exact(only_first=only_candidate_correct, only_second=only_baseline_correct)
+    significant = p_value < alpha
+    worse = only_baseline_correct > only_candidate_correct
+    verdict = FAIL if worse and significant else PASS
+    significance = f"p={p_value:.4g} {'<' if significant else '>='} alpha {alpha:g}"
+    if verdict == FAIL:
+        outcome = f"fail: the baseline wins significantly more discordant pairs ({significance})"
+    elif worse:
+        outcome = f"pass: the baseline wins more discordant pairs but not significantly ({significance})"
+    else:
+        outcome = f"pass: the candidate is not worse ({significance})"
+    reasons = (
+        f"candidate accuracy {candidate_accuracy:.2%} vs baseline {baseline_accuracy:.2%} "
+        f"over {pairs} pairs; only candidate correct {only_candidate_correct}, only baseline correct "
+        f"{only_baseline_correct}",
+        outcome,
+    )
+    return ComparisonResult(verdict=verdict, reasons=reasons, p_value=p_value, **common)
+
+
+def analysis_combine(results: Iterable[ComparisonResult]) -> tuple[str, tuple[str, ...]]:
+    """The overall verdict of an analysis and its reasons.
+
+    fail if any metric fails; else insufficient_data if any metric lacks data; else marginal if any is
+    marginal; else pass. So insufficient data never yields pass, and no metrics at all is
+    insufficient_data. The reasons: a count per verdict, then every metric's reasons, prefixed."""
+    results = list(results)
+    if not results:
+        return INSUFFICIENT_DATA, ("insufficient data: no metrics were analysed",)
+    verdicts = [result.verdict for result in results]
+    unknown = set(verdicts) - set(VERDICTS)
+    if unknown:
+        raise ValueError(f"unknown verdicts {sorted(unknown)}")
+    overall = next(verdict for verdict in (FAIL, INSUFFICIENT_DATA, MARGINAL, PASS) if verdict in verdicts)
+    tally = ", ".join(f"{verdicts.count(verdict)} {verdict}" for verdict in VERDICTS if verdict in verdicts)
+    reasons = [f"overall {overall}: {tally} across {len(results)} metrics"]
+    reasons += [
+        f"{result.metric} [{result.verdict}]: {reason}" for result in results for reason in result.reasons
+    ]
+    return overall, tuple(reasons)

@@ -1,0 +1,47 @@
+"""Confidence intervals and the quantiles behind them."""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+
+def z_for(confidence: float) -> float:
+    """The two-sided normal quantile: z such that P(|Z| ≤ z) = confidence."""
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def wilson_interval(*, successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion; (0, 1) when there is no data."""
+    if n <= 0:
+        return (0.0, 1.0)
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes={successes} outside [0, n={n}]")
+    z = z_for(confidence)
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def newcombe_interval(
+    *, successes_1: int, n_1: int, successes_2: int, n_2: int, confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """p₁ − p₂ and its Newcombe hybrid score interval (method 10) from the two Wilson intervals."""
+    if n_1 <= 0 or n_2 <= 0:
+        raise ValueError(f"both samples need trials, got n_1={n_1}, n_2={n_2}")
+    p_1, p_2 = successes_1 / n_1, successes_2 / n_2
+    low_1, high_1 = wilson_interval(successes=successes_1, n=n_1, confidence=confidence)
+    low_2, high_2 = wilson_interval(successes=successes_2, n=n_2, confidence=confidence)
+    difference = p_1 - p_2
+    return (
+        difference,
+        difference - math.hypot(p_1 - low_1, high_2 - p_2),
+        difference + math.hypot(high_1 - p_1, p_2 - low_2),
+    )
+
+
+def welch_df(*, first_part: float, n_first: int, second_part: float, n_second: int) -> float:
+    """Welch–Satterthwaite degrees of freedom from two samples' variances of the mean (s²/n)."""
+    return (first_part + second_part) ** 2 / (first_part**2 / (n_first - 1) + second_part**2 / (n_second - 1))

@@ -1,0 +1,182 @@
+"""Sufficient statistics: what an arm's data reduces to (counts, sums, sums of squares and of
+cross-products), so an analysis costs the same whatever the traffic. Frozen dataclasses, as in
+GrowthBook's gbstats; impossible values raise ValueError.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+MIN_UNITS = 2  # per arm: a sample variance needs two values
+# Centred sums of squares below this fraction of the raw sum of squares are rounding error of
+# sum-of-squares arithmetic.
+VARIANCE_EPSILON = 1e-12
+
+
+def centred(*, n: int, sum_a: float, sum_b: float, sum_ab: float, scale: float) -> float:
+    """Σ(a − ā)(b − b̄) from raw sums; rounding error below `scale` · epsilon reads as 0."""
+    value = sum_ab - sum_a * sum_b / n
+    return 0.0 if abs(value) <= VARIANCE_EPSILON * scale else value
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """`successes` events (errors, fallbacks, follow-ups...) out of `n` trials (requests, sessions)."""
+
+    successes: int
+    n: int
+
+    def __post_init__(self) -> None:
+        if self.n < 0 or not 0 <= self.successes <= self.n:
+            raise ValueError(f"impossible proportion {self.successes}/{self.n}")
+
+    @property
+    def rate(self) -> float | None:
+        return self.successes / self.n if self.n else None
+
+
+@dataclass(frozen=True)
+class MeanStats:
+    """Sufficient statistics of a sample: count, sum of values, sum of squared values."""
+
+    n: int
+    total: float
+    total_squares: float
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError(f"negative count n={self.n}")
+        if not (math.isfinite(self.total) and math.isfinite(self.total_squares)) or self.total_squares < 0:
+            raise ValueError(f"impossible sums total={self.total}, total_squares={self.total_squares}")
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> MeanStats:
+        """The sufficient statistics of `values` (for tests and small samples)."""
+        n, total, total_squares = 0, 0.0, 0.0
+        for value in values:
+            n, total, total_squares = n + 1, total + value, total_squares + value * value
+        return cls(n=n, total=total, total_squares=total_squares)
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.n if self.n else None
+
+    @property
+    def variance(self) -> float | None:
+        """Sample variance (n − 1 denominator); None below two values."""
+        if self.n < 2:
+            return None
+        variance = (self.total_squares - self.total * self.total / self.n) / (self.n - 1)
+        if variance <= VARIANCE_EPSILON * self.total_squares / self.n:
+            return 0.0
+        return variance
+
+
+@dataclass(frozen=True)
+class RatioStats:
+    """Per-unit sufficient statistics of a ratio metric Σx / Σy.
+
+    One row per randomisation unit (e.g. per user: x = review hours, y = contracts reviewed; the metric
+    is hours per contract). Units, not contracts, are independent, hence the delta method."""
+
+    n: int
+    sum_x: float
+    sum_y: float
+    sum_x2: float
+    sum_y2: float
+    sum_xy: float
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError(f"negative count n={self.n}")
+        sums = (self.sum_x, self.sum_y, self.sum_x2, self.sum_y2, self.sum_xy)
+        if not all(math.isfinite(value) for value in sums) or self.sum_x2 < 0 or self.sum_y2 < 0:
+            raise ValueError(f"impossible sums {sums}")
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[float, float]]) -> RatioStats:
+        """The sufficient statistics of (x, y) per unit (for tests and small samples)."""
+        n, sx, sy, sxx, syy, sxy = 0, 0.0, 0.0, 0.0, 0.0, 0.0
+        for x, y in pairs:
+            n, sx, sy, sxx, syy, sxy = n + 1, sx + x, sy + y, sxx + x * x, syy + y * y, sxy + x * y
+        return cls(n=n, sum_x=sx, sum_y=sy, sum_x2=sxx, sum_y2=syy, sum_xy=sxy)
+
+    @property
+    def ratio(self) -> float | None:
+        return self.sum_x / self.sum_y if self.n and self.sum_y else None
+
+    @property
+    def ratio_variance(self) -> float | None:
+        """Delta-method variance of x̄/ȳ (n ≥ 2, ȳ ≠ 0), with sample (n − 1) variances and covariance:
+
+        Var(x̄/ȳ) ≈ (s_x²/ȳ² − 2·x̄·s_xy/ȳ³ + x̄²·s_y²/ȳ⁴) / n
+                  = sample variance of (x_i − R·y_i)/ȳ over units, divided by n."""
+        if self.n < MIN_UNITS or self.sum_y == 0:
+            return None
+        n = self.n
+        mean_x, mean_y = self.sum_x / n, self.sum_y / n
+        var_x = centred(n=n, sum_a=self.sum_x, sum_b=self.sum_x, sum_ab=self.sum_x2, scale=self.sum_x2)
+        var_y = centred(n=n, sum_a=self.sum_y, sum_b=self.sum_y, sum_ab=self.sum_y2, scale=self.sum_y2)
+        cross = math.sqrt(self.sum_x2 * self.sum_y2)
+        cov_xy = centred(n=n, sum_a=self.sum_x, sum_b=self.sum_y, sum_ab=self.sum_xy, scale=cross)
+        var_x, var_y, cov_xy = var_x / (n - 1), var_y / (n - 1), cov_xy / (n - 1)
+        terms = (var_x / mean_y**2, 2 * mean_x * cov_xy / mean_y**3, mean_x**2 * var_y / mean_y**4)
+        variance = terms[0] - terms[1] + terms[2]
+        # Units all on one line x = R·y: the terms cancel up to rounding error.
+        if variance <= VARIANCE_EPSILON * (terms[0] + terms[2]):
+            return 0.0
+        return variance / n
+
+    def linearised(self) -> MeanStats:
+        """Per-unit MeanStats with the ratio's mean and its delta-method variance, for methods that
+        take means (the sequential interval): n units whose mean is R and whose sample variance is
+        n·Var(x̄/ȳ). Needs n ≥ 2 and Σy ≠ 0."""
+        ratio, variance = self.ratio, self.ratio_variance
+        if ratio is None or variance is None:
+            raise ValueError("a ratio needs two units and a non-zero denominator to be linearised")
+        n = self.n
+        return MeanStats(n=n, total=n * ratio, total_squares=(n - 1) * n * variance + n * ratio * ratio)
+
+
+@dataclass(frozen=True)
+class CupedStats:
+    """One arm's sufficient statistics for CUPED: the metric x and its pre-period covariate `pre`."""
+
+    n: int
+    sum_x: float
+    sum_x2: float
+    sum_pre: float
+    sum_pre2: float
+    sum_x_pre: float
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError(f"negative count n={self.n}")
+        sums = (self.sum_x, self.sum_x2, self.sum_pre, self.sum_pre2, self.sum_x_pre)
+        if not all(math.isfinite(value) for value in sums) or self.sum_x2 < 0 or self.sum_pre2 < 0:
+            raise ValueError(f"impossible sums {sums}")
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[float, float]]) -> CupedStats:
+        """The sufficient statistics of (x, pre) per unit (for tests and small samples)."""
+        n, sx, sxx, sp, spp, sxp = 0, 0.0, 0.0, 0.0, 0.0, 0.0
+        for x, pre in pairs:
+            n, sx, sxx, sp, spp, sxp = n + 1, sx + x, sxx + x * x, sp + pre, spp + pre * pre, sxp + x * pre
+        return cls(n=n, sum_x=sx, sum_x2=sxx, sum_pre=sp, sum_pre2=spp, sum_x_pre=sxp)
+
+    def centred_sums(self) -> tuple[float, float, float]:
+        """Σ(x − x̄)², Σ(pre − p̄)², Σ(x − x̄)(pre − p̄)."""
+        n = self.n
+        return (
+            centred(n=n, sum_a=self.sum_x, sum_b=self.sum_x, sum_ab=self.sum_x2, scale=self.sum_x2),
+            centred(n=n, sum_a=self.sum_pre, sum_b=self.sum_pre, sum_ab=self.sum_pre2, scale=self.sum_pre2),
+            centred(
+                n=n,
+                sum_a=self.sum_x,
+                sum_b=self.sum_pre,
+                sum_ab=self.sum_x_pre,
+                scale=math.sqrt(self.sum_x2 * self.sum_pre2),
+            ),
+        )

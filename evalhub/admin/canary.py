@@ -1,0 +1,99 @@
+from django import forms
+from django.contrib import admin, messages
+
+from canary.models import Experiment, FollowUpDetectorConfig, OutcomeEvent, TurnEvent
+from canary.services.experiments import experiment_pause, experiment_rollback
+from canary.services.followups import followup_thresholds_set
+from engines.followup.detector import FollowUpThresholds
+from evalhub.admin.base import ReadOnlyAdmin
+from registry.errors import ApplicationError
+
+
+@admin.register(Experiment)
+class ExperimentAdmin(ReadOnlyAdmin):
+    """Read-only: experiments change through the API and these actions, which audit each step."""
+
+    list_display = ["name", "family", "baseline", "candidate", "status", "traffic_percent", "created_at"]
+    list_filter = ["family", "status"]
+    search_fields = ["name", "family"]
+    actions = ["pause", "roll_back"]
+
+    def _each(self, request, queryset, change, done: str) -> None:
+        for experiment in queryset:
+            try:
+                change(experiment=experiment, actor=request.user)
+                self.message_user(request, f"{experiment.name}: {done}")
+            except ApplicationError as exc:
+                self.message_user(request, f"{experiment.name}: {exc.message}", level=messages.ERROR)
+
+    @admin.action(description="Pause (everyone back on the baseline until resumed)")
+    def pause(self, request, queryset):
+        self._each(request, queryset, lambda **kw: experiment_pause(**kw, reason="admin action"), "paused")
+
+    @admin.action(description="Roll back (ends the experiment)")
+    def roll_back(self, request, queryset):
+        self._each(
+            request,
+            queryset,
+            lambda **kw: experiment_rollback(**kw, reason="rolled back from the admin"),
+            "rolled back",
+        )
+
+
+@admin.register(TurnEvent)
+class TurnEventAdmin(ReadOnlyAdmin):
+    list_display = [
+        "event_id",
+        "experiment",
+        "arm",
+        "role",
+        "session_id",
+        "turn_index",
+        "source",
+        "follow_up_kind",
+        "occurred_at",
+    ]
+    list_filter = ["experiment", "arm", "role", "source", "fallback", "follow_up_kind"]
+    search_fields = ["event_id", "session_id", "user_id"]
+
+
+@admin.register(OutcomeEvent)
+class OutcomeEventAdmin(ReadOnlyAdmin):
+    list_display = ["event_id", "experiment", "arm", "unit_id", "metric", "value", "occurred_at"]
+    list_filter = ["experiment", "arm", "metric"]
+    search_fields = ["event_id", "unit_id", "user_id"]
+
+
+class FollowUpDetectorConfigForm(forms.ModelForm):
+    class Meta:
+        model = FollowUpDetectorConfig
+        fields = ["family", "thresholds"]
+        help_texts = {
+            "thresholds": "Keys of engines.followup.detector.FollowUpThresholds; missing keys keep "
+            "their defaults: " + ", ".join(f"{k}={v}" for k, v in FollowUpThresholds().as_dict().items())
+        }
+
+    def clean_thresholds(self):
+        try:
+            FollowUpThresholds.from_dict(self.cleaned_data["thresholds"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return self.cleaned_data["thresholds"]
+
+
+@admin.register(FollowUpDetectorConfig)
+class FollowUpDetectorConfigAdmin(admin.ModelAdmin):
+    """A family's follow-up detector thresholds; each change is audited."""
+
+    form = FollowUpDetectorConfigForm
+    list_display = ["family", "thresholds", "updated_at"]
+
+    def save_model(self, request, obj, form, change):
+        saved = followup_thresholds_set(family=obj.family, thresholds=obj.thresholds, actor=request.user)
+        obj.pk = saved.pk
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["family"] if obj else []
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -1,0 +1,1 @@
+"""The REST API (DRF): thin views over the services and selectors of every floor."""

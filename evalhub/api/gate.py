@@ -1,0 +1,322 @@
+"""REST API v1. Thin: validate input, call a service or selector, serialize the result."""
+
+from __future__ import annotations
+
+import json
+
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, renderers, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evalhub.api.common import (
+    StrictSerializer,
+    SuiteRefField,
+    VersionRefField,
+    absolute_url,
+    filter_params,
+    paginated,
+)
+from gate.models import Decision, GateRun, LayerResult
+from gate.report_md import gate_report_markdown
+from gate.selectors.decisions import decision_get, decision_list
+from gate.selectors.gate_runs import gate_run_get, gate_run_list, sample_result_list
+from gate.services.decisions import REASON_MAX_LENGTH, decision_record
+from gate.services.gate_runs import gate_run_start
+from gate.services.report import gate_run_report
+from registry.errors import ApplicationError, NotFoundError
+from registry.roles import RELEASE_MANAGER
+from registry.selectors.suites import eval_suite_get
+
+
+class LayerResultOutputSerializer(serializers.ModelSerializer):
+    samples_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = LayerResult
+        fields = [
+            "layer",
+            "verdict",
+            "metric",
+            "estimate",
+            "ci_low",
+            "ci_high",
+            "threshold",
+            "reasons",
+            "details",
+            "wall_seconds",
+            "device",
+            "samples_url",
+        ]
+
+    def get_samples_url(self, obj) -> str:
+        url = reverse("api:gate-run-samples", kwargs={"pk": obj.gate_run_id}) + f"?layer={obj.layer}"
+        return absolute_url(self.context, url)
+
+
+class GateRunOutputSerializer(serializers.ModelSerializer):
+    candidate = serializers.CharField(source="candidate.ref")
+    baseline = serializers.CharField(source="baseline.ref", default=None)
+    suite = serializers.SerializerMethodField()
+    policy = serializers.CharField(source="policy.name", default=None)
+    experiment = serializers.CharField(source="experiment.name", default=None)
+    layers = LayerResultOutputSerializer(many=True, read_only=True)
+    url = serializers.SerializerMethodField()
+    html_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = GateRun
+        fields = [
+            "id",
+            "url",
+            "html_url",
+            "candidate",
+            "baseline",
+            "suite",
+            "policy",
+            "policy_config",
+            "experiment",
+            "status",
+            "progress",
+            "verdict",
+            "verdict_reasons",
+            "error_message",
+            "attempts",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "layers",
+        ]
+
+    def get_suite(self, obj) -> str:
+        return f"{obj.suite.name}@{obj.suite.version}"
+
+    def get_url(self, obj) -> str:
+        return absolute_url(self.context, reverse("api:gate-run-detail", kwargs={"pk": obj.pk}))
+
+    def get_html_url(self, obj) -> str:
+        """The run's page for people (reports, attribution, decisions)."""
+        return absolute_url(self.context, reverse("gate-run-detail", kwargs={"pk": obj.pk}))
+
+
+class GateRunListApi(APIView):
+    class FilterSerializer(serializers.Serializer):
+        candidate = VersionRefField(required=False)
+        status = serializers.ChoiceField(choices=GateRun.Status.choices, required=False)
+        verdict = serializers.ChoiceField(choices=GateRun.Verdict.choices, required=False)
+        limit = serializers.IntegerField(required=False, min_value=1)
+        offset = serializers.IntegerField(required=False, min_value=0)
+
+    class InputSerializer(StrictSerializer):
+        candidate = VersionRefField()
+        baseline = VersionRefField(required=False, allow_null=True)
+        suite = SuiteRefField(
+            required=False,
+            help_text="id, name@version or name; default: the latest suite named as the family.",
+        )
+        policy = serializers.CharField(
+            required=False, help_text="default: the policy named as the family if any, else `default`"
+        )
+        policy_overrides = serializers.DictField(required=False)
+        experiment = serializers.CharField(
+            required=False,
+            help_text="the canary experiment whose traffic feeds layers 2 and 3; default: the candidate's "
+            "running or latest experiment",
+        )
+
+    @extend_schema(parameters=[FilterSerializer], responses=GateRunOutputSerializer(many=True))
+    def get(self, request):
+        filters = filter_params(request, self.FilterSerializer)
+        return paginated(request, self, gate_run_list(filters=filters), GateRunOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={202: GateRunOutputSerializer})
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        candidate = data["candidate"]
+        suite = data.get("suite") or self._family_suite(candidate)
+        run = gate_run_start(
+            candidate=candidate,
+            baseline=data.get("baseline"),
+            suite=suite,
+            policy_name=data.get("policy"),
+            policy_overrides=data.get("policy_overrides"),
+            experiment_name=data.get("experiment"),
+            actor=request.user,
+        )
+        body = GateRunOutputSerializer(gate_run_get(gate_run_id=run.pk), context={"request": request}).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+    @staticmethod
+    def _family_suite(candidate):
+        try:
+            return eval_suite_get(ref=candidate.family)
+        except NotFoundError:
+            raise ApplicationError(
+                f"No suite named {candidate.family!r}; name one.", fields={"suite": ["required"]}
+            ) from None
+
+
+class GateRunDetailApi(APIView):
+    @extend_schema(responses=GateRunOutputSerializer)
+    def get(self, request, pk: int):
+        run = gate_run_get(gate_run_id=pk)
+        return Response(GateRunOutputSerializer(run, context={"request": request}).data)
+
+
+class MarkdownRenderer(renderers.BaseRenderer):
+    media_type = "text/markdown"
+    format = "md"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data.encode(self.charset) if isinstance(data, str) else json.dumps(data).encode(self.charset)
+
+
+class GateRunReportApi(APIView):
+    """The run's report: JSON, or Markdown for audits (`?format=md` or `Accept: text/markdown`)."""
+
+    renderer_classes = [renderers.JSONRenderer, MarkdownRenderer]
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, pk: int):
+        report = gate_run_report(run=gate_run_get(gate_run_id=pk))
+        if request.accepted_renderer.format == "md":
+            return Response(gate_report_markdown(report))
+        return Response(report)
+
+
+class SampleOutputSerializer(serializers.Serializer):
+    layer = serializers.CharField(source="layer_result.layer")
+    sample_index = serializers.IntegerField(allow_null=True)
+    perturbation = serializers.CharField()
+    diff = serializers.CharField()
+    version = serializers.CharField(source="version.ref")
+    item_id = serializers.CharField(source="item.external_id", default=None)
+    input = serializers.SerializerMethodField()
+    expected_label = serializers.CharField(source="item.label", default="")
+    reference = serializers.CharField(source="item.reference", default="")
+    tags = serializers.ListField(source="item.tags", default=list)
+    output_label = serializers.CharField()
+    output_text = serializers.CharField()
+    correct = serializers.BooleanField(allow_null=True)
+    latency_ms = serializers.FloatField()
+    error = serializers.CharField()
+
+    def get_input(self, obj) -> str:
+        return obj.input_text or (obj.item.input if obj.item else "")
+
+
+class GateRunSamplesApi(APIView):
+    class FilterSerializer(serializers.Serializer):
+        layer = serializers.ChoiceField(choices=LayerResult.Layer.choices, required=False)
+        version = VersionRefField(required=False)
+        correct = serializers.BooleanField(required=False, allow_null=True, default=None)
+        limit = serializers.IntegerField(required=False, min_value=1)
+        offset = serializers.IntegerField(required=False, min_value=0)
+
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses=SampleOutputSerializer(many=True),
+        description="Per-item model outputs of a gate run, for drill-down.",
+    )
+    def get(self, request, pk: int):
+        run = gate_run_get(gate_run_id=pk)
+        filters = filter_params(request, self.FilterSerializer)
+        queryset = sample_result_list(
+            run=run,
+            layer=filters.get("layer"),
+            version=filters.get("version"),
+            correct=filters.get("correct"),
+        )
+        return paginated(request, self, queryset, SampleOutputSerializer)
+
+
+# ---------------------------------------------------------------------------------------------
+# Release decisions
+# ---------------------------------------------------------------------------------------------
+class DecisionOutputSerializer(serializers.ModelSerializer):
+    url = serializers.SerializerMethodField()
+    version = serializers.CharField(source="version.ref")
+    gate_run = serializers.IntegerField(source="gate_run_id", allow_null=True)
+    confirms = serializers.IntegerField(source="confirms_id", allow_null=True)
+    confirmation = serializers.SerializerMethodField(help_text="For an override request: its confirmation.")
+    decided_by = serializers.CharField(source="decided_by.username")
+
+    class Meta:
+        model = Decision
+        fields = [
+            "id",
+            "url",
+            "version",
+            "action",
+            "reason",
+            "gate_run",
+            "gate_verdict",
+            "confirms",
+            "confirmation",
+            "decided_by",
+            "created_at",
+        ]
+
+    def get_url(self, obj) -> str:
+        return absolute_url(self.context, reverse("api:decision-detail", kwargs={"pk": obj.pk}))
+
+    def get_confirmation(self, obj) -> int | None:
+        confirmation = getattr(obj, "confirmation", None)
+        return confirmation.pk if confirmation else None
+
+
+class ImmutableApi(APIView):
+    """Decisions are never changed: PUT/PATCH/DELETE answer 405 whoever asks."""
+
+    def initial(self, request, *args, **kwargs):
+        if request.method in ("PUT", "PATCH", "DELETE"):
+            raise exceptions.MethodNotAllowed(request.method)
+        super().initial(request, *args, **kwargs)
+
+
+class DecisionListApi(ImmutableApi):
+    write_roles = frozenset({RELEASE_MANAGER})
+
+    class FilterSerializer(serializers.Serializer):
+        version = VersionRefField(required=False)
+        action = serializers.ChoiceField(choices=Decision.Action.choices, required=False)
+        limit = serializers.IntegerField(required=False, min_value=1)
+        offset = serializers.IntegerField(required=False, min_value=0)
+
+    class InputSerializer(StrictSerializer):
+        version = VersionRefField()
+        action = serializers.ChoiceField(choices=Decision.Action.choices)
+        reason = serializers.CharField(max_length=REASON_MAX_LENGTH)
+        gate_run = serializers.PrimaryKeyRelatedField(
+            queryset=GateRun.objects.all(),
+            required=False,
+            help_text="The gate run decided on; refused when a newer one has finished. Default: the latest.",
+        )
+        confirms = serializers.PrimaryKeyRelatedField(
+            queryset=Decision.objects.all(), required=False, help_text="override_confirm: the request's id."
+        )
+
+    @extend_schema(parameters=[FilterSerializer], responses=DecisionOutputSerializer(many=True))
+    def get(self, request):
+        filters = filter_params(request, self.FilterSerializer)
+        return paginated(request, self, decision_list(filters=filters), DecisionOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={201: DecisionOutputSerializer})
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        decision = decision_record(actor=request.user, **serializer.validated_data)
+        body = DecisionOutputSerializer(decision, context={"request": request}).data
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": body["url"]})
+
+
+class DecisionDetailApi(ImmutableApi):
+    @extend_schema(responses=DecisionOutputSerializer)
+    def get(self, request, pk: int):
+        decision = decision_get(decision_id=pk)
+        return Response(DecisionOutputSerializer(decision, context={"request": request}).data)

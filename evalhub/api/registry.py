@@ -1,0 +1,241 @@
+"""REST API v1. Thin: validate input, call a service or selector, serialize the result."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evalhub.api.common import (
+    StrictSerializer,
+    VersionRefField,
+    filter_params,
+    paginated,
+)
+from registry.errors import ApplicationError
+from registry.models import ModelVersion
+from registry.roles import RELEASE_MANAGER
+from registry.selectors.suites import eval_suite_get, eval_suite_list
+from registry.selectors.versions import model_version_get, model_version_list
+from registry.services.suites import eval_suite_import, suite_items_parse
+from registry.services.versions import model_version_register, model_version_transition
+
+
+class ModelVersionOutputSerializer(serializers.ModelSerializer):
+    ref = serializers.CharField(read_only=True)
+    baseline = serializers.CharField(source="baseline.ref", default=None)
+    has_api_key = serializers.SerializerMethodField()
+    created_by = serializers.CharField(source="created_by.username", default=None)
+
+    class Meta:
+        model = ModelVersion
+        fields = [
+            "id",
+            "ref",
+            "family",
+            "label",
+            "description",
+            "backend_kind",
+            "backend_config",
+            "has_api_key",
+            "serving_url",
+            "baseline",
+            "status",
+            "is_demo",
+            "created_by",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_has_api_key(self, obj) -> bool:
+        return bool(obj.api_key)
+
+
+class ModelVersionListApi(APIView):
+    class FilterSerializer(serializers.Serializer):
+        family = serializers.CharField(required=False)
+        label = serializers.CharField(required=False)
+        status = serializers.ChoiceField(choices=ModelVersion.Status.choices, required=False)
+        backend_kind = serializers.ChoiceField(choices=ModelVersion.BackendKind.choices, required=False)
+        limit = serializers.IntegerField(required=False, min_value=1)
+        offset = serializers.IntegerField(required=False, min_value=0)
+
+    class InputSerializer(StrictSerializer):
+        family = serializers.CharField(max_length=100)
+        label = serializers.CharField(max_length=100)
+        backend_kind = serializers.ChoiceField(choices=ModelVersion.BackendKind.choices)
+        backend_config = serializers.DictField()
+        api_key = serializers.CharField(required=False, allow_blank=True, write_only=True, max_length=500)
+        baseline = VersionRefField(required=False, allow_null=True)
+        description = serializers.CharField(required=False, allow_blank=True)
+        status = serializers.ChoiceField(choices=["registered", "promoted"], required=False)
+        serving_url = serializers.URLField(
+            required=False,
+            allow_blank=True,
+            max_length=500,
+            help_text="OpenAI-compatible base URL for live traffic",
+        )
+
+    @extend_schema(parameters=[FilterSerializer], responses=ModelVersionOutputSerializer(many=True))
+    def get(self, request):
+        filters = filter_params(request, self.FilterSerializer)
+        return paginated(request, self, model_version_list(filters=filters), ModelVersionOutputSerializer)
+
+    @extend_schema(request=InputSerializer, responses={201: ModelVersionOutputSerializer})
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        version = model_version_register(actor=request.user, **serializer.validated_data)
+        return Response(ModelVersionOutputSerializer(version).data, status=status.HTTP_201_CREATED)
+
+
+class ModelVersionDetailApi(APIView):
+    @extend_schema(responses=ModelVersionOutputSerializer)
+    def get(self, request, ref: str):
+        return Response(ModelVersionOutputSerializer(model_version_get(ref=ref)).data)
+
+
+class ModelVersionTransitionApi(APIView):
+    """Move a version along its lifecycle (release managers only)."""
+
+    write_roles = frozenset({RELEASE_MANAGER})
+
+    class InputSerializer(StrictSerializer):
+        status = serializers.ChoiceField(choices=ModelVersion.Status.choices)
+        reason = serializers.CharField(max_length=2000)
+
+        def validate_status(self, value):
+            # Approval and rejection are release decisions, with their own rules and record.
+            if value in (ModelVersion.Status.APPROVED, ModelVersion.Status.REJECTED):
+                raise serializers.ValidationError(
+                    f"A version is {value} by a decision: use POST /api/v1/decisions/."
+                )
+            return value
+
+    @extend_schema(request=InputSerializer, responses=ModelVersionOutputSerializer)
+    def post(self, request, ref: str):
+        version = model_version_get(ref=ref)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        version = model_version_transition(
+            version=version,
+            to_status=serializer.validated_data["status"],
+            reason=serializer.validated_data["reason"],
+            actor=request.user,
+        )
+        return Response(ModelVersionOutputSerializer(version).data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Eval suites
+# ---------------------------------------------------------------------------------------------
+class EvalSuiteOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    version = serializers.IntegerField()
+    ref = serializers.SerializerMethodField()
+    description = serializers.CharField()
+    content_hash = serializers.CharField()
+    item_count = serializers.IntegerField()
+    is_demo = serializers.BooleanField()
+    locked = serializers.BooleanField(help_text="Used by a gate run, so immutable.")
+    created_at = serializers.DateTimeField()
+
+    def get_ref(self, obj) -> str:
+        return f"{obj.name}@{obj.version}"
+
+
+class EvalItemOutputSerializer(serializers.Serializer):
+    id = serializers.CharField(source="external_id")
+    input = serializers.CharField()
+    label = serializers.CharField()
+    reference = serializers.CharField()
+    language = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+    metadata = serializers.DictField()
+
+
+class EvalSuiteListApi(APIView):
+    parser_classes = [MultiPartParser, JSONParser]
+
+    class FilterSerializer(serializers.Serializer):
+        name = serializers.CharField(required=False)
+        limit = serializers.IntegerField(required=False, min_value=1)
+        offset = serializers.IntegerField(required=False, min_value=0)
+
+    class UploadSerializer(StrictSerializer):
+        name = serializers.SlugField(max_length=100)
+        description = serializers.CharField(required=False, allow_blank=True)
+        format = serializers.ChoiceField(choices=["jsonl", "csv"], required=False)
+        file = serializers.FileField(required=False)
+        items = serializers.JSONField(required=False)
+
+        def validate(self, data):
+            if ("file" in data) == ("items" in data):
+                raise serializers.ValidationError({"file": ["Send either a file or items, not both."]})
+            return data
+
+    @extend_schema(parameters=[FilterSerializer], responses=EvalSuiteOutputSerializer(many=True))
+    def get(self, request):
+        filters = filter_params(request, self.FilterSerializer)
+        return paginated(request, self, eval_suite_list(name=filters.get("name")), EvalSuiteOutputSerializer)
+
+    @extend_schema(
+        request={"multipart/form-data": UploadSerializer, "application/json": UploadSerializer},
+        responses={201: EvalSuiteOutputSerializer, 200: EvalSuiteOutputSerializer},
+    )
+    def post(self, request):
+        limit = settings.EVALHUB_MAX_UPLOAD_BYTES
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        is_json = request.content_type.startswith("application/json")
+        if length > limit:
+            field = "items" if is_json else "file"
+            raise ApplicationError(
+                f"The upload is {length} bytes, over the limit of {limit}.",
+                code="too_large",
+                fields={field: [f"at most {limit} bytes"]},
+                status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
+        serializer = self.UploadSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if "file" in data:
+            upload = data["file"]
+            if upload.size > limit:
+                raise ApplicationError(
+                    f"{upload.name} is {upload.size} bytes, over the limit of {limit}.",
+                    code="too_large",
+                    fields={"file": [f"at most {limit} bytes"]},
+                    status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+                )
+            fmt = data.get("format") or ("csv" if upload.name.lower().endswith(".csv") else "jsonl")
+            items = suite_items_parse(content=upload.read(), fmt=fmt)
+        else:
+            items = suite_items_parse(records=data["items"])
+        suite, created = eval_suite_import(
+            name=data["name"], items=items, description=data.get("description", ""), actor=request.user
+        )
+        suite = eval_suite_get(ref=suite.pk)
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(EvalSuiteOutputSerializer(suite).data, status=code)
+
+
+class EvalSuiteDetailApi(APIView):
+    @extend_schema(responses=EvalSuiteOutputSerializer)
+    def get(self, request, ref: str):
+        return Response(EvalSuiteOutputSerializer(eval_suite_get(ref=ref)).data)
+
+
+class EvalSuiteItemsApi(APIView):
+    @extend_schema(responses=EvalItemOutputSerializer(many=True))
+    def get(self, request, ref: str):
+        suite = eval_suite_get(ref=ref)
+        return paginated(request, self, suite.items.all(), EvalItemOutputSerializer)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gate runs
+# ---------------------------------------------------------------------------------------------

@@ -1,0 +1,29 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from canary.services.probes import probe_set_import_jsonl
+from registry.errors import ApplicationError
+
+
+class Command(BaseCommand):
+    help = (
+        "Import a probe set from JSONL: {id, input, expected_label, weakness, language?, metadata?} per line."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", type=Path)
+        parser.add_argument("--name", required=True)
+        parser.add_argument("--family", required=True)
+        parser.add_argument("--description", default="")
+
+    def handle(self, *args, file, name, family, description, **options):
+        if not file.is_file():
+            raise CommandError(f"{file} is not a file")
+        try:
+            probe_set = probe_set_import_jsonl(
+                name=name, family=family, content=file.read_bytes(), description=description, actor=None
+            )
+        except ApplicationError as exc:
+            raise CommandError(f"{exc.message} {exc.fields}") from None
+        self.stdout.write(f"probe set {probe_set.name}: {probe_set.probes.count()} probes for {family}")

@@ -1,0 +1,1 @@
+"""Pages for release managers: thin views over services and selectors."""

@@ -1,0 +1,71 @@
+"""The release manager's canary pages: the experiments, one experiment's A/B dashboard, and its
+lifecycle actions (release managers only; every action through the audited services)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from canary.selectors import experiment_get
+from canary.services import experiments as lifecycle
+from evalhub.permissions import reader_required
+from gate.services.dashboard import experiment_dashboard, experiment_overview_list
+from registry.errors import ApplicationError
+from registry.roles import RELEASE_MANAGER, user_roles
+
+
+@reader_required
+def experiment_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "canary/experiment_list.html", {"experiments": experiment_overview_list()})
+
+
+@reader_required
+def experiment_detail(request: HttpRequest, name: str) -> HttpResponse:
+    experiment = experiment_get(name=name)
+    context = {
+        "experiment": experiment,
+        "dashboard": experiment_dashboard(experiment=experiment, direction=request.GET.get("direction")),
+        "can_act": RELEASE_MANAGER in user_roles(request.user),
+    }
+    return render(request, "canary/experiment_detail.html", context)
+
+
+def _percent(text: str) -> float | None:
+    """The ramp form's optional target share; empty means the plan's next step."""
+    if not text.strip():
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ApplicationError(
+            "traffic_percent must be a number.", fields={"traffic_percent": ["must be a number"]}
+        ) from None
+
+
+@login_required
+@require_POST
+def experiment_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
+    """start, pause, resume, ramp, rollback, promote; what the service refuses is shown on the page."""
+    if RELEASE_MANAGER not in user_roles(request.user):
+        raise PermissionDenied("Only release managers can change an experiment.")
+    experiment = experiment_get(name=name)
+    common = {"experiment": experiment, "actor": request.user, "reason": request.POST.get("reason", "")}
+    try:
+        if action == "ramp":
+            changed = lifecycle.experiment_ramp(
+                **common, traffic_percent=_percent(request.POST.get("traffic_percent", ""))
+            )
+        else:
+            changed = getattr(lifecycle, f"experiment_{action}")(**common)
+    except ApplicationError as exc:
+        details = "; ".join(f"{field}: {' '.join(notes)}" for field, notes in exc.fields.items())
+        messages.error(request, f"{exc.message} ({details})" if details else exc.message)
+    else:
+        messages.success(
+            request, f"{action}: {changed.name} is {changed.status} at {changed.traffic_percent:g} %."
+        )
+    return redirect("canary:experiment-detail", name=experiment.name)

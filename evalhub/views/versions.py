@@ -1,0 +1,64 @@
+"""Plain pages for people: versions, gate runs and release decisions (the canary pages are in
+`evalhub.views.canary`)."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from evalhub.permissions import reader_required
+from gate.selectors.decisions import (
+    decision_get,
+    decision_list,
+    gate_run_latest_finished,
+    override_request_open,
+)
+from gate.selectors.gate_runs import gate_run_get, gate_run_list
+from gate.services.decisions import decision_record
+from registry.errors import ApplicationError
+from registry.roles import RELEASE_MANAGER, user_roles
+from registry.selectors.versions import model_version_get, model_version_list
+
+
+@reader_required
+def version_list(request):
+    versions = model_version_list()
+    runs = gate_run_list()[:20]
+    return render(request, "evalhub/version_list.html", {"versions": versions, "runs": runs})
+
+
+@reader_required
+def version_detail(request, ref: str):
+    version = model_version_get(ref=ref)
+    context = {
+        "version": version,
+        "runs": gate_run_list(filters={"candidate": version})[:50],
+        "decisions": decision_list(filters={"version": version}),
+        "can_decide": RELEASE_MANAGER in user_roles(request.user),
+        "decided_run": gate_run_latest_finished(version=version),
+        "open_request": override_request_open(version=version),
+    }
+    return render(request, "evalhub/version_detail.html", context)
+
+
+@login_required
+@require_POST
+def version_decide(request, ref: str):
+    """The decision form of the version page; what the service refuses is shown there."""
+    version = model_version_get(ref=ref)
+    data = request.POST
+    try:
+        decision = decision_record(
+            version=version,
+            action=data.get("action", ""),
+            reason=data.get("reason", ""),
+            actor=request.user,
+            gate_run=gate_run_get(gate_run_id=data["gate_run"]) if data.get("gate_run") else None,
+            confirms=decision_get(decision_id=data["confirms"]) if data.get("confirms") else None,
+        )
+    except ApplicationError as exc:
+        details = "; ".join(f"{field}: {' '.join(notes)}" for field, notes in exc.fields.items())
+        messages.error(request, f"{exc.message} ({details})" if details else exc.message)
+    else:
+        messages.success(request, f"Recorded: {decision.action} of {version.ref}.")
+    return redirect("version-detail", ref=version.ref)

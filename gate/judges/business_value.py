@@ -1,0 +1,301 @@
+"""Layer 3, business value: does the candidate improve the policy's outcome metric in a user-randomised
+A/B test by at least the minimum effect? Pure, no Django; the statistics come from `ab_stats`.
+
+Inputs are per-arm sufficient statistics, control = baseline version, treatment = candidate:
+- `RatioStats` when outcomes cluster in users (the randomisation unit): per user x = Σ metric values
+  (review hours), y = number of outcomes (contracts), metric Σx/Σy, delta-method variance (`ratio_effect`);
+- `MeanStats` when every outcome is its own independent unit: Welch's t-test (`mean_effect`).
+
+Decision: a one-sided test at level `alpha`. The improvement is control − treatment when `direction` is
+"decrease" (less is better) and treatment − control when "increase", in the metric's unit. The two-sided
+(1 − 2·alpha) interval of the effect gives, at its improvement-side lower end, the one-sided (1 − alpha)
+lower confidence bound; pass when that bound is ≥ `min_effect` (> 0 when `min_effect` is 0). Under an A/A
+test the bound clears 0 with probability about alpha (the normal approximation), so false passes come at
+rate alpha; `aa_simulation` checks this.
+
+Sequential (`sequential_tau` set): the interval is the always-valid normal-mixture confidence sequence
+(`ab_stats.sequential_interval`, Howard et al. 2021; Johari et al., "Always valid inference") at
+confidence 1 − 2·alpha, and its improvement-side lower end decides, so the layer may be recomputed at
+every look without inflating the false-positive rate. The mixture is symmetric, so each side is crossed
+with probability about alpha (at most alpha plus half the chance of crossing both sides, which is
+negligible). `sequential_interval` takes per-unit MeanStats; a ratio metric is linearised first (delta
+method): R̂ − R ≈ mean over users of z_i = (x_i − R̂·y_i)/ȳ, so the arm's variance of R̂ is s_z²/n,
+which is `RatioStats.ratio_variance`. The arm enters as MeanStats of n pseudo-units with mean R̂ and sample
+variance s_z² = n·ratio_variance (total n·R̂, total of squares (n − 1)·s_z² + n·R̂²), which gives
+sequential_interval the delta-method V = Var(R̂_c) + Var(R̂_t) (up to rounding). `sequential_tau` (> 0, in the
+metric's unit) is the spread of effects the mixture bets on; fix it with the policy, before any data, on
+the scale of the minimum effect worth detecting: choosing it from the data voids the guarantee.
+
+Verdicts, in order: a sample ratio mismatch of the assigned units (`srm_check`, p < srm_alpha) is
+"error" whatever the effect (the assignment or logging is broken); fewer than `min_units` units in an arm,
+or degenerate statistics (`Effect.error`: zero variance, zero denominator), is "insufficient_data"; then
+pass or fail. A fail whose point estimate clears the minimum effect says about how many units per arm
+the bound would need to clear it too, if the effect held at its estimate: n·(z₁₋α·se/(estimate −
+min_effect))² at a fixed horizon, the n at which the normal-mixture half-width shrinks to estimate −
+min_effect when sequential (the variance of the difference falls as 1/n). Invalid settings raise
+ValueError naming the argument.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from scipy.optimize import brentq
+
+from engines.stats.effects import (
+    Effect,
+    mean_effect,
+    ratio_effect,
+    sequential_half_width,
+    sequential_interval,
+)
+from engines.stats.hypothesis import srm_check
+from engines.stats.intervals import z_for
+from engines.stats.sufficient import MeanStats, RatioStats
+from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
+from gate.policy import BUSINESS_DIRECTIONS, DECREASE
+
+
+@dataclass(frozen=True, kw_only=True)
+class BusinessValueResult:
+    """The layer's verdict and its report.
+
+    `method`: the test that decided ("ratio_delta", "welch_t", or "normal_mixture_sequential" with
+    `sequential` True). `improvement`: estimate, ci_low, ci_high (the decision interval turned to "better
+    is positive"), confidence (1 − 2·alpha), one_sided_level (1 − alpha) and, when a larger sample would
+    likely pass, units_needed per arm. `effect`: the fixed-horizon treatment − control `Effect.to_dict()`
+    at the same confidence, with the relative lift. `control` / `treatment`: units and value (the
+    metric). `srm`: the `SrmResult` as a dict, None when not checked."""
+
+    verdict: str
+    reasons: list[str]
+    method: str
+    direction: str
+    min_effect: float
+    alpha: float
+    improvement: dict | None
+    effect: dict
+    control: dict
+    treatment: dict
+    srm: dict | None
+    sequential: bool
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _check_settings(
+    *,
+    control: RatioStats | MeanStats,
+    treatment: RatioStats | MeanStats,
+    direction: str,
+    min_effect: float,
+    alpha: float,
+    min_units: int,
+    assigned_units: tuple[int, int] | None,
+    expected_treatment_share: float | None,
+    srm_alpha: float,
+    sequential_tau: float | None,
+) -> None:
+    if not isinstance(control, (RatioStats, MeanStats)) or type(treatment) is not type(control):
+        raise TypeError(
+            "control and treatment must both be RatioStats or both MeanStats, got "
+            f"{type(control).__name__} and {type(treatment).__name__}"
+        )
+    if direction not in BUSINESS_DIRECTIONS:
+        raise ValueError(f"direction={direction!r} must be one of {BUSINESS_DIRECTIONS}")
+    if not (math.isfinite(min_effect) and min_effect >= 0):
+        raise ValueError(f"min_effect={min_effect} must be non-negative and finite")
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha={alpha} outside (0, 0.5)")
+    if isinstance(min_units, bool) or not isinstance(min_units, int) or min_units < 2:
+        raise ValueError(f"min_units={min_units!r} must be an integer of at least 2")
+    if expected_treatment_share is not None and not 0 < expected_treatment_share < 1:
+        raise ValueError(f"expected_treatment_share={expected_treatment_share} outside (0, 1)")
+    if assigned_units is not None and (
+        len(assigned_units) != 2 or any(isinstance(n, bool) or int(n) != n or n < 0 for n in assigned_units)
+    ):
+        raise ValueError(f"assigned_units={assigned_units!r} must be two non-negative unit counts")
+    if not 0 < srm_alpha < 1:
+        raise ValueError(f"srm_alpha={srm_alpha} outside (0, 1)")
+    if sequential_tau is not None and not (math.isfinite(sequential_tau) and sequential_tau > 0):
+        raise ValueError(f"sequential_tau={sequential_tau} must be positive and finite")
+
+
+def _difference_variance(*, control: RatioStats | MeanStats, treatment: RatioStats | MeanStats) -> float:
+    """Variance of the estimate of treatment − control (delta method for ratios)."""
+    if isinstance(control, RatioStats):
+        assert isinstance(treatment, RatioStats)
+        parts = (control.ratio_variance, treatment.ratio_variance)
+    else:
+        assert control.variance is not None and treatment.variance is not None
+        parts = (control.variance / control.n, treatment.variance / treatment.n)
+    assert parts[0] is not None and parts[1] is not None
+    return parts[0] + parts[1]
+
+
+def _units_factor(*, variance: float, gap: float, alpha: float, tau: float | None) -> float:
+    """By how much both arms' units must grow for the bound to clear the minimum effect, if the estimate
+    stayed `gap` above it: V / V*, V* being the variance of the difference (which falls as 1/n) at which
+    the interval's lower half-width equals `gap`.
+
+    Fixed horizon: z₁₋α·sqrt(V*) = gap, so V / V* = (z·se / gap)². Sequential: the normal-mixture
+    half-width grows with V, so V* is its root (brentq between V·1e-12, where it is ~0, and V, where the
+    bound failed, so it exceeds gap)."""
+    if tau is None:
+        z = z_for(1 - 2 * alpha)  # the one-sided 1 − alpha quantile
+        return variance * (z / gap) ** 2
+
+    def excess(candidate: float) -> float:
+        return sequential_half_width(variance=candidate, tau=tau, confidence=1 - 2 * alpha) - gap
+
+    smallest = variance * 1e-12
+    if excess(smallest) >= 0:  # a negligible gap: report the cap rather than search further
+        return 1e12
+    return variance / brentq(excess, smallest, variance, rtol=1e-10)
+
+
+def _value(stats: RatioStats | MeanStats) -> float | None:
+    return stats.ratio if isinstance(stats, RatioStats) else stats.mean
+
+
+def business_value_judge(
+    *,
+    control: RatioStats | MeanStats,
+    treatment: RatioStats | MeanStats,
+    direction: str,
+    min_effect: float = 0.0,
+    alpha: float = 0.05,
+    min_units: int = 100,
+    assigned_units: tuple[int, int] | None = None,
+    expected_treatment_share: float | None = None,
+    srm_alpha: float = 0.001,
+    sequential_tau: float | None = None,
+) -> BusinessValueResult:
+    """Pass when the treatment's improvement over control is at least `min_effect` with one-sided
+    confidence 1 − alpha (fixed horizon, or always valid with `sequential_tau`); see the module docstring.
+
+    `assigned_units` = (control, treatment) units assigned, checked against the shares
+    (1 − expected_treatment_share, expected_treatment_share) for a sample ratio mismatch when both are
+    given (an all-or-nothing split has no share to check: pass None and `srm` is None)."""
+    _check_settings(
+        control=control,
+        treatment=treatment,
+        direction=direction,
+        min_effect=min_effect,
+        alpha=alpha,
+        min_units=min_units,
+        assigned_units=assigned_units,
+        expected_treatment_share=expected_treatment_share,
+        srm_alpha=srm_alpha,
+        sequential_tau=sequential_tau,
+    )
+    confidence = 1 - 2 * alpha
+    level = f"{confidence * 100:g} %"
+    compare = ratio_effect if isinstance(control, RatioStats) else mean_effect
+    effect = compare(control=control, treatment=treatment, confidence=confidence)
+    srm = None
+    if assigned_units is not None and expected_treatment_share is not None:
+        srm = srm_check(
+            counts=[int(units) for units in assigned_units],
+            expected_shares=(1 - expected_treatment_share, expected_treatment_share),
+            alpha=srm_alpha,
+        )
+    sequential = sequential_tau is not None
+    method = "normal_mixture_sequential" if sequential else effect.method
+
+    def result(verdict: str, reasons: list[str], improvement: dict | None = None) -> BusinessValueResult:
+        srm_dict = None
+        if srm is not None:
+            srm_dict = asdict(srm)
+            srm_dict["counts"] = list(srm.counts)
+            srm_dict["expected_counts"] = list(srm.expected_counts) if srm.expected_counts else None
+        return BusinessValueResult(
+            verdict=verdict,
+            reasons=reasons,
+            method=method,
+            direction=direction,
+            min_effect=min_effect,
+            alpha=alpha,
+            improvement=improvement,
+            effect=effect.to_dict(),
+            control={"units": control.n, "value": _value(control)},
+            treatment={"units": treatment.n, "value": _value(treatment)},
+            srm=srm_dict,
+            sequential=sequential,
+        )
+
+    if srm is not None and srm.mismatch:
+        test = f"chi-square {srm.chi_square:.2f}" if srm.chi_square is not None else "exact binomial test"
+        reason = (
+            f"sample ratio mismatch: {assigned_units[0]} control and {assigned_units[1]} treatment units "
+            f"assigned against an expected treatment share {expected_treatment_share:g} ({test}, "
+            f"p = {srm.p_value:.3g} < {srm_alpha:g}): the assignment or logging is broken, the effect is "
+            "not trusted"
+        )
+        return result(ERROR, [reason])
+    too_few = [
+        f"{arm} has {stats.n} units, the policy needs at least {min_units}"
+        for arm, stats in (("control", control), ("treatment", treatment))
+        if stats.n < min_units
+    ]
+    if too_few:
+        return result(INSUFFICIENT, too_few)
+    if effect.error is not None:
+        return result(INSUFFICIENT, [f"the effect cannot be estimated: {effect.error}"])
+
+    decision: Effect = effect
+    if sequential_tau is not None:
+        if isinstance(control, RatioStats):
+            assert isinstance(treatment, RatioStats)
+            control_units, treatment_units = control.linearised(), treatment.linearised()
+        else:
+            control_units, treatment_units = control, treatment
+        decision = sequential_interval(
+            control=control_units, treatment=treatment_units, tau=sequential_tau, confidence=confidence
+        )
+        if decision.error is not None:
+            reason = f"the sequential interval cannot be computed: {decision.error}"
+            return result(INSUFFICIENT, [reason])
+    assert decision.estimate is not None and decision.ci_low is not None and decision.ci_high is not None
+
+    # Turn "treatment − control" into "improvement": positive is better.
+    if direction == DECREASE:
+        estimate, low, high = -decision.estimate, -decision.ci_high, -decision.ci_low
+    else:
+        estimate, low, high = decision.estimate, decision.ci_low, decision.ci_high
+    improvement = {
+        "estimate": estimate,
+        "ci_low": low,
+        "ci_high": high,
+        "confidence": confidence,
+        "one_sided_level": 1 - alpha,
+    }
+    passed = low >= min_effect if min_effect > 0 else low > 0
+    interval = f"{level} {'always-valid ' if sequential else ''}interval [{low:.4g}, {high:.4g}]"
+    summary = f"improvement ({direction} is better) {estimate:.4g}, {interval}"
+    if passed:
+        comparison = f">= the minimum effect {min_effect:g}" if min_effect > 0 else "> 0"
+        reason = f"{summary}: lower bound {low:.4g} {comparison} (one-sided test at alpha {alpha:g})"
+        return result(PASS, [reason], improvement)
+
+    target = f"the minimum effect {min_effect:g}" if min_effect > 0 else "0"
+    shortfall = f"is below {target}" if min_effect > 0 else "is not above 0 (no improvement shown)"
+    reasons = [f"{summary}: lower bound {low:.4g} {shortfall}"]
+    if estimate > min_effect:
+        factor = _units_factor(
+            variance=_difference_variance(control=control, treatment=treatment),
+            gap=estimate - min_effect,
+            alpha=alpha,
+            tau=sequential_tau,
+        )
+        needed = {"control": math.ceil(control.n * factor), "treatment": math.ceil(treatment.n * factor)}
+        improvement["units_needed"] = needed
+        reasons.append(
+            f"not shown yet: the estimate clears {target} but the bound does not; about "
+            f"{needed['control']} control and {needed['treatment']} treatment units would show it if the "
+            "effect held at its estimate"
+        )
+        return result(INSUFFICIENT, reasons, improvement)
+    return result(FAIL, reasons, improvement)

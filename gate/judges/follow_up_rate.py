@@ -1,0 +1,283 @@
+"""Layer 2, follow-up rate: how often users have to ask again after an answer. Pure, no Django.
+
+The caller aggregates canary traffic per arm into `FollowUpCounts` (sufficient statistics, so the cost
+does not grow with traffic). The rate is follow-ups / answered questions, with a Wilson score interval
+(`engines.stats.intervals.wilson_interval`). Two checks decide:
+
+- the bar: the candidate's rate is at most `max_rate`, judged on the Wilson interval's upper bound
+  (decide_on="upper_bound", the default: the data must show the rate is below the bar) or on the point
+  estimate (decide_on="point");
+- non-inferiority against the baseline arm: candidate − baseline is at most `margin`, judged on the
+  upper bound of its two-sided `confidence` interval (or on the point difference). The interval is
+  Newcombe's hybrid score interval (method 10 of Newcombe, "Interval estimation for the difference
+  between independent proportions: comparison of eleven methods", Statistics in Medicine 17, 1998),
+  built from the arms' Wilson intervals (l₁, u₁), (l₂, u₂) around d = p₁ − p₂:
+
+      [d − sqrt((p₁ − l₁)² + (u₂ − p₂)²),  d + sqrt((u₁ − p₁)² + (p₂ − l₂)²)]
+
+  It keeps close to nominal coverage at small counts and rates near 0, where the Wald interval does not.
+
+Without a baseline arm the second check is not run and the verdict rests on the bar alone (the reasons
+say so). Fewer than `min_answered` answered questions in an arm that is judged is insufficient data,
+never a pass. Deepening turns (the user digs further, not a sign of a bad answer) and turns per session
+are reported per arm beside the rate; they do not decide. Impossible counts and invalid settings raise
+ValueError naming the argument: those are bugs, not a lack of data.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import asdict, dataclass
+
+from engines.stats.intervals import newcombe_interval, wilson_interval, z_for
+from engines.stats.sufficient import MeanStats
+from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
+from gate.policy import FOLLOW_UP_DECIDE_ON, UPPER_BOUND
+
+NEWCOMBE = "newcombe_hybrid_score"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FollowUpCounts:
+    """One arm's canary traffic: `follow_ups` (as the policy counts them) after `answered` questions,
+    `deepening` turns among the user's turns (reported only), and `sessions` with Σ and Σ² of the user
+    turns per session."""
+
+    answered: int
+    follow_ups: int
+    deepening: int = 0
+    sessions: int = 0
+    user_turns_sum: float = 0.0
+    user_turns_sumsq: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("answered", "follow_ups", "deepening", "sessions"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+                raise ValueError(f"{name}={value!r} must be a non-negative integer")
+            object.__setattr__(self, name, int(value))  # plain ints from numpy or database integers
+        for name in ("follow_ups", "deepening"):
+            if getattr(self, name) > self.answered:
+                raise ValueError(f"{name}={getattr(self, name)} exceeds answered={self.answered}")
+        for name in ("user_turns_sum", "user_turns_sumsq"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name}={value!r} must be non-negative and finite")
+            object.__setattr__(self, name, float(value))
+        if self.sessions == 0 and self.user_turns_sum > 0:
+            raise ValueError(f"user_turns_sum={self.user_turns_sum} without sessions")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FollowUpRateResult:
+    """The layer's verdict and its report.
+
+    `candidate` / `baseline`: rate, ci_low, ci_high, answered, follow_ups, deepening, deepening_rate,
+    sessions, turns_per_session_mean, turns_per_session_sd (rates None without answers, the sd below two
+    sessions). `difference`: candidate − baseline (estimate, ci_low, ci_high, confidence, margin, method),
+    None without a baseline arm. `checks`: "bar" and "non_inferiority", each True (passed), False
+    (failed) or None (not checked). `threshold` is `max_rate`."""
+
+    verdict: str
+    reasons: list[str]
+    candidate: dict
+    baseline: dict | None
+    difference: dict | None
+    checks: dict[str, bool | None]
+    threshold: float
+    decide_on: str
+    confidence: float
+    min_answered: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _arm_report(*, counts: FollowUpCounts, confidence: float) -> dict:
+    low, high = wilson_interval(successes=counts.follow_ups, n=counts.answered, confidence=confidence)
+    turns = MeanStats(n=counts.sessions, total=counts.user_turns_sum, total_squares=counts.user_turns_sumsq)
+    return {
+        "rate": counts.follow_ups / counts.answered if counts.answered else None,
+        "ci_low": low,
+        "ci_high": high,
+        "answered": counts.answered,
+        "follow_ups": counts.follow_ups,
+        "deepening": counts.deepening,
+        "deepening_rate": counts.deepening / counts.answered if counts.answered else None,
+        "sessions": counts.sessions,
+        "turns_per_session_mean": turns.mean,
+        "turns_per_session_sd": math.sqrt(turns.variance) if turns.variance is not None else None,
+    }
+
+
+def _check_settings(
+    *, max_rate: float, decide_on: str, margin: float, min_answered: int, confidence: float
+) -> None:
+    if not 0 <= max_rate <= 1:
+        raise ValueError(f"max_rate={max_rate} outside [0, 1]")
+    if decide_on not in FOLLOW_UP_DECIDE_ON:
+        raise ValueError(f"decide_on={decide_on!r} must be one of {FOLLOW_UP_DECIDE_ON}")
+    if not 0 <= margin <= 1:
+        raise ValueError(f"margin={margin} outside [0, 1]")
+    if isinstance(min_answered, bool) or not isinstance(min_answered, int) or min_answered < 1:
+        raise ValueError(f"min_answered={min_answered!r} must be a positive integer")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence={confidence} outside (0, 1)")
+
+
+def _answers_needed(
+    *,
+    candidate: dict,
+    baseline: dict | None,
+    difference: dict | None,
+    checks: dict[str, bool | None],
+    max_rate: float,
+    margin: float,
+    confidence: float,
+) -> str | None:
+    """When every failed check passes on its point estimate: about how many candidate answers would
+    show it if the rates held (normal approximation: z·se below the gap). None when a failed check
+    fails on its point estimate too (then the verdict is a fail)."""
+    z = z_for(confidence)
+    rate = candidate["rate"]
+    needs = []
+    if checks["bar"] is False:
+        if rate >= max_rate:
+            return None
+        needs.append(math.ceil(z * z * rate * (1 - rate) / (max_rate - rate) ** 2))
+    if checks["non_inferiority"] is False:
+        assert difference is not None and baseline is not None
+        gap = margin - difference["estimate"]
+        if gap <= 0:
+            return None
+        base = baseline["rate"]
+        room = (gap / z) ** 2 - base * (1 - base) / baseline["answered"]
+        if room <= 0:
+            return (
+                f"the point estimates pass, but the baseline's {baseline['answered']} answers alone leave "
+                "the interval of the difference wider than the margin: both arms need more answers"
+            )
+        needs.append(math.ceil(rate * (1 - rate) / room))
+    return (
+        f"the point estimates pass the bounds' checks; about {max(needs)} answered questions on the "
+        f"candidate (it has {candidate['answered']}) would show it if the rates held"
+    )
+
+
+def _percent(confidence: float) -> str:
+    return f"{confidence * 100:g} %"
+
+
+def follow_up_rate_judge(
+    *,
+    candidate: FollowUpCounts,
+    baseline: FollowUpCounts | None,
+    max_rate: float = 0.18,
+    decide_on: str = UPPER_BOUND,
+    margin: float = 0.01,
+    min_answered: int = 200,
+    confidence: float = 0.95,
+) -> FollowUpRateResult:
+    """Pass when the candidate's follow-up rate is under the bar and not worse than the baseline's by more
+    than `margin` (both on the interval's upper bound by default); see the module docstring."""
+    _check_settings(
+        max_rate=max_rate,
+        decide_on=decide_on,
+        margin=margin,
+        min_answered=min_answered,
+        confidence=confidence,
+    )
+    arms = {"candidate": candidate} if baseline is None else {"candidate": candidate, "baseline": baseline}
+    reports = {name: _arm_report(counts=counts, confidence=confidence) for name, counts in arms.items()}
+    difference = None
+    if baseline is not None and candidate.answered and baseline.answered:
+        estimate, low, high = newcombe_interval(
+            successes_1=candidate.follow_ups,
+            n_1=candidate.answered,
+            successes_2=baseline.follow_ups,
+            n_2=baseline.answered,
+            confidence=confidence,
+        )
+        difference = {
+            "estimate": estimate,
+            "ci_low": low,
+            "ci_high": high,
+            "confidence": confidence,
+            "margin": margin,
+            "method": NEWCOMBE,
+        }
+
+    def result(verdict: str, reasons: list[str], checks: dict[str, bool | None]) -> FollowUpRateResult:
+        return FollowUpRateResult(
+            verdict=verdict,
+            reasons=reasons,
+            candidate=reports["candidate"],
+            baseline=reports.get("baseline"),
+            difference=difference,
+            checks=checks,
+            threshold=max_rate,
+            decide_on=decide_on,
+            confidence=confidence,
+            min_answered=min_answered,
+        )
+
+    too_few = [
+        f"{name} has {counts.answered} answered questions, the policy needs at least {min_answered}"
+        for name, counts in arms.items()
+        if counts.answered < min_answered
+    ]
+    if too_few:
+        return result(INSUFFICIENT, too_few, {"bar": None, "non_inferiority": None})
+
+    use_bound = decide_on == UPPER_BOUND
+    level = _percent(confidence)
+    arm = reports["candidate"]
+    judged = arm["ci_high"] if use_bound else arm["rate"]
+    bar_passed = judged <= max_rate
+    # (passed, reason) per check: a fail gives the failed checks' reasons, a pass every check's.
+    outcomes = [
+        (
+            bar_passed,
+            f"follow-up rate {'upper bound ' if use_bound else ''}{judged:.3f} {'<=' if bar_passed else '>'} "
+            f"bar {max_rate:g} (rate {arm['rate']:.3f}, {level} CI [{arm['ci_low']:.3f}, "
+            f"{arm['ci_high']:.3f}], {candidate.follow_ups} follow-ups of {candidate.answered} answers)",
+        )
+    ]
+    notes = []
+    if difference is None:
+        non_inferior = None
+        notes.append("no baseline arm: non-inferiority not checked, the verdict rests on the bar alone")
+    else:
+        other = reports["baseline"]
+        judged = difference["ci_high"] if use_bound else difference["estimate"]
+        non_inferior = judged <= margin
+        outcomes.append(
+            (
+                non_inferior,
+                f"difference from the baseline {'upper bound ' if use_bound else ''}{judged:+.3f} "
+                f"{'<=' if non_inferior else '>'} margin {margin:g} (difference "
+                f"{difference['estimate']:+.3f}, {level} CI [{difference['ci_low']:+.3f}, "
+                f"{difference['ci_high']:+.3f}] by Newcombe's hybrid score; baseline rate "
+                f"{other['rate']:.3f}, {other['follow_ups']} follow-ups of {other['answered']} answers)",
+            )
+        )
+    checks = {"bar": bar_passed, "non_inferiority": non_inferior}
+    failed = [reason for passed, reason in outcomes if not passed]
+    if failed and use_bound:
+        needed = _answers_needed(
+            candidate=reports["candidate"],
+            baseline=reports.get("baseline"),
+            difference=difference,
+            checks=checks,
+            max_rate=max_rate,
+            margin=margin,
+            confidence=confidence,
+        )
+        if needed is not None:
+            # Every check that failed passes on its point estimate: the data are short, not the model.
+            reasons = [*failed, *notes, f"not shown yet: {needed}"]
+            return result(INSUFFICIENT, reasons, checks)
+    if failed:
+        return result(FAIL, failed + notes, checks)
+    return result(PASS, [reason for _, reason in outcomes] + notes, checks)

@@ -1,0 +1,214 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from registry.models import EvalItem, EvalSuite, ModelVersion, slug_validator
+
+
+class GatePolicy(models.Model):
+    """Named thresholds and sample sizes; a run keeps a snapshot of the config it used."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[slug_validator])
+    description = models.TextField(blank=True)
+    config = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "gate policies"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GateRun(models.Model):
+    """One evaluation of a candidate against its baseline under a policy.
+
+    `status` is how the execution went; `verdict` is what the evaluation concluded:
+    succeeded = every layer was computed; failed = a model could not be run (bad checkpoint,
+    endpoint refusing); error = the infrastructure gave up (worker lost, time limit, a bug).
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        ERROR = "error"
+
+    class Verdict(models.TextChoices):
+        PENDING = "pending"
+        PASS = "pass"
+        FAIL = "fail"
+        INSUFFICIENT_DATA = "insufficient_data"
+        ERROR = "error"
+
+    candidate = models.ForeignKey(ModelVersion, on_delete=models.PROTECT, related_name="gate_runs")
+    baseline = models.ForeignKey(
+        ModelVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    suite = models.ForeignKey(EvalSuite, on_delete=models.PROTECT, related_name="gate_runs")
+    policy = models.ForeignKey(GatePolicy, null=True, blank=True, on_delete=models.SET_NULL)
+    policy_config = models.JSONField(default=dict)
+    # What the run changed from its named policy (a weakened gate is not a pass to approve on).
+    policy_overrides = models.JSONField(default=dict, blank=True)
+    # The canary experiment whose traffic feeds the follow-up and business layers.
+    experiment = models.ForeignKey(
+        "canary.Experiment", null=True, blank=True, on_delete=models.PROTECT, related_name="gate_runs"
+    )
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0)
+    verdict = models.CharField(max_length=20, choices=Verdict.choices, default=Verdict.PENDING)
+    verdict_reasons = models.JSONField(default=list, blank=True)
+    error_message = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"gate run {self.pk} of {self.candidate_id}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in {self.Status.SUCCEEDED, self.Status.FAILED, self.Status.ERROR}
+
+
+class LayerResult(models.Model):
+    class Layer(models.TextChoices):
+        CLEAN_ACCURACY = "clean_accuracy"
+        ROBUSTNESS = "robustness"
+        FOLLOW_UP_RATE = "follow_up_rate"
+        BUSINESS_VALUE = "business_value"
+
+    gate_run = models.ForeignKey(GateRun, on_delete=models.CASCADE, related_name="layers")
+    layer = models.CharField(max_length=30, choices=Layer.choices)
+    verdict = models.CharField(max_length=20, choices=GateRun.Verdict.choices)
+    metric = models.CharField(max_length=100)
+    estimate = models.FloatField(null=True, blank=True)
+    ci_low = models.FloatField(null=True, blank=True)
+    ci_high = models.FloatField(null=True, blank=True)
+    threshold = models.FloatField(null=True, blank=True)
+    reasons = models.JSONField(default=list, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    wall_seconds = models.FloatField(default=0.0)
+    device = models.CharField(max_length=50, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["gate_run", "id"]
+        constraints = [models.UniqueConstraint(fields=["gate_run", "layer"], name="layer_result_run_layer")]
+
+    def __str__(self) -> str:
+        return f"{self.layer} of run {self.gate_run_id}: {self.verdict}"
+
+
+class SampleResult(models.Model):
+    """One model output on one input within a layer, kept for drill-down."""
+
+    layer_result = models.ForeignKey(LayerResult, on_delete=models.CASCADE, related_name="samples")
+    version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="+")
+    item = models.ForeignKey(EvalItem, null=True, on_delete=models.CASCADE, related_name="+")
+    # Position in the layer's generated input set (perturbed samples); None for suite items.
+    sample_index = models.PositiveIntegerField(null=True, blank=True)
+    perturbation = models.CharField(max_length=50, blank=True)
+    diff = models.TextField(blank=True)
+    input_text = models.TextField()
+    output_label = models.CharField(max_length=200, blank=True)
+    output_text = models.TextField(blank=True)
+    correct = models.BooleanField(null=True)
+    latency_ms = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["layer_result", "id"]
+        indexes = [models.Index(fields=["layer_result", "version", "correct"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["layer_result", "version", "sample_index"],
+                condition=models.Q(sample_index__isnull=False),
+                name="sample_result_unique_index",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version_id} on item {self.item_id}: {self.output_label or self.error}"
+
+
+class ModelOutput(models.Model):
+    """A version's answer to one exact input, reused across runs and after a worker crash."""
+
+    version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="+")
+    input_hash = models.CharField(max_length=64)
+    label = models.CharField(max_length=200, blank=True)
+    text = models.TextField(blank=True)
+    latency_ms = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["version", "input_hash"], name="model_output_version_input")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version_id}:{self.input_hash[:12]} -> {self.label}"
+
+
+class Decision(models.Model):
+    """A release manager's decision on a version. Immutable: a change of mind is a new decision.
+
+    approve / reject: final, they move the version's status. Approving a version whose latest gate
+    run did not pass is an override: one release manager files `override_request`, a second one
+    files `override_confirm` pointing at it, and only then is the version approved."""
+
+    class Action(models.TextChoices):
+        APPROVE = "approve"
+        REJECT = "reject"
+        OVERRIDE_REQUEST = "override_request"
+        OVERRIDE_CONFIRM = "override_confirm"
+
+    version = models.ForeignKey(ModelVersion, on_delete=models.PROTECT, related_name="decisions")
+    gate_run = models.ForeignKey(
+        GateRun, null=True, blank=True, on_delete=models.PROTECT, related_name="decisions"
+    )
+    # The gate run's verdict when the decision was taken.
+    gate_verdict = models.CharField(max_length=20, blank=True)
+    action = models.CharField(max_length=20, choices=Action.choices)
+    reason = models.TextField()
+    confirms = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="confirmation"
+    )
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(action="override_confirm", confirms__isnull=False)
+                | (~models.Q(action="override_confirm") & models.Q(confirms__isnull=True)),
+                name="decision_confirm_points_at_request",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.version_id} by {self.decided_by_id}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("Decisions are immutable.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("Decisions are immutable.")

@@ -1,0 +1,1 @@
+"""Gate selectors: the reads."""

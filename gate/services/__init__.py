@@ -1,0 +1,1 @@
+"""Gate services: the writes (and the measurements layers and pages share)."""

@@ -1,0 +1,90 @@
+"""Model answers, through the per-worker model cache and a database cache of outputs.
+
+The output cache is keyed by version, backend config and the exact input text, so a rerun,
+a baseline seen before, or a run resumed after a worker crash does not ask the model again.
+Failed answers are never cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gate.models import ModelOutput
+from registry.models import ModelVersion
+from registry.services.versions import model_version_backend
+
+
+@dataclass(frozen=True)
+class VersionOutputs:
+    predictions: list  # engines.backends.Prediction, in input order
+    seconds: float  # model time for the inputs that were not cached
+    computed: int
+    cached: int
+    device: str
+
+
+def model_output_key(*, version: ModelVersion, text: str) -> str:
+    config = json.dumps([version.backend_kind, version.backend_config], sort_keys=True)
+    return hashlib.sha256(f"{config}\n{text}".encode()).hexdigest()
+
+
+def model_outputs_predict(
+    *,
+    version: ModelVersion,
+    texts: Sequence[str],
+    batch_size: int,
+    on_batch: Callable[[int], None],
+    use_cache: bool = True,
+) -> VersionOutputs:
+    from engines.backends import BackendError, Prediction, backend_device
+
+    keys = [model_output_key(version=version, text=text) for text in texts]
+    stored = ModelOutput.objects.filter(version=version, input_hash__in=set(keys)) if use_cache else []
+    known = {
+        row.input_hash: Prediction(label=row.label or None, text=row.text, latency_ms=row.latency_ms)
+        for row in stored
+    }
+    cached = sum(key in known for key in keys)
+    if cached:
+        on_batch(cached)
+    todo = [i for i, key in enumerate(keys) if key not in known]
+    started = time.perf_counter()
+    try:
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start : start + batch_size]
+            fresh = dict(
+                zip(
+                    (keys[i] for i in batch),
+                    model_version_backend(version=version).predict([texts[i] for i in batch]),
+                    strict=True,
+                )
+            )
+            ModelOutput.objects.bulk_create(
+                [
+                    ModelOutput(
+                        version=version,
+                        input_hash=key,
+                        label=p.label or "",
+                        text=p.text,
+                        latency_ms=p.latency_ms,
+                    )
+                    for key, p in fresh.items()
+                    if p.error is None
+                ],
+                ignore_conflicts=True,
+            )
+            known.update(fresh)
+            on_batch(len(batch))
+    except BackendError as exc:
+        raise BackendError(f"{version.ref}: {exc}", transient=exc.transient) from exc
+    return VersionOutputs(
+        predictions=[known[key] for key in keys],
+        seconds=time.perf_counter() - started if todo else 0.0,
+        computed=len(todo),
+        cached=cached,
+        device=backend_device(version.backend_kind),
+    )

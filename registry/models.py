@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9._-]*$", "Use lowercase letters, digits, '.', '_' and '-'.")
+
+
+class ModelVersion(models.Model):
+    """One version of a model family, how to reach it, and where it is in its release."""
+
+    class Status(models.TextChoices):
+        REGISTERED = "registered"
+        EVALUATING = "evaluating"
+        GATE_PASSED = "gate_passed"
+        GATE_FAILED = "gate_failed"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        CANARY = "canary"
+        PROMOTED = "promoted"
+        ROLLED_BACK = "rolled_back"
+
+    class BackendKind(models.TextChoices):
+        OPENAI = "openai", "OpenAI-compatible chat endpoint"
+        HF = "hf", "Local transformers checkpoint"
+        BUILTIN = "builtin", "Bundled demo model"
+
+    family = models.CharField(max_length=100, validators=[slug_validator])
+    label = models.CharField(max_length=100, validators=[slug_validator])
+    description = models.TextField(blank=True)
+    backend_kind = models.CharField(max_length=20, choices=BackendKind.choices)
+    backend_config = models.JSONField(default=dict, blank=True)
+    # Write-only: accepted by the API and admin, never shown back.
+    api_key = models.CharField(max_length=500, blank=True)
+    # Where live traffic reaches this version: an OpenAI-compatible base URL (".../v1") that the
+    # canary proxy forwards to. Empty: the `openai` backend's base_url; other backends are not
+    # served until it is set (e.g. by `manage.py serve_model`).
+    serving_url = models.URLField(max_length=500, blank=True)
+    baseline = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="challengers"
+    )
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.REGISTERED)
+    is_demo = models.BooleanField(default=False, help_text="Part of the synthetic demo.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["family", "-created_at"]
+        constraints = [models.UniqueConstraint(fields=["family", "label"], name="model_version_family_label")]
+        indexes = [models.Index(fields=["family", "status"])]
+
+    def __str__(self) -> str:
+        return self.ref
+
+    @property
+    def ref(self) -> str:
+        return f"{self.family}:{self.label}"
+
+
+class AuditLog(models.Model):
+    """Append-only record of every state change that matters."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, help_text="User name, or the system part.")
+    action = models.CharField(max_length=100)
+    target_type = models.CharField(max_length=100)
+    target_id = models.CharField(max_length=100)
+    target_repr = models.CharField(max_length=300)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["target_type", "target_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.target_repr}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("Audit rows are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("Audit rows are append-only.")
+
+
+class EvalSuite(models.Model):
+    """A versioned set of golden items. Immutable once a gate run has used it."""
+
+    name = models.CharField(max_length=100, validators=[slug_validator])
+    version = models.PositiveIntegerField()
+    description = models.TextField(blank=True)
+    content_hash = models.CharField(max_length=64)
+    item_count = models.PositiveIntegerField()
+    is_demo = models.BooleanField(default=False, help_text="Synthetic demo data.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Set when a gate run first uses the suite (`eval_suite_lock`); a locked suite is never edited.
+    locked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name", "-version"]
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="eval_suite_name_version")]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    @property
+    def locked(self) -> bool:
+        return self.locked_at is not None
+
+
+class EvalItem(models.Model):
+    suite = models.ForeignKey(EvalSuite, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField()
+    external_id = models.CharField(max_length=200)
+    input = models.TextField()
+    label = models.CharField(max_length=200, blank=True)
+    reference = models.TextField(blank=True)
+    language = models.CharField(max_length=10, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["suite", "position"]
+        constraints = [models.UniqueConstraint(fields=["suite", "external_id"], name="eval_item_suite_id")]
+
+    def __str__(self) -> str:
+        return f"{self.suite}#{self.external_id}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for CI. Only a hash of the key is stored; the key is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True)
+    key_prefix = models.CharField(max_length=8)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.key_prefix}… ({self.user})"

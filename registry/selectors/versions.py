@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from registry.errors import NotFoundError
+from registry.models import ModelVersion
+from registry.selectors import pk_like
+
+
+def model_version_get(*, ref: str | int, field: str = "version") -> ModelVersion:
+    """A version by id or by "family:label"."""
+    text = str(ref).strip()
+    queryset = ModelVersion.objects.select_related("baseline", "created_by")
+    if pk_like(text):
+        version = queryset.filter(pk=int(text)).first()
+    elif ":" in text:
+        family, _, label = text.partition(":")
+        version = queryset.filter(family=family, label=label).first()
+    else:
+        raise NotFoundError(f"{text!r} is neither an id nor family:label.", field=field)
+    if version is None:
+        raise NotFoundError(f"No model version {text!r}.", field=field)
+    return version
+
+
+def model_version_list(*, filters: dict | None = None) -> QuerySet[ModelVersion]:
+    filters = filters or {}
+    queryset = ModelVersion.objects.select_related("baseline", "created_by")
+    for key in ("family", "label", "status", "backend_kind"):
+        if filters.get(key):
+            queryset = queryset.filter(**{key: filters[key]})
+    return queryset.order_by("family", "-created_at")

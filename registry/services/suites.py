@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from registry.errors import ApplicationError
+from registry.models import EvalItem, EvalSuite
+from registry.services.audit import audit_record
+from registry.suite_format import (
+    SuiteFormatError,
+    SuiteItem,
+    suite_content_hash,
+    suite_parse_csv,
+    suite_parse_jsonl,
+    suite_parse_records,
+)
+
+FORMATS = {"jsonl": suite_parse_jsonl, "csv": suite_parse_csv}
+
+
+def suite_items_parse(
+    *, content: bytes | None = None, fmt: str = "jsonl", records: object = None, field: str = "file"
+) -> list[SuiteItem]:
+    """Parse an upload (bytes in `fmt`) or a JSON array of records; errors name line and field."""
+    try:
+        if records is not None:
+            return suite_parse_records(records)
+        if fmt not in FORMATS:
+            raise ApplicationError(
+                f"Unknown format {fmt!r}.", fields={"format": [f"one of {sorted(FORMATS)}"]}
+            )
+        return FORMATS[fmt](content or b"")
+    except SuiteFormatError as exc:
+        fields: dict[str, list[str]] = {}
+        for issue in exc.issues:
+            key = issue.key if records is not None else f"{field}: {issue.key}"
+            fields.setdefault(key, []).append(issue.message)
+        raise ApplicationError(str(exc), code="invalid_suite", fields=fields) from None
+
+
+@transaction.atomic
+def eval_suite_import(
+    *, name: str, items: list[SuiteItem], actor, description: str = "", is_demo: bool = False
+) -> tuple[EvalSuite, bool]:
+    """Store `items` as the next version of suite `name`. Suites are never edited: new content
+    makes a new version, and the same content as the latest version returns that version.
+    Returns (suite, created)."""
+    content_hash = suite_content_hash(items)
+    latest = EvalSuite.objects.filter(name=name).order_by("-version").first()
+    if latest is not None and latest.content_hash == content_hash:
+        return latest, False
+    next_version = (EvalSuite.objects.filter(name=name).aggregate(v=Max("version"))["v"] or 0) + 1
+    suite = EvalSuite(
+        name=name,
+        version=next_version,
+        description=description,
+        content_hash=content_hash,
+        item_count=len(items),
+        is_demo=is_demo,
+        created_by=actor if getattr(actor, "is_authenticated", False) else None,
+    )
+    try:
+        suite.full_clean(exclude=["created_by"], validate_unique=False, validate_constraints=False)
+    except ValidationError as exc:
+        raise ApplicationError("Invalid suite.", fields=exc.message_dict) from None
+    try:
+        with transaction.atomic():
+            suite.save()
+    except IntegrityError:
+        raise ApplicationError(
+            f"Suite {name} was changed concurrently; retry.", code="conflict", status_code=409
+        ) from None
+    EvalItem.objects.bulk_create(
+        [
+            EvalItem(
+                suite=suite,
+                position=position,
+                external_id=item.id,
+                input=item.input,
+                label=item.label,
+                reference=item.reference,
+                language=item.language,
+                tags=list(item.tags),
+                metadata=item.metadata,
+            )
+            for position, item in enumerate(items)
+        ],
+        batch_size=1000,
+    )
+    audit_record(
+        actor=actor,
+        action="eval_suite.import",
+        target=suite,
+        after={"version": suite.version, "items": suite.item_count, "content_hash": content_hash},
+    )
+    return suite, True
+
+
+def eval_suite_lock(*, suite: EvalSuite) -> None:
+    """Mark the suite as used by a gate run: from now on it is never edited (idempotent)."""
+    EvalSuite.objects.filter(pk=suite.pk, locked_at__isnull=True).update(locked_at=timezone.now())

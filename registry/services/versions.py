@@ -1,0 +1,209 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from engines.backends.config import BackendConfigError, backend_config_validate
+from registry.errors import ApplicationError
+from registry.models import ModelVersion
+from registry.services.audit import audit_record
+
+if TYPE_CHECKING:
+    from engines.backends import ModelBackend
+
+Status = ModelVersion.Status
+
+# The release lifecycle. Anything not listed here is refused.
+TRANSITIONS: dict[str, set[str]] = {
+    # Approval from here is an override (no gate pass: inconclusive, errored or never run).
+    Status.REGISTERED: {Status.EVALUATING, Status.APPROVED, Status.REJECTED},
+    Status.EVALUATING: {Status.GATE_PASSED, Status.GATE_FAILED, Status.REGISTERED},
+    Status.GATE_PASSED: {Status.APPROVED, Status.REJECTED, Status.EVALUATING},
+    Status.GATE_FAILED: {Status.APPROVED, Status.REJECTED, Status.EVALUATING},
+    Status.APPROVED: {Status.CANARY, Status.REJECTED},
+    Status.REJECTED: set(),
+    Status.CANARY: {Status.PROMOTED, Status.ROLLED_BACK},
+    Status.PROMOTED: set(),
+    Status.ROLLED_BACK: set(),
+}
+# A version may enter the registry as new, or as the incumbent already serving production.
+INITIAL_STATUSES = {Status.REGISTERED, Status.PROMOTED}
+
+
+def _snapshot(version: ModelVersion) -> dict:
+    return {
+        "status": version.status,
+        "backend_kind": version.backend_kind,
+        "backend_config": version.backend_config,
+        "baseline": version.baseline.ref if version.baseline else None,
+        "serving_url": version.serving_url,
+    }
+
+
+@transaction.atomic
+def model_version_register(
+    *,
+    family: str,
+    label: str,
+    backend_kind: str,
+    backend_config: dict,
+    actor,
+    api_key: str = "",
+    baseline: ModelVersion | None = None,
+    description: str = "",
+    status: str = Status.REGISTERED,
+    is_demo: bool = False,
+    serving_url: str = "",
+) -> ModelVersion:
+    if status not in INITIAL_STATUSES:
+        raise ApplicationError(
+            f"A version is registered as one of {sorted(INITIAL_STATUSES)}, not {status!r}.",
+            fields={"status": [f"must be one of {sorted(INITIAL_STATUSES)}"]},
+        )
+    try:
+        config = backend_config_validate(kind=backend_kind, config=backend_config)
+    except BackendConfigError as exc:
+        raise ApplicationError(
+            str(exc), code="invalid_backend_config", fields={exc.field: [exc.message]}
+        ) from None
+    if baseline is not None and baseline.family != family:
+        raise ApplicationError(
+            f"The baseline {baseline.ref} is not of family {family!r}.",
+            fields={"baseline": ["must be a version of the same family"]},
+        )
+    version = ModelVersion(
+        family=family,
+        label=label,
+        backend_kind=backend_kind,
+        backend_config=config,
+        api_key=api_key,
+        baseline=baseline,
+        description=description,
+        status=status,
+        is_demo=is_demo,
+        serving_url=serving_url,
+        created_by=actor if getattr(actor, "is_authenticated", False) else None,
+    )
+    try:
+        version.full_clean(
+            exclude=["created_by", "baseline"], validate_unique=False, validate_constraints=False
+        )
+    except ValidationError as exc:
+        raise ApplicationError("Invalid model version.", fields=exc.message_dict) from None
+    try:
+        with transaction.atomic():
+            version.save()
+    except IntegrityError:
+        raise ApplicationError(
+            f"{family}:{label} is already registered.",
+            code="duplicate",
+            fields={"label": [f"label {label!r} already exists in family {family!r}"]},
+            status_code=409,
+        ) from None
+    audit_record(actor=actor, action="model_version.register", target=version, after=_snapshot(version))
+    return version
+
+
+@transaction.atomic
+def model_version_transition(
+    *, version: ModelVersion, to_status: str, actor, reason: str = "", system: str = "system"
+) -> ModelVersion:
+    """Move a version along its lifecycle; refuses any step not in TRANSITIONS."""
+    locked = ModelVersion.objects.select_for_update().get(pk=version.pk)
+    if to_status not in Status.values:
+        raise ApplicationError(
+            f"Unknown status {to_status!r}.", fields={"status": [f"one of {Status.values}"]}
+        )
+    if to_status not in TRANSITIONS[locked.status]:
+        allowed = sorted(TRANSITIONS[locked.status]) or ["none: final state"]
+        raise ApplicationError(
+            f"{locked.ref} cannot go from {locked.status} to {to_status}.",
+            code="illegal_transition",
+            fields={"status": [f"from {locked.status} allowed: {', '.join(allowed)}"]},
+            status_code=409,
+        )
+    before = locked.status
+    locked.status = to_status
+    locked.save(update_fields=["status", "updated_at"])
+    audit_record(
+        actor=actor,
+        action="model_version.transition",
+        target=locked,
+        before={"status": before},
+        after={"status": to_status},
+        reason=reason,
+        system=system,
+    )
+    version.status = locked.status
+    return locked
+
+
+def model_version_serving_set(
+    *, version: ModelVersion, serving_url: str, actor, system: str = "system"
+) -> ModelVersion:
+    """Point live traffic (the canary proxy) at `serving_url`, an OpenAI-compatible base URL."""
+    from django.core.validators import URLValidator
+
+    if serving_url:
+        try:
+            URLValidator(schemes=["http", "https"])(serving_url)
+        except ValidationError:
+            raise ApplicationError(
+                "serving_url must be an http(s) URL.", fields={"serving_url": ["an http(s) URL"]}
+            ) from None
+    before = version.serving_url
+    ModelVersion.objects.filter(pk=version.pk).update(serving_url=serving_url)
+    version.serving_url = serving_url
+    audit_record(
+        actor=actor,
+        action="model_version.serving_set",
+        target=version,
+        before={"serving_url": before},
+        after={"serving_url": serving_url},
+        system=system,
+    )
+    return version
+
+
+def model_version_serving_url(*, version: ModelVersion) -> str:
+    """Where live traffic for `version` goes; empty when it is not served."""
+    if version.serving_url:
+        return version.serving_url
+    if version.backend_kind == ModelVersion.BackendKind.OPENAI:
+        return version.backend_config.get("base_url", "")
+    return ""
+
+
+def model_version_serving_model(*, version: ModelVersion) -> str:
+    """The `model` to ask for at the serving URL: an `openai` backend's own, else the version's ref
+    (what `manage.py serve_model` answers to)."""
+    if version.backend_kind == ModelVersion.BackendKind.OPENAI:
+        return version.backend_config["model"]
+    return version.ref
+
+
+def model_version_backend(*, version: ModelVersion, cached: bool = True) -> ModelBackend:
+    """The version's model, loaded as its backend says (relative checkpoints under
+    EVALHUB_MODEL_DIR). Cached per process by default, keyed on everything that defines it."""
+    from engines.backends import backend_build, backend_cached  # torch: only where models run
+
+    spec = {
+        "kind": version.backend_kind,
+        "config": version.backend_config,
+        "api_key": version.api_key,
+        "model_dir": Path(settings.EVALHUB_MODEL_DIR),
+    }
+    if not cached:
+        return backend_build(**spec)
+    key = (
+        version.pk,
+        version.backend_kind,
+        json.dumps(version.backend_config, sort_keys=True),
+        version.api_key,
+    )
+    return backend_cached(key=key, **spec)

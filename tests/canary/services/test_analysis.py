@@ -1,0 +1,181 @@
+"""Canary analysis on stored events; acting on its verdict; a broken candidate rolled back end to end."""
+
+import random
+
+import pytest
+from django.core.management import call_command
+
+from canary.models import CanaryAnalysis, ProbeRun, ProbeSet, TurnEvent
+from canary.services.analysis import experiment_analyze
+from canary.services.events import events_ingest
+from canary.services.experiments import experiment_create, experiment_start
+from registry.models import AuditLog
+from registry.services.versions import model_version_register
+
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "contract-assistant/v3"}}
+
+
+def versions():
+    v3 = model_version_register(family="fam", label="v3", actor=None, status="promoted", **BUILTIN)
+    v4 = model_version_register(family="fam", label="v4", actor=None, baseline=v3, **BUILTIN)
+    return v3, v4
+
+
+def traffic(*, sessions: int, arm: str, error_rate: float = 0.0, latency: float = 100.0, seed: int = 0):
+    """Sessions of one question and one answer (sometimes a second question), as chat-app events."""
+    rng = random.Random(f"{arm}{seed}")
+    events = []
+    for s in range(sessions):
+        turns = 2 if rng.random() < 0.2 else 1
+        for t in range(turns):
+            common = {
+                "experiment": "exp",
+                "session_id": f"{arm}-{seed}-{s}",
+                "user_id": f"{arm}-{s}",
+                "arm": arm,
+            }
+            stamp = "2026-11-29T10:00:00Z"
+            events.append(
+                {**common, "type": "turn", "event_id": f"{arm}-{seed}-{s}-{t}-q", "turn_index": 2 * t}
+                | {"role": "user", "text": "q", "timestamp": stamp}
+            )
+            events.append(
+                {**common, "type": "turn", "event_id": f"{arm}-{seed}-{s}-{t}-a", "turn_index": 2 * t + 1}
+                | {"role": "assistant", "text": "a", "timestamp": stamp, "latency_ms": rng.gauss(latency, 10)}
+                | {"error": "timeout" if rng.random() < error_rate else ""}
+            )
+    for start in range(0, len(events), 4000):
+        events_ingest(events=events[start : start + 4000])
+
+
+def probe_report(experiment, *, candidate_only: int = 3, baseline_only: int = 2, pairs: int = 40):
+    probe_set = ProbeSet.objects.create(name="p", family="fam")
+    both = pairs // 2
+    ProbeRun.objects.create(
+        experiment=experiment,
+        probe_set=probe_set,
+        status="succeeded",
+        finished_at="2026-11-29T10:00:00Z",
+        report={
+            "all": {
+                "pairs": pairs,
+                "baseline_rate": (both + baseline_only) / pairs,
+                "candidate_rate": (both + candidate_only) / pairs,
+                "only_candidate_correct": candidate_only,
+                "only_baseline_correct": baseline_only,
+                "both_correct": both,
+                "neither_correct": pairs - both - candidate_only - baseline_only,
+            }
+        },
+    )
+
+
+@pytest.fixture
+def experiment(db):
+    v3, v4 = versions()
+    created = experiment_create(
+        name="exp", baseline=v3, candidate=v4, traffic_percent=5, ramp=[5, 25, 100], actor=None
+    )
+    return experiment_start(experiment=created, actor=None)
+
+
+@pytest.mark.django_db
+def test_too_little_traffic_is_insufficient_and_nothing_happens(experiment):
+    traffic(sessions=20, arm="baseline")
+    traffic(sessions=20, arm="candidate")
+    analysis = experiment_analyze(experiment=experiment)
+    assert analysis.verdict == "insufficient_data" and analysis.action == ""
+    assert {m["metric"]: m["verdict"] for m in analysis.metrics}["error_rate"] == "insufficient_data"
+    experiment.refresh_from_db()
+    assert (experiment.status, experiment.traffic_percent) == ("running", 5.0)
+
+
+@pytest.mark.django_db
+def test_a_candidate_that_errors_is_rolled_back_with_the_reason(
+    experiment, django_capture_on_commit_callbacks, settings
+):
+    settings.EVALHUB_WEBHOOK_URL = "http://127.0.0.1:9/hook"
+    traffic(sessions=400, arm="baseline", error_rate=0.01)
+    traffic(sessions=400, arm="candidate", error_rate=0.2)
+    probe_report(experiment)
+    with django_capture_on_commit_callbacks() as webhooks:
+        analysis = experiment_analyze(experiment=experiment)
+    assert (analysis.verdict, analysis.action) == ("fail", "rolled_back")
+    error_rate = next(m for m in analysis.metrics if m["metric"] == "error_rate")
+    assert error_rate["verdict"] == "fail" and error_rate["p_value"] < 0.001
+    experiment.refresh_from_db()
+    assert (experiment.status, experiment.traffic_percent) == ("rolled_back", 0.0)
+    assert "error_rate [fail]" in experiment.end_reason
+    row = AuditLog.objects.get(action="experiment.rolled_back")
+    assert row.actor_name == "canary-analysis" and "error_rate" in row.reason
+    assert len(webhooks) == 1
+
+
+@pytest.mark.django_db
+def test_probe_traffic_is_not_user_traffic(experiment):
+    traffic(sessions=400, arm="baseline")
+    traffic(sessions=400, arm="candidate")
+    probe_report(experiment)
+    before = experiment_analyze(experiment=experiment, act=False).metrics
+    TurnEvent.objects.bulk_create(
+        TurnEvent(
+            experiment=experiment,
+            event_id=f"probe-{i}",
+            session_id=f"probe-{i}",
+            arm="candidate",
+            turn_index=1,
+            role="assistant",
+            error="boom",
+            source="probe",
+            occurred_at="2026-11-29T10:00:00Z",
+        )
+        for i in range(500)
+    )
+    after = experiment_analyze(experiment=experiment, act=False).metrics
+    assert [(m["metric"], m["candidate_n"], m["verdict"]) for m in after] == [
+        (m["metric"], m["candidate_n"], m["verdict"]) for m in before
+    ]
+
+
+@pytest.mark.django_db
+def test_a_pass_waits_for_a_release_manager_unless_the_plan_ramps_itself(experiment):
+    traffic(sessions=400, arm="baseline")
+    traffic(sessions=400, arm="candidate", seed=1)
+    probe_report(experiment)
+    analysis = experiment_analyze(experiment=experiment)
+    assert (analysis.verdict, analysis.action) == ("pass", "waiting_for_release_manager"), analysis.reasons
+    turns = next(m for m in analysis.metrics if m["metric"] == "turns_per_session")
+    assert turns["candidate_n"] == turns["baseline_n"] == 400
+    experiment.ramp_auto = True
+    experiment.save(update_fields=["ramp_auto"])
+    assert experiment_analyze(experiment=experiment).action == "ramped"
+    experiment.refresh_from_db()
+    assert (experiment.traffic_percent, experiment.ramp_step) == (25.0, 1)
+    assert AuditLog.objects.get(action="experiment.ramp").actor_name == "canary-analysis"
+    assert CanaryAnalysis.objects.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stopping_the_candidates_server_rolls_back_while_users_keep_answers(
+    live_server, serve_versions, small_bow
+):
+    v3, v4 = serve_versions({"v3": small_bow, "v4": small_bow})
+    v4_server = serve_versions.servers["v4"]
+    created = experiment_create(
+        name="sim", baseline=v3, candidate=v4, traffic_percent=50, actor=None, guardrails={"min_requests": 50}
+    )
+    experiment = experiment_start(experiment=created, actor=None)
+    v4_server.shutdown()  # the candidate goes down
+    v4_server.server_close()
+    call_command(
+        "simulate_traffic", experiment="sim", server=live_server.url, users=120, concurrency=4, json=True
+    )
+    answers = TurnEvent.objects.filter(role="assistant")
+    candidate = answers.filter(arm="candidate")
+    # Every request was answered: the candidate's users by V3, recorded as fallbacks.
+    assert candidate.exists() and candidate.filter(fallback=True).count() == candidate.count()
+    assert set(candidate.values_list("version__label", flat=True)) == {"v3"}
+    analysis = experiment_analyze(experiment=experiment)
+    assert (analysis.verdict, analysis.action) == ("fail", "rolled_back")
+    experiment.refresh_from_db()
+    assert experiment.status == "rolled_back" and "fallback_rate [fail]" in experiment.end_reason

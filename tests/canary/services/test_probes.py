@@ -1,0 +1,82 @@
+"""Stress probes through both versions' real model servers, paired and compared per weakness."""
+
+import pytest
+
+from canary.models import ProbeResult, ProbeRun, TurnEvent
+from canary.probes_gen import demo_probes_build
+from canary.services.experiments import experiment_create, experiment_start
+from canary.services.probes import probe_run_execute, probe_runs_due, probe_set_import
+from engines.demo.dataset import demo_dataset_build
+from engines.training import bow_train
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="module")
+def better_bow(tmp_path_factory):
+    """A second real model, trained on all of the training split (the small one sees a third)."""
+    out_dir = tmp_path_factory.mktemp("bow-all")
+    bow_train(items=demo_dataset_build(seed=0).train, out_dir=out_dir, seed=0, epochs=10)
+    return out_dir
+
+
+@pytest.fixture
+def experiment(small_bow, better_bow, serve_versions):
+    v3, v4 = serve_versions({"v3": small_bow, "v4": better_bow})
+    created = experiment_create(name="exp", baseline=v3, candidate=v4, actor=None)
+    return experiment_start(experiment=created, actor=None)
+
+
+@pytest.fixture
+def probe_set():
+    return probe_set_import(
+        name="weak-spots", family="contract-assistant", probes=demo_probes_build(per_weakness=8), actor=None
+    )
+
+
+def test_probes_are_paired_per_weakness_and_kept_out_of_user_traffic(experiment, probe_set):
+    run = probe_run_execute(experiment=experiment, probe_set=probe_set)
+    assert run.status == "succeeded", run.error
+    results = ProbeResult.objects.filter(probe_run=run)
+    assert results.count() == 2 * 32
+    report = run.report
+    assert set(report) == {"all", "long_contract", "mixed_language", "ocr_noise", "clause_conflict"}
+    for weakness, cell in report.items():
+        rows = results if weakness == "all" else results.filter(probe__weakness=weakness)
+        pairs = rows.count() // 2
+        assert cell["pairs"] == pairs == (32 if weakness == "all" else 8)
+        for arm in ("baseline", "candidate"):
+            correct = rows.filter(arm=arm, correct=True).count()
+            assert cell[f"{arm}_rate"] == pytest.approx(correct / pairs)
+        candidate_ok = rows.filter(arm="candidate", correct=True).values_list("probe_id", flat=True)
+        baseline_ok = rows.filter(arm="baseline", correct=True).values_list("probe_id", flat=True)
+        assert cell["both_correct"] == len(set(candidate_ok) & set(baseline_ok))
+        assert 0 <= cell["mcnemar_p"] <= 1
+        assert cell["finding"] in (
+            "candidate fixes this weakness",
+            "candidate regresses",
+            "no clear difference",
+        )
+    one = results.filter(arm="candidate").select_related("probe").first()
+    assert one.version.ref == "contract-assistant:v4" and one.output_text
+    assert one.correct == (one.output_label == one.probe.expected_label)
+    # Marked as probe traffic: every probe twice (question, answer) per arm, none as user traffic.
+    assert TurnEvent.objects.filter(source="probe").count() == 4 * 32
+    assert not TurnEvent.objects.exclude(source="probe").exists()
+
+
+def test_a_version_that_cannot_be_reached_fails_the_run_with_the_reason(experiment, probe_set):
+    candidate = experiment.candidate
+    candidate.serving_url = "http://127.0.0.1:9/v1"
+    candidate.save(update_fields=["serving_url"])
+    run = probe_run_execute(experiment=experiment, probe_set=probe_set)
+    assert run.status == "failed" and run.error.startswith("BackendError"), run.error
+    assert not ProbeResult.objects.filter(probe_run=run).exists()
+
+
+def test_the_beat_runs_every_set_of_running_experiments_only(experiment, probe_set):
+    assert [run.probe_set.name for run in probe_runs_due()] == ["weak-spots"]
+    experiment.status = "paused"
+    experiment.save(update_fields=["status"])
+    assert probe_runs_due() == []
+    assert ProbeRun.objects.count() == 1

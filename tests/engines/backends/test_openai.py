@@ -1,0 +1,128 @@
+"""The openai backend against real HTTP servers on loopback: a scripted endpoint standing in
+for a third-party API (retries, errors, concurrency), and EvalHub's own model server."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from engines.backends.base import BackendError
+from engines.backends.config import backend_config_validate
+from engines.backends.openai import OpenAIBackend
+
+
+class ScriptedEndpoint:
+    """Answers "[<first word>] echo: <text>"; `fail_first` requests get `fail_status`."""
+
+    def __init__(self, *, fail_first=0, fail_status=503, delay=0.0):
+        self.fail_first, self.fail_status, self.delay = fail_first, fail_status, delay
+        self.requests, self.in_flight, self.max_in_flight = [], 0, 0
+        self.lock = threading.Lock()
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with endpoint.lock:
+                    endpoint.requests.append((self.path, dict(self.headers), body))
+                    failing = len(endpoint.requests) <= endpoint.fail_first
+                    endpoint.in_flight += 1
+                    endpoint.max_in_flight = max(endpoint.max_in_flight, endpoint.in_flight)
+                time.sleep(endpoint.delay)
+                with endpoint.lock:
+                    endpoint.in_flight -= 1
+                if failing:
+                    payload, status = b'{"error": "busy"}', endpoint.fail_status
+                else:
+                    text = body["messages"][-1]["content"]
+                    content = f"[{text.split()[0]}] echo: {text}"
+                    payload = json.dumps(
+                        {"choices": [{"message": {"role": "assistant", "content": content}}]}
+                    ).encode()
+                    status = 200
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def endpoint_factory():
+    made = []
+
+    def make(**kwargs):
+        made.append(ScriptedEndpoint(**kwargs))
+        return made[-1]
+
+    yield make
+    for endpoint in made:
+        endpoint.close()
+
+
+def backend(url, **config):
+    full = backend_config_validate(kind="openai", config={"base_url": url, "model": "m", **config})
+    return OpenAIBackend(config=full, api_key=config.pop("key", ""), sleep=lambda s: None)
+
+
+def test_reads_label_and_answer_in_order(endpoint_factory):
+    endpoint = endpoint_factory()
+    predictions = backend(endpoint.url, system_prompt="Classify.").predict(
+        ["payment a", "deposit b", "liability c"]
+    )
+    assert [p.label for p in predictions] == ["payment", "deposit", "liability"]
+    assert predictions[0].text == "echo: payment a" and predictions[0].error is None
+    path, _, body = endpoint.requests[0]
+    assert path == "/v1/chat/completions"
+    assert body["messages"][0] == {"role": "system", "content": "Classify."}
+
+
+def test_api_key_sent_as_bearer(endpoint_factory):
+    endpoint = endpoint_factory()
+    full = backend_config_validate(kind="openai", config={"base_url": endpoint.url, "model": "m"})
+    OpenAIBackend(config=full, api_key="sk-test").predict(["x y"])
+    assert endpoint.requests[0][1]["Authorization"] == "Bearer sk-test"
+
+
+def test_retries_transient_errors(endpoint_factory):
+    endpoint = endpoint_factory(fail_first=2, fail_status=503)
+    (prediction,) = backend(endpoint.url, max_retries=3).predict(["payment x"])
+    assert prediction.label == "payment" and len(endpoint.requests) == 3
+
+
+def test_client_errors_are_not_retried_and_mark_the_item(endpoint_factory):
+    endpoint = endpoint_factory(fail_first=1, fail_status=400)
+    first, second = backend(endpoint.url, max_concurrency=1).predict(["a b", "c d"])
+    assert first.error.startswith("HTTP 400") and first.label is None
+    assert second.label == "c" and len(endpoint.requests) == 2
+
+
+def test_concurrency_is_bounded(endpoint_factory):
+    endpoint = endpoint_factory(delay=0.05)
+    backend(endpoint.url, max_concurrency=3).predict([f"w{i} text" for i in range(12)])
+    assert endpoint.max_in_flight == 3
+
+
+def test_unreachable_endpoint_is_a_transient_backend_error():
+    with pytest.raises(BackendError) as caught:
+        backend("http://127.0.0.1:9/v1", max_retries=1, timeout_s=1).predict(["a", "b"])
+    assert caught.value.transient
+
+
+def test_timeout_is_unreachable(endpoint_factory):
+    endpoint = endpoint_factory(delay=0.5)
+    with pytest.raises(BackendError):
+        backend(endpoint.url, timeout_s=0.1, max_retries=0).predict(["a b"])

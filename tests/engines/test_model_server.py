@@ -1,0 +1,93 @@
+"""The reference model server: a registered version over the OpenAI-compatible chat API."""
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engines.backends import backend_build
+from engines.demo.dataset import demo_dataset_build
+from engines.model_server import model_server_create
+from registry.services.versions import model_version_backend, model_version_register
+
+pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def v3(small_bow):
+    return model_version_register(
+        family="fam", label="v3", backend_kind="builtin", backend_config={"path": str(small_bow)}, actor=None
+    )
+
+
+@pytest.fixture
+def server(v3):
+    server = model_server_create(
+        backend=model_version_backend(version=v3, cached=False), model_name=v3.ref, port=0
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_openai_backend_through_the_server_equals_direct_calls(v3, server):
+    questions = [item.input for item in demo_dataset_build(seed=0).eval[:24]]
+    direct = backend_build(kind="builtin", config=v3.backend_config).predict(questions)
+    remote = backend_build(kind="openai", config={"base_url": f"{server}/v1", "model": v3.ref}).predict(
+        questions
+    )
+    assert [p.label for p in remote] == [p.label for p in direct]
+    assert [p.text for p in remote] == [p.text for p in direct]
+
+
+def test_chat_completion_shape_and_errors(server):
+    body = {"model": "fam:v3", "messages": [{"role": "user", "content": "The buyer pays within 30 days."}]}
+    answer = httpx.post(f"{server}/v1/chat/completions", json=body).json()
+    assert answer["object"] == "chat.completion" and answer["model"] == "fam:v3"
+    assert answer["choices"][0]["message"]["content"].startswith("[")
+    assert httpx.get(f"{server}/v1/models").json()["data"][0]["id"] == "fam:v3"
+    assert httpx.post(f"{server}/v1/chat/completions", content=b"{nope").status_code == 400
+    assert httpx.post(f"{server}/v1/chat/completions", json={"messages": []}).status_code == 400
+    assert httpx.post(f"{server}/v1/chat/completions", json={**body, "stream": True}).status_code == 400
+    assert httpx.get(f"{server}/v2/anything").status_code == 404
+
+
+def test_serve_model_command_serves_over_http(small_bow, tmp_path):
+    """`manage.py serve_model` as a user runs it, on its own SQLite database."""
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")},
+        "DJANGO_SETTINGS_MODULE": "evalhub.settings.local",
+        "EVALHUB_VAR_DIR": str(tmp_path),
+    }
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    register = (
+        "from registry.services.versions import model_version_backend, model_version_register as r; "
+        "r(family='fam', label='v3', backend_kind='builtin', actor=None, "
+        f"backend_config={{'path': {str(small_bow)!r}}})"
+    )
+    subprocess.run([*manage, "shell", "-c", register], cwd=ROOT, env=env, check=True)
+    process = subprocess.Popen(
+        [*manage, "serve_model", "fam:v3", "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("serving fam:v3 on http://127.0.0.1:"), line
+        base_url = line.split(" on ")[1].strip()
+        (prediction,) = backend_build(
+            kind="openai", config={"base_url": base_url, "model": "fam:v3"}
+        ).predict(["本合同适用中华人民共和国法律。"])
+        assert prediction.error is None and prediction.label
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

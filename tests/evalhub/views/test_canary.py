@@ -1,0 +1,388 @@
+"""The release manager's canary pages: list and dashboard from stored events, lifecycle actions."""
+
+import math
+import random
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
+
+from canary.models import Experiment, ProbeRun, ProbeSet, TurnEvent
+from canary.selectors import assigned_units_by_arm, follow_up_counts_by_arm, outcome_stats_by_arm
+from canary.services.analysis import experiment_analyze
+from canary.services.events import events_ingest
+from canary.services.experiments import experiment_create, experiment_start
+from engines.stats.effects import sequential_interval
+from engines.stats.sufficient import RatioStats
+from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
+from gate.models import GatePolicy
+from gate.services.gate_runs import gate_run_start
+from registry.models import AuditLog
+from registry.services.suites import eval_suite_import, suite_items_parse
+from registry.services.tokens import user_role_grant
+from registry.services.versions import model_version_register
+
+pytestmark = pytest.mark.django_db
+
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "x"}}
+ARMS = ("baseline", "candidate")
+# Share of sessions with a follow-up, and mean review hours per contract, per arm.
+FOLLOW_UP_SHARE = {"baseline": 0.10, "candidate": 0.25}
+HOURS = {"baseline": 3.0, "candidate": 2.4}
+SESSIONS = 240
+
+
+@pytest.fixture
+def experiment():
+    v3 = model_version_register(family="fam", label="v3", actor=None, status="promoted", **BUILTIN)
+    v4 = model_version_register(family="fam", label="v4", actor=None, baseline=v3, is_demo=True, **BUILTIN)
+    created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=None)
+    started = experiment_start(experiment=created, actor=None)
+    # The traffic below happened over the last three days (the window is just under three days).
+    Experiment.objects.filter(pk=started.pk).update(share_since=timezone.now() - timedelta(days=3, hours=-1))
+    started.refresh_from_db()
+    return started
+
+
+@pytest.fixture
+def traffic(experiment):
+    """Per arm: sessions spread over the window's three days (a question, its answer and sometimes a
+    follow-up with its answer), and one to three review-hours outcomes per user."""
+    events = []
+    for arm in ARMS:
+        rng = random.Random(arm)
+        for s in range(SESSIONS):
+            stamp = experiment.share_since + timedelta(days=s % 3, minutes=10 + s)
+            common = {"experiment": "exp", "arm": arm, "session_id": f"{arm}-s{s}", "user_id": f"{arm}-u{s}"}
+            turns = [("user", "What type of clause is this?"), ("assistant", "[payment] A payment clause.")]
+            if rng.random() < FOLLOW_UP_SHARE[arm]:
+                turns += [("user", "Sorry, why payment?"), ("assistant", "[payment] It sets a due date.")]
+            for index, (role, text) in enumerate(turns):
+                events.append(
+                    {
+                        **common,
+                        "type": "turn",
+                        "event_id": f"t-{arm}-{s}-{index}",
+                        "turn_index": index,
+                        "role": role,
+                        "text": text,
+                        "timestamp": (stamp + timedelta(seconds=20 * index)).isoformat(),
+                    }
+                )
+            for c in range(rng.randint(1, 3)):
+                events.append(
+                    {
+                        "type": "outcome",
+                        "experiment": "exp",
+                        "event_id": f"o-{arm}-{s}-{c}",
+                        "unit_id": f"{arm}-{s}-contract-{c}",
+                        "user_id": f"{arm}-u{s}",
+                        "arm": arm,
+                        "metric": "review_hours",
+                        "value": max(0.1, rng.gauss(HOURS[arm], 0.6)),
+                        "timestamp": (stamp + timedelta(minutes=5)).isoformat(),
+                    }
+                )
+    # A second metric, too small to judge.
+    for arm in ARMS:
+        events.append(
+            {
+                "type": "outcome",
+                "experiment": "exp",
+                "event_id": f"csat-{arm}",
+                "unit_id": f"{arm}-csat",
+                "user_id": f"{arm}-u0",
+                "arm": arm,
+                "metric": "csat",
+                "value": 4.0,
+                "timestamp": experiment.share_since.isoformat(),
+            }
+        )
+    events_ingest(events=events)
+    # What the follow-up detector would have said: openers are new, second questions follow-ups.
+    user_turns = TurnEvent.objects.filter(experiment=experiment, role="user")
+    user_turns.filter(turn_index=0).update(follow_up_kind="new")
+    user_turns.filter(turn_index=2).update(follow_up_kind="follow_up")
+    return events
+
+
+def login(role: str | None, username: str | None = None) -> Client:
+    user = get_user_model().objects.create_user(username=username or f"user-{role}")
+    if role:
+        user_role_grant(user=user, role=role)
+    client = Client()
+    client.force_login(user)
+    client.user = user
+    return client
+
+
+@pytest.fixture
+def viewer():
+    return login("viewer")
+
+
+@pytest.fixture
+def manager():
+    return login("release_manager", username="rm")
+
+
+def status_of(experiment) -> tuple[str, float]:
+    experiment.refresh_from_db()
+    return experiment.status, experiment.traffic_percent
+
+
+def test_pages_and_actions_need_a_login(experiment):
+    anonymous = Client()
+    for url in ("/canary/", "/canary/exp/"):
+        response = anonymous.get(url)
+        assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    response = anonymous.post("/canary/exp/pause/", {"reason": "x"})
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    assert status_of(experiment) == ("running", 50.0)
+
+
+def test_list_shows_every_experiment_with_its_latest_verdict(experiment, traffic, viewer):
+    v3, v4 = experiment.baseline, experiment.candidate
+    experiment_create(name="draft-one", baseline=v3, candidate=v4, traffic_percent=1, actor=None)
+    analysis = experiment_analyze(experiment=experiment, act=False)
+
+    response = viewer.get("/canary/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'href="/canary/exp/"' in html and 'href="/canary/draft-one/"' in html
+    assert "fam:v3</a> →" in html and "fam:v4</a>" in html
+    assert '<span class="badge running">running</span>' in html and "50 %" in html
+    assert f'<span class="badge {analysis.verdict}">{analysis.verdict}</span>' in html
+    assert "synthetic demo data" in html  # v4 is demo data
+    assert "Canaries</a>" in html  # the header link
+    listed = {e.name: e.latest_verdict for e in response.context["experiments"]}
+    assert listed == {"exp": analysis.verdict, "draft-one": None}
+
+
+def test_dashboard_numbers_are_the_selectors_and_the_gate_judges(experiment, traffic, viewer):
+    response = viewer.get("/canary/exp/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    dashboard = response.context["dashboard"]
+    start, end = dashboard["window"]["start"], dashboard["window"]["end"]
+    assert start == experiment.share_since
+
+    # Follow-up rate per arm, as layer 2 would judge it now with the default policy.
+    counts = follow_up_counts_by_arm(experiment=experiment, start=start, end=end, kinds=("follow_up",))
+    shown = {arm["arm"]: arm for arm in dashboard["follow_up"]["arms"]}
+    for arm in ARMS:
+        assert counts[arm]["answered"] == shown[arm]["answered"] > 0
+        assert counts[arm]["follow_ups"] == shown[arm]["follow_ups"] > 0
+        assert counts[arm]["sessions"] == shown[arm]["sessions"] == SESSIONS
+        assert f"{counts[arm]['follow_ups'] / counts[arm]['answered']:.3f}" in html
+    judged = follow_up_rate_judge(
+        candidate=FollowUpCounts(**{k: v for k, v in counts["candidate"].items() if k != "unjudged"}),
+        baseline=FollowUpCounts(**{k: v for k, v in counts["baseline"].items() if k != "unjudged"}),
+    )
+    assert dashboard["follow_up"]["result"] == judged
+    assert (
+        "if the gate ran now" in html
+        and f'<span class="badge {judged.verdict}">{judged.verdict}</span>' in html
+    )
+    assert html.count("<svg") == 2  # one bar per arm
+
+    # Business metrics: every metric of the experiment, per-user ratios from SQL.
+    metrics = {m["metric"]: m for m in dashboard["business"]["metrics"]}
+    assert list(metrics) == ["csat", "review_hours"]
+    stats = outcome_stats_by_arm(
+        experiment=experiment, metric="review_hours", start=start, end=end, per="user"
+    )
+    review = metrics["review_hours"]["result"]
+    for arm, side in (("baseline", "control"), ("candidate", "treatment")):
+        ratio = RatioStats(**stats[arm]).ratio
+        assert getattr(review, side)["value"] == pytest.approx(ratio)
+        assert f"{ratio:.3f}" in html
+    assert review.direction == "decrease" and review.improvement["estimate"] > 0
+    assert metrics["csat"]["result"].verdict == "insufficient_data"
+    units = assigned_units_by_arm(experiment=experiment, start=start, end=end)
+    assert dashboard["business"]["units"] == units == {"baseline": SESSIONS, "candidate": SESSIONS}
+    assert dashboard["business"]["srm"].mismatch is False and "no mismatch" in html
+    # No policy for the family: no tau, no minimum effect, so no daily table, and the page says why.
+    assert metrics["review_hours"]["daily"] == [] and "business_sequential_tau" in html
+
+
+def test_direction_may_be_flipped_for_display(experiment, traffic, viewer):
+    dashboard = viewer.get("/canary/exp/?direction=increase").context["dashboard"]
+    review = {m["metric"]: m for m in dashboard["business"]["metrics"]}["review_hours"]["result"]
+    assert review.direction == "increase" and review.improvement["estimate"] < 0
+    assert viewer.get("/canary/exp/?direction=sideways").context["dashboard"]["business"]["direction"] == (
+        "decrease"
+    )
+
+
+def test_daily_table_gives_cumulative_always_valid_intervals(experiment, traffic, viewer):
+    GatePolicy.objects.create(
+        name="fam", config={"business_metric": "review_hours", "business_sequential_tau": 0.5}
+    )
+    response = viewer.get("/canary/exp/")
+    dashboard = response.context["dashboard"]
+    start, end = dashboard["window"]["start"], dashboard["window"]["end"]
+    assert dashboard["policy_name"] == "fam"
+    review = {m["metric"]: m for m in dashboard["business"]["metrics"]}["review_hours"]
+    daily = review["daily"]
+    assert [row["day"] for row in daily] == list(range(1, math.ceil((end - start) / timedelta(days=1)) + 1))
+    assert len(daily) == 3 and daily[-1]["until"] == end
+
+    # Day 2 is every outcome up to the end of the window's second day, linearised per user.
+    day = daily[1]
+    stats = outcome_stats_by_arm(
+        experiment=experiment, metric="review_hours", start=start, end=start + timedelta(days=2), per="user"
+    )
+    control, treatment = RatioStats(**stats["baseline"]), RatioStats(**stats["candidate"])
+    assert (day["control_units"], day["treatment_units"]) == (control.n, treatment.n)
+    expected = sequential_interval(
+        control=control.linearised(),
+        treatment=treatment.linearised(),
+        tau=0.5,
+        confidence=0.9,
+    )
+    assert day["estimate"] == pytest.approx(-expected.estimate)  # decrease is better
+    assert (day["ci_low"], day["ci_high"]) == pytest.approx((-expected.ci_high, -expected.ci_low))
+    assert [row["treatment_units"] for row in daily] == sorted(row["treatment_units"] for row in daily)
+    # The last day is the whole window: the interval layer 3 judges on (sequential, as the policy says).
+    improvement = review["result"].improvement
+    assert review["result"].sequential is True
+    assert (daily[-1]["ci_low"], daily[-1]["ci_high"]) == pytest.approx(
+        (improvement["ci_low"], improvement["ci_high"])
+    )
+    assert "Watch it daily" in response.content.decode()
+
+
+def test_probe_report_and_gate_runs_of_the_experiment(experiment, viewer):
+    probe_set = ProbeSet.objects.create(name="fam-weaknesses", family="fam", is_demo=True)
+    cell = {
+        "pairs": 40,
+        "both_correct": 20,
+        "neither_correct": 2,
+        "baseline_rate": 0.55,
+        "candidate_rate": 0.95,
+        "only_candidate_correct": 16,
+        "only_baseline_correct": 0,
+        "mcnemar_p": 3.1e-05,
+        "finding": "candidate fixes this weakness",
+    }
+    ProbeRun.objects.create(
+        experiment=experiment,
+        probe_set=probe_set,
+        status="succeeded",
+        report={"all": cell, "long_context": cell},
+        finished_at=timezone.now(),
+    )
+    suite = eval_suite_import(
+        name="fam",
+        items=suite_items_parse(records=[{"id": "a", "input": "x", "label": "payment"}]),
+        actor=None,
+    )[0]
+    run = gate_run_start(candidate=experiment.candidate, suite=suite, actor=None)
+    assert run.experiment_id == experiment.pk
+
+    response = viewer.get("/canary/exp/")
+
+    dashboard = response.context["dashboard"]
+    assert [row["weakness"] for row in dashboard["probe_rows"]] == ["long_context", "all"]
+    assert dashboard["gate_runs"] == [run]
+    html = response.content.decode()
+    assert "candidate fixes this weakness" in html and "3.1e-05" in html
+    assert f'href="/gate-runs/{run.pk}/"' in html
+
+
+def test_an_experiment_without_traffic_renders(experiment, manager):
+    experiment_create(name="empty", baseline=experiment.baseline, candidate=experiment.candidate, actor=None)
+    response = manager.get("/canary/empty/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<span class="badge draft">draft</span>' in html and 'action="/canary/empty/start/"' in html
+    assert "No outcome events yet" in html and "not checked (no split to check" in html
+    assert response.context["dashboard"]["follow_up"]["result"].verdict == "insufficient_data"
+
+
+def test_a_viewer_cannot_act(experiment, viewer):
+    for action in ("pause", "ramp", "rollback", "promote"):
+        response = viewer.post(f"/canary/exp/{action}/", {"reason": "because", "traffic_percent": "60"})
+        assert response.status_code == 403
+    assert status_of(experiment) == ("running", 50.0)
+    assert not AuditLog.objects.filter(actor=viewer.user).exists()
+    assert "<form" not in viewer.get("/canary/exp/").content.decode()
+
+
+def test_a_release_manager_pauses_resumes_ramps_and_rolls_back(experiment, manager, settings):
+    settings.EVALHUB_WEBHOOK_URL = ""
+    assert 'action="/canary/exp/pause/"' in manager.get("/canary/exp/").content.decode()
+    steps = [
+        ("pause", {"reason": "looking at latency"}, ("paused", 50.0), "experiment.paused"),
+        ("resume", {"reason": "latency fine"}, ("running", 50.0), "experiment.running"),
+        ("ramp", {"reason": "going wider", "traffic_percent": "60"}, ("running", 60.0), "experiment.ramp"),
+        ("rollback", {"reason": "follow-ups too high"}, ("rolled_back", 0.0), "experiment.rolled_back"),
+    ]
+    for action, form, expected, audited in steps:
+        response = manager.post(f"/canary/exp/{action}/", form)
+        assert response.status_code == 302 and response["Location"] == "/canary/exp/"
+        assert status_of(experiment) == expected
+        row = AuditLog.objects.filter(action=audited, target_id=str(experiment.pk)).first()
+        assert row is not None and row.actor == manager.user and row.reason == form["reason"]
+    page = manager.get("/canary/exp/").content.decode()
+    assert "rollback: exp is rolled_back at 0 %." in page and "follow-ups too high" in page
+
+
+def test_actions_need_the_csrf_token(experiment, manager):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(manager.user)
+    page = client.get("/canary/exp/")
+    assert client.post("/canary/exp/pause/", {"reason": "r"}).status_code == 403
+    assert status_of(experiment) == ("running", 50.0)
+    token = str(page.context["csrf_token"])
+    assert client.post("/canary/exp/pause/", {"reason": "r", "csrfmiddlewaretoken": token}).status_code == 302
+    assert status_of(experiment) == ("paused", 50.0)
+
+
+def test_start_and_promote_from_the_page(experiment, manager):
+    draft = experiment_create(
+        name="next", baseline=experiment.baseline, candidate=experiment.candidate, ramp=[1, 5], actor=None
+    )
+    Experiment.objects.filter(pk=experiment.pk).update(status="promoted")  # frees the family
+    assert manager.post("/canary/next/start/", {"reason": "go"}).status_code == 302
+    assert (
+        manager.post("/canary/next/ramp/", {"reason": "next step", "traffic_percent": ""}).status_code == 302
+    )
+    assert status_of(draft) == ("running", 5.0)
+    manager.post("/canary/next/promote/", {"reason": "all good"})
+    assert status_of(draft) == ("promoted", 100.0)
+    assert AuditLog.objects.filter(
+        action="experiment.promoted", actor=manager.user, reason="all good"
+    ).exists()
+
+
+def test_a_refused_action_is_shown_and_changes_nothing(experiment, manager):
+    audited = AuditLog.objects.count()
+
+    response = manager.post("/canary/exp/rollback/", {"reason": "  "}, follow=True)
+    assert response.status_code == 200
+    assert "A rollback needs a reason. (reason: required)" in response.content.decode()
+    assert status_of(experiment) == ("running", 50.0)
+
+    # No plan step left, a share that is not a number, a lower share, an illegal transition.
+    for action, form, message in (
+        ("ramp", {"traffic_percent": ""}, "The ramp plan has no next step"),
+        ("ramp", {"traffic_percent": "lots"}, "traffic_percent must be a number."),
+        ("ramp", {"traffic_percent": "10"}, "A ramp only raises the share"),
+        ("resume", {}, "cannot go from running to running"),
+    ):
+        response = manager.post(f"/canary/exp/{action}/", form, follow=True)
+        assert response.status_code == 200 and message in response.content.decode()
+    assert status_of(experiment) == ("running", 50.0)
+    assert AuditLog.objects.count() == audited
+
+
+def test_unknown_experiment_and_action(manager):
+    assert manager.get("/canary/nope/").status_code == 404
+    assert manager.post("/canary/nope/pause/", {"reason": "x"}).status_code == 404
+    assert manager.post("/canary/nope/explode/").status_code == 404
+    assert manager.get("/canary/exp/pause/").status_code == 405

@@ -1,0 +1,25 @@
+"""Who may read the pages: a signed-in user with a reading role; not the chat app, not anonymous."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from registry.services.tokens import user_role_grant
+
+pytestmark = pytest.mark.django_db
+PAGES = ["/", "/canary/"]
+
+
+@pytest.mark.parametrize(("role", "status"), [(None, 403), ("app", 403), ("viewer", 200), ("ci", 200)])
+def test_pages_need_a_reading_role(role, status):
+    user = get_user_model().objects.create_user(username=f"user-{role}")
+    if role:
+        user_role_grant(user=user, role=role)
+    client = Client()
+    client.force_login(user)
+    assert [client.get(page).status_code for page in PAGES] == [status] * len(PAGES)
+
+
+def test_anonymous_visitors_are_sent_to_sign_in():
+    response = Client().get("/canary/")
+    assert response.status_code == 302 and "login" in response["Location"]

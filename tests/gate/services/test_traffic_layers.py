@@ -1,0 +1,428 @@
+"""Gate layers 2 and 3 from stored canary events: the real detector, SQL aggregation, the verdict,
+the report with its attribution."""
+
+import json
+import random
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from canary.models import Experiment, TurnEvent
+from canary.selectors import follow_up_counts_by_arm, outcome_stats_by_arm
+from canary.services.events import events_ingest
+from canary.services.experiments import experiment_create, experiment_start
+from canary.services.followups import followups_label
+from engines.stats.sufficient import RatioStats
+from gate.models import GateRun
+from gate.services.gate_runs import gate_run_execute, gate_run_start
+from registry.dispatch import Task
+from registry.services.suites import eval_suite_import, suite_items_parse
+from registry.services.versions import model_version_register
+
+pytestmark = pytest.mark.django_db
+
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "unused"}}
+QUESTIONS = {
+    "payment": "What type of clause is this: 'The buyer shall pay the invoice within 30 days of delivery.'?",
+    "termination": "What type of clause is this: 'Either party may end this agreement with 60 days notice.'?",
+    "confidentiality": "What type of clause is this: 'The recipient shall keep all disclosed information "
+    "secret for five years.'?",
+}
+FOLLOW_UPS = (
+    "And what if the buyer pays late?",
+    "Sorry, which clause type did you say this was, and why?",
+    "Does that still hold if the contract is terminated early?",
+)
+WRONG = {"payment": "termination", "termination": "confidentiality", "confidentiality": "payment"}
+
+
+@pytest.fixture
+def experiment():
+    v3 = model_version_register(family="fam", label="v3", actor=None, status="promoted", **BUILTIN)
+    v4 = model_version_register(family="fam", label="v4", actor=None, baseline=v3, **BUILTIN)
+    created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=None)
+    started = experiment_start(experiment=created, actor=None)
+    # The traffic below happened in the last hour.
+    Experiment.objects.filter(pk=started.pk).update(share_since=timezone.now() - timedelta(hours=1))
+    started.refresh_from_db()
+    return started
+
+
+@pytest.fixture
+def suite():
+    records = [{"id": "a", "input": "x", "label": "payment"}]
+    return eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=None)[0]
+
+
+def sessions(*, arm: str, count: int, accuracy: float, follow_up_if_wrong: float, follow_up_if_right: float):
+    """Chat-app events of `count` sessions: a clause question, the arm's answer (right with
+    probability `accuracy`), and sometimes a follow-up. Returns the events and the arm's accuracy."""
+    rng = random.Random(arm)
+    base = timezone.now() - timedelta(minutes=50)
+    events, right = [], 0
+    for s in range(count):
+        label = rng.choice(list(QUESTIONS))
+        correct = rng.random() < accuracy
+        right += correct
+        said = label if correct else WRONG[label]
+        answer = f"[{said}] This clause is about {said}."
+        common = {"type": "turn", "experiment": "exp", "session_id": f"{arm}-{s}", "user_id": f"{arm}-u{s}"}
+        stamp = base + timedelta(seconds=s)
+        turns = [("user", QUESTIONS[label]), ("assistant", answer)]
+        if rng.random() < (follow_up_if_right if correct else follow_up_if_wrong):
+            turns += [("user", rng.choice(FOLLOW_UPS)), ("assistant", "[payment] It still applies.")]
+        for index, (role, text) in enumerate(turns):
+            events.append(
+                {
+                    **common,
+                    "event_id": f"{arm}-{s}-{index}",
+                    "arm": arm,
+                    "turn_index": index,
+                    "role": role,
+                    "text": text,
+                    "timestamp": (stamp + timedelta(seconds=index * 20)).isoformat(),
+                }
+            )
+    return events, right / count
+
+
+def ingest(events):
+    for start in range(0, len(events), 4000):
+        events_ingest(events=events[start : start + 4000])
+
+
+def run_layers(candidate, suite, **overrides):
+    run = gate_run_start(candidate=candidate, suite=suite, actor=None, policy_overrides=overrides)
+    gate_run_execute(gate_run_id=run.pk, worker="test")
+    return GateRun.objects.get(pk=run.pk)
+
+
+def test_accuracy_up_but_follow_up_rate_above_the_bar_fails_layer_2(experiment, suite, ci_client):
+    baseline, baseline_accuracy = sessions(
+        arm="baseline", count=400, accuracy=0.70, follow_up_if_wrong=0.3, follow_up_if_right=0.03
+    )
+    candidate, candidate_accuracy = sessions(
+        arm="candidate", count=300, accuracy=0.85, follow_up_if_wrong=0.6, follow_up_if_right=0.25
+    )
+    ingest(baseline + candidate)
+    assert candidate_accuracy > baseline_accuracy + 0.1  # the candidate answers better...
+
+    run = run_layers(experiment.candidate, suite, required_layers=["follow_up_rate"])
+
+    [layer] = run.layers.all()
+    assert layer.layer == "follow_up_rate" and layer.verdict == "fail"
+    assert run.verdict == "fail"
+    details = layer.details
+    stored = TurnEvent.objects.filter(role="user", follow_up_kind="follow_up")
+    expected = {arm: stored.filter(arm=arm).count() for arm in ("baseline", "candidate")}
+    assert details["candidate"]["follow_ups"] == expected["candidate"]
+    assert details["baseline"]["follow_ups"] == expected["baseline"]
+    assert details["candidate"]["answered"] == sum(1 for e in candidate if e["role"] == "assistant")
+    # ...but its users follow up more than the bar allows.
+    assert layer.estimate > 0.18 and layer.ci_high > 0.18
+    assert any("bar" in reason for reason in layer.reasons)
+    assert details["inputs"]["experiment"] == "exp" and details["inputs"]["unjudged_turns"] == 0
+    attribution = details["attribution"]
+    assert set(attribution) == {"phenomenon", "data", "system"}
+    assert attribution["data"]["examples"][0]["follow_up"] in FOLLOW_UPS
+    assert "SELECT" in attribution["phenomenon"]["reproduce"]
+
+    report = ci_client.get(f"/api/v1/gate-runs/{run.pk}/report/")
+    assert report.status_code == 200, report.content
+    [reported] = report.json()["layers"]
+    assert reported["verdict"] == "fail" and reported["attribution"]["system"]["arms"]["candidate"]["n"] > 0
+    estimates = reported["estimates"]
+    assert estimates["baseline"]["follow_ups"] == expected["baseline"]
+    assert estimates["difference"]["method"] == "newcombe_hybrid_score"
+    assert estimates["checks"] == {"bar": False, "non_inferiority": False}
+    markdown = ci_client.get(f"/api/v1/gate-runs/{run.pk}/report/?format=md")
+    assert markdown.status_code == 200 and markdown["Content-Type"].startswith("text/markdown")
+    text = markdown.content.decode()
+    assert f"# Gate run {run.pk}: fam:v4 — **FAIL**" in text and "### Attribution" in text
+
+
+def test_follow_up_layer_passes_when_the_candidate_rarely_needs_a_follow_up(experiment, suite):
+    baseline, _ = sessions(
+        arm="baseline", count=400, accuracy=0.8, follow_up_if_wrong=0.3, follow_up_if_right=0.02
+    )
+    candidate, _ = sessions(
+        arm="candidate", count=400, accuracy=0.95, follow_up_if_wrong=0.3, follow_up_if_right=0.0
+    )
+    ingest(baseline + candidate)
+    run = run_layers(experiment.candidate, suite, required_layers=["follow_up_rate"])
+    [layer] = run.layers.all()
+    assert (layer.verdict, run.verdict) == ("pass", "pass"), layer.reasons
+    assert layer.ci_high <= 0.18
+    assert "attribution" not in layer.details
+
+
+def test_follow_up_layer_is_insufficient_below_the_minimum_answers(experiment, suite):
+    events, _ = sessions(
+        arm="candidate", count=50, accuracy=0.9, follow_up_if_wrong=0.0, follow_up_if_right=0.0
+    )
+    ingest(events)
+    run = run_layers(experiment.candidate, suite, required_layers=["follow_up_rate"])
+    [layer] = run.layers.all()
+    assert (layer.verdict, run.verdict) == ("insufficient_data", "insufficient_data")
+
+
+def test_traffic_before_the_last_share_change_is_not_counted(experiment, suite):
+    events, _ = sessions(
+        arm="candidate", count=300, accuracy=0.9, follow_up_if_wrong=0.0, follow_up_if_right=0.0
+    )
+    ingest(events)
+    Experiment.objects.filter(pk=experiment.pk).update(share_since=timezone.now())
+    run = run_layers(experiment.candidate, suite, required_layers=["follow_up_rate"])
+    assert run.layers.get().details["candidate"]["answered"] == 0
+
+
+def test_without_an_experiment_the_traffic_layers_are_insufficient_data(suite):
+    v3 = model_version_register(family="fam", label="v3", actor=None, status="promoted", **BUILTIN)
+    v4 = model_version_register(family="fam", label="v4", actor=None, baseline=v3, **BUILTIN)
+    run = run_layers(v4, suite, required_layers=["follow_up_rate", "business_value"])
+    assert {layer.layer: layer.verdict for layer in run.layers.all()} == {
+        "follow_up_rate": "insufficient_data",
+        "business_value": "insufficient_data",
+    }
+    assert run.verdict == "insufficient_data"
+
+
+def test_the_detector_waits_for_a_missing_answer_and_ignores_probe_traffic(experiment):
+    now = timezone.now()
+    common = {"type": "turn", "experiment": "exp", "arm": "candidate", "role": "user", "text": "why?"}
+    ingest(
+        [
+            {
+                **common,
+                "event_id": "recent",
+                "session_id": "s1",
+                "turn_index": 2,
+                "timestamp": now.isoformat(),
+            },
+            {
+                **common,
+                "event_id": "old",
+                "session_id": "s2",
+                "turn_index": 2,
+                "timestamp": (now - timedelta(minutes=30)).isoformat(),
+            },
+        ]
+    )
+    TurnEvent.objects.create(
+        experiment=experiment,
+        event_id="probe",
+        session_id="p",
+        arm="candidate",
+        turn_index=0,
+        role="user",
+        text="probe",
+        source="probe",
+        occurred_at=now,
+    )
+    counts = followups_label(experiment=experiment, embed=lambda texts: pytest.fail("nothing to embed"))
+    assert counts == {"waiting": 1, "new": 1}
+    kinds = dict(TurnEvent.objects.values_list("event_id", "follow_up_kind"))
+    assert kinds == {"recent": None, "old": "new", "probe": None}
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer 3
+# ---------------------------------------------------------------------------------------------
+def outcomes(*, arm: str, users: int, hours: float, seed: int):
+    rng = random.Random(f"{arm}{seed}")
+    stamp = (timezone.now() - timedelta(minutes=30)).isoformat()
+    events, per_user = [], []
+    for u in range(users):
+        values = [max(0.1, rng.gauss(hours, 0.5)) for _ in range(rng.randint(1, 3))]
+        per_user.append((sum(values), len(values)))
+        for c, value in enumerate(values):
+            events.append(
+                {
+                    "type": "outcome",
+                    "experiment": "exp",
+                    "event_id": f"o-{arm}-{u}-{c}",
+                    "unit_id": f"{arm}-{u}-contract-{c}",
+                    "user_id": f"{arm}-u{u}",
+                    "arm": arm,
+                    "metric": "review_hours",
+                    "value": value,
+                    "timestamp": stamp,
+                }
+            )
+    return events, per_user
+
+
+def user_turns(*, arm: str, users: int):
+    stamp = (timezone.now() - timedelta(minutes=40)).isoformat()
+    return [
+        {
+            "type": "turn",
+            "experiment": "exp",
+            "event_id": f"t-{arm}-{u}",
+            "session_id": f"{arm}-s{u}",
+            "user_id": f"{arm}-u{u}",
+            "arm": arm,
+            "turn_index": 0,
+            "role": "user",
+            "text": "q",
+            "timestamp": stamp,
+        }
+        for u in range(users)
+    ]
+
+
+def test_outcome_statistics_from_sql_equal_the_per_user_sums(experiment):
+    events, per_user = outcomes(arm="candidate", users=40, hours=2.0, seed=1)
+    ingest(events)
+    start, end = timezone.now() - timedelta(hours=1), timezone.now()
+    stats = outcome_stats_by_arm(
+        experiment=experiment, metric="review_hours", start=start, end=end, per="user"
+    )
+    expected = RatioStats.of(per_user)
+    got = RatioStats(**stats["candidate"])
+    assert got.n == expected.n == 40
+    for field in ("sum_x", "sum_y", "sum_x2", "sum_y2", "sum_xy"):
+        assert getattr(got, field) == pytest.approx(getattr(expected, field), rel=1e-12)
+    by_outcome = outcome_stats_by_arm(
+        experiment=experiment, metric="review_hours", start=start, end=end, per="outcome"
+    )
+    assert by_outcome["candidate"]["n"] == sum(y for _, y in per_user)
+    assert by_outcome["baseline"] == {"n": 0, "total": 0, "total_squares": 0}
+
+
+def test_business_layer_passes_when_review_hours_fall_by_more_than_the_minimum(experiment, suite):
+    ingest(
+        outcomes(arm="baseline", users=300, hours=3.0, seed=0)[0]
+        + outcomes(arm="candidate", users=300, hours=2.2, seed=0)[0]
+    )
+    ingest(user_turns(arm="baseline", users=300) + user_turns(arm="candidate", users=300))
+    run = run_layers(
+        experiment.candidate,
+        suite,
+        required_layers=["business_value"],
+        business_metric="review_hours",
+        business_min_effect=0.2,
+    )
+    [layer] = run.layers.all()
+    assert (layer.verdict, run.verdict) == ("pass", "pass"), layer.reasons
+    assert 0.2 < layer.ci_low < layer.estimate < layer.ci_high
+    assert layer.estimate == pytest.approx(0.8, abs=0.15)
+    assert layer.details["srm"]["mismatch"] is False
+
+
+def test_a_sample_ratio_mismatch_is_an_error_never_a_pass(experiment, suite):
+    # 50 % configured, but the candidate has a third of the users: assignment or logging is broken.
+    ingest(
+        outcomes(arm="baseline", users=400, hours=3.0, seed=0)[0]
+        + outcomes(arm="candidate", users=200, hours=2.0, seed=0)[0]
+    )
+    ingest(user_turns(arm="baseline", users=400) + user_turns(arm="candidate", users=200))
+    run = run_layers(
+        experiment.candidate, suite, required_layers=["business_value"], business_metric="review_hours"
+    )
+    [layer] = run.layers.all()
+    assert (layer.verdict, run.verdict) == ("error", "error")
+    assert "p" in layer.reasons[0] and layer.details["srm"]["mismatch"] is True
+    assert set(layer.details["attribution"]) == {"phenomenon", "data", "system"}
+
+
+def test_a_policy_without_a_business_metric_is_an_error(experiment, suite):
+    run = run_layers(experiment.candidate, suite, required_layers=["business_value"])
+    [layer] = run.layers.all()
+    assert layer.verdict == "error" and "business_metric" in layer.reasons[0]
+
+
+def test_a_finished_run_announces_its_verdict_by_webhook(
+    experiment, suite, settings, sent_tasks, django_capture_on_commit_callbacks
+):
+    settings.EVALHUB_WEBHOOK_URL = "http://127.0.0.1:9/hook"
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_layers(experiment.candidate, suite, required_layers=["follow_up_rate"])
+    [(event, body)] = [args for name, args in sent_tasks if name == Task.WEBHOOK_DELIVER]
+    data = json.loads(body)["data"]
+    assert event == "gate_run.finished"
+    assert data["gate_run"] == run.pk and data["verdict"] == run.verdict == "insufficient_data"
+    assert data["layers"] == {"follow_up_rate": "insufficient_data"}
+
+
+def test_a_retry_after_a_failed_answer_is_not_a_follow_up_but_after_a_fallback_it_is(experiment):
+    """The user got no answer: asking again is a retry. The baseline's fallback answer is an answer."""
+    then = timezone.now() - timedelta(minutes=20)
+
+    def turn(session, index, role, text, **extra):
+        return TurnEvent(
+            experiment=experiment,
+            event_id=f"{session}-{index}",
+            session_id=session,
+            arm="candidate",
+            turn_index=index,
+            role=role,
+            text=text,
+            occurred_at=then + timedelta(seconds=index),
+            **extra,
+        )
+
+    question = QUESTIONS["payment"]
+    TurnEvent.objects.bulk_create(
+        [
+            turn("failed", 0, "user", question),
+            turn("failed", 1, "assistant", "", error="timeout"),
+            turn("failed", 2, "user", question),
+            turn("fallback", 0, "user", question),
+            turn("fallback", 1, "assistant", "[payment] Payment terms.", error="timeout", fallback=True),
+            turn("fallback", 2, "user", "And what if the buyer pays late?"),
+        ]
+    )
+    followups_label(experiment=experiment)
+    kinds = dict(
+        TurnEvent.objects.filter(role="user", turn_index=2).values_list("session_id", "follow_up_kind")
+    )
+    assert kinds == {"failed": "new", "fallback": "follow_up"}
+    start, end = then - timedelta(minutes=1), timezone.now()
+    counts = follow_up_counts_by_arm(experiment=experiment, start=start, end=end, kinds=["follow_up"])
+    assert (counts["candidate"]["answered"], counts["candidate"]["follow_ups"]) == (1, 1)
+
+
+def test_a_rolled_back_experiment_is_still_checked_against_the_split_it_ran(experiment, suite):
+    from canary.services.experiments import experiment_rollback
+
+    ingest(
+        outcomes(arm="baseline", users=400, hours=3.0, seed=0)[0]
+        + outcomes(arm="candidate", users=200, hours=2.0, seed=0)[0]
+    )
+    ingest(user_turns(arm="baseline", users=400) + user_turns(arm="candidate", users=200))
+    rolled_back = experiment_rollback(experiment=experiment, actor=None, reason="guardrail")
+    assert rolled_back.traffic_buckets == 0 and rolled_back.window_buckets == 5000
+    run = run_layers(
+        experiment.candidate, suite, required_layers=["business_value"], business_metric="review_hours"
+    )
+    [layer] = run.layers.all()
+    assert layer.verdict == "error" and layer.details["srm"]["mismatch"] is True
+
+
+def test_a_pause_ends_the_window_and_a_resume_starts_a_new_one(experiment):
+    from canary.services.experiments import experiment_pause, experiment_resume
+    from gate.services.traffic_layers import traffic_window
+
+    paused = experiment_pause(experiment=experiment, actor=None)
+    start, end = traffic_window(experiment=paused)
+    assert (start, end) == (experiment.share_since, paused.paused_at)
+    resumed = experiment_resume(experiment=paused, actor=None)
+    start, end = traffic_window(experiment=resumed)
+    assert resumed.paused_at is None and start == resumed.share_since > paused.paused_at
+    assert resumed.window_buckets == resumed.traffic_buckets == 5000
+
+
+def test_every_layer_compares_the_same_two_versions(experiment, suite):
+    from registry.errors import ApplicationError
+
+    v2 = model_version_register(family="fam", label="v2", actor=None, status="promoted", **BUILTIN)
+    with pytest.raises(ApplicationError) as refused:
+        gate_run_start(
+            candidate=experiment.candidate, baseline=v2, suite=suite, actor=None, experiment_name="exp"
+        )
+    assert list(refused.value.fields) == ["experiment"]
+    # Unnamed, the experiment against another baseline is not picked.
+    run = gate_run_start(candidate=experiment.candidate, baseline=v2, suite=suite, actor=None)
+    assert run.experiment is None

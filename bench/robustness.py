@@ -56,7 +56,7 @@ def main() -> None:
 
     from engines.perturbation import PerturbationSpec, perturbation_engine_load, perturbation_set_build
     from evalhub.demo import demo_install, demo_suite_get
-    from gate.policy import gate_policy_parse
+    from gate.layers.registry import gate_policy_parse
     from gate.services.gate_runs import gate_run_execute, gate_run_start
     from registry.selectors.versions import model_version_get
     from registry.services.versions import model_version_backend

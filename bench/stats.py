@@ -398,7 +398,7 @@ class SqlLog:
 
 def gate_run_prepare(*, candidate, suite):
     """A gate run requiring the two traffic layers, claimed by this process as a worker claims it."""
-    from gate.policy import gate_policy_parse
+    from gate.layers.registry import gate_policy_parse
     from gate.services.gate_runs import gate_run_claim, gate_run_start
 
     run = gate_run_start(
@@ -425,35 +425,32 @@ def tasks_build(*, run, policy, attribution: bool) -> dict[str, Callable[[], obj
     """Name -> a call to time. Each reads the experiment afresh, as a worker would."""
 
     from canary.models import Experiment
-    from canary.selectors import assigned_units_by_arm, follow_up_counts_by_arm, outcome_stats_by_arm
-    from gate.services import traffic_layers as gate_traffic
-    from gate.services.traffic_layers import traffic_window
+    from canary.selectors import (
+        assigned_units_by_arm,
+        follow_up_counts_by_arm,
+        outcome_stats_by_arm,
+        traffic_window_get,
+    )
+    from gate.judges.business_value import BusinessValuePolicy
+    from gate.judges.follow_up_rate import FollowUpRatePolicy
+    from gate.layers import business_value, follow_up_rate
+    from gate.layers.base import LayerContext, Progress
+    from gate.layers.registry import layer_get
 
     experiment = run.experiment
+    kinds = policy.section(FollowUpRatePolicy).follow_up_kinds
+    per = policy.section(BusinessValuePolicy).business_per
+    ctx = LayerContext(
+        run=run, policy=policy, items=[], versions=[], progress=Progress(total=1, report=print)
+    )
 
     def window():
-        return traffic_window(experiment=Experiment.objects.get(pk=experiment.pk))
+        return traffic_window_get(experiment=Experiment.objects.get(pk=experiment.pk))
 
-    def follow_up_sql():
-        start, end = window()
-        return follow_up_counts_by_arm(
-            experiment=experiment, start=start, end=end, kinds=policy.follow_up_kinds
-        )
-
-    def outcome_sql():
-        start, end = window()
-        return outcome_stats_by_arm(
-            experiment=experiment, metric=METRIC, start=start, end=end, per=policy.business_per
-        )
-
-    def units_sql():
-        start, end = window()
-        return assigned_units_by_arm(experiment=experiment, start=start, end=end)
-
-    def layer(function):
+    def layer(name):
         def call():
             with SqlLog() as log:
-                result = function(run=run, policy=policy)
+                result = layer_get(name).run(ctx)
             return result, log
 
         return call
@@ -461,27 +458,25 @@ def tasks_build(*, run, policy, attribution: bool) -> dict[str, Callable[[], obj
     tasks = {
         "scan turn events": lambda: plain_scan(table="canary_turnevent", experiment=experiment),
         "scan outcomes": lambda: plain_scan(table="canary_outcomeevent", experiment=experiment),
-        "follow_up_counts_by_arm": follow_up_sql,
-        "outcome_stats_by_arm": outcome_sql,
-        "assigned_units_by_arm": units_sql,
-        "layer 2 follow_up_rate": layer(gate_traffic.follow_up_rate_layer_run),
-        "layer 3 business_value": layer(gate_traffic.business_value_layer_run),
+        "follow_up_counts_by_arm": lambda: follow_up_counts_by_arm(window=window(), kinds=kinds),
+        "outcome_stats_by_arm": lambda: outcome_stats_by_arm(window=window(), metric=METRIC, per=per),
+        "assigned_units_by_arm": lambda: assigned_units_by_arm(window=window()),
+        "layer 2 follow_up_rate": layer("follow_up_rate"),
+        "layer 3 business_value": layer("business_value"),
     }
     if attribution:
 
         def follow_up_attribution():
-            start, end = window()
-            summary = run.layers.get(layer="follow_up_rate").details
-            return gate_traffic._follow_up_attribution(
-                experiment=experiment, start=start, end=end, kinds=policy.follow_up_kinds, summary=summary
-            )
+            result = follow_up_rate.follow_up_rate_measure(window=window(), policy=policy)
+            return follow_up_rate.attribution_build(window=window(), kinds=kinds, result=result)
 
         def business_attribution():
-            start, end = window()
-            summary = run.layers.get(layer="business_value").details
-            return gate_traffic._business_attribution(
-                experiment=experiment, metric=METRIC, start=start, end=end, summary=summary
+            units = assigned_units_by_arm(window=window())
+            section = policy.section(BusinessValuePolicy)
+            result = business_value.business_value_measure(
+                window=window(), policy=section, metric=METRIC, units=units
             )
+            return business_value.attribution_build(window=window(), metric=METRIC, result=result)
 
         tasks["attribution layer 2"] = follow_up_attribution
         tasks["attribution layer 3"] = business_attribution
@@ -521,16 +516,22 @@ def explain(*, experiment, policy, log) -> None:
     """EXPLAIN (ANALYZE, BUFFERS) of the queries the selectors run, captured as they run them."""
     from django.db import connection, transaction
 
-    from canary.selectors import assigned_units_by_arm, follow_up_counts_by_arm, outcome_stats_by_arm
-    from gate.services.traffic_layers import traffic_window
+    from canary.selectors import (
+        assigned_units_by_arm,
+        follow_up_counts_by_arm,
+        outcome_stats_by_arm,
+        traffic_window_get,
+    )
+    from gate.judges.business_value import BusinessValuePolicy
+    from gate.judges.follow_up_rate import FollowUpRatePolicy
 
-    start, end = traffic_window(experiment=experiment)
+    window = traffic_window_get(experiment=experiment)
     with SqlLog() as sql_log:
-        follow_up_counts_by_arm(experiment=experiment, start=start, end=end, kinds=policy.follow_up_kinds)
+        follow_up_counts_by_arm(window=window, kinds=policy.section(FollowUpRatePolicy).follow_up_kinds)
         outcome_stats_by_arm(
-            experiment=experiment, metric=METRIC, start=start, end=end, per=policy.business_per
+            window=window, metric=METRIC, per=policy.section(BusinessValuePolicy).business_per
         )
-        assigned_units_by_arm(experiment=experiment, start=start, end=end)
+        assigned_units_by_arm(window=window)
     # A selector's own session settings (SET LOCAL work_mem) apply to the query after them.
     settings = [sql for sql, _, _ in sql_log.queries if sql.lstrip().upper().startswith("SET ")]
     queries = [query for query in sql_log.queries if query[0] not in settings]
@@ -559,40 +560,39 @@ def _f(value, spec: str = ".4f") -> str:
 
 def layer_summary(name: str, result, sql_log: SqlLog) -> list[str]:
     """The verdict and key numbers a layer stored, as a sanity check of the figures."""
-    details = result.details
+    from gate.layers.registry import layer_get
+
+    details = layer_get(result.layer).details(result)
     lines = [
         f"   {name}: verdict {result.verdict}; {result.metric} {_f(result.estimate)} "
         f"[{_f(result.ci_low)}, {_f(result.ci_high)}], threshold {result.threshold}"
     ]
     lines += [f"      reason: {reason}" for reason in result.reasons]
+    judged = details.judged
     if result.layer == "follow_up_rate":
-        for arm in ("candidate", "baseline"):
-            a = details.get(arm) or {}
+        for arm, a in (("candidate", judged.candidate), ("baseline", judged.baseline)):
             lines.append(
-                f"      {arm:9} rate {_f(a.get('rate'))} [{_f(a.get('ci_low'))}, {_f(a.get('ci_high'))}] "
-                f"= {a.get('follow_ups')}/{a.get('answered')} answered; {a.get('sessions')} sessions, "
-                f"{_f(a.get('turns_per_session_mean'), '.2f')} user turns/session"
+                f"      {arm:9} rate {_f(a.rate)} [{_f(a.ci_low)}, {_f(a.ci_high)}] "
+                f"= {a.follow_ups}/{a.answered} answered; {a.sessions} sessions, "
+                f"{_f(a.turns_per_session_mean, '.2f')} user turns/session"
             )
-        d = details.get("difference") or {}
+        d = judged.difference
         lines.append(
-            f"      difference {_f(d.get('estimate'), '+.4f')} [{_f(d.get('ci_low'), '+.4f')}, "
-            f"{_f(d.get('ci_high'), '+.4f')}] (margin {d.get('margin')}); labelled now "
-            f"{details.get('labelled_now')}, unjudged {details['inputs'].get('unjudged_turns')}"
+            f"      difference {_f(d and d.estimate, '+.4f')} [{_f(d and d.ci_low, '+.4f')}, "
+            f"{_f(d and d.ci_high, '+.4f')}] (margin {d and d.margin}); labelled now "
+            f"{details.labelled_now}, unjudged {details.inputs.unjudged_turns}"
         )
     else:
-        improvement = details.get("improvement") or {}
-        srm = details.get("srm") or {}
+        improvement, srm = judged.improvement, judged.srm
         lines.append(
-            f"      {details.get('method')}: improvement {_f(improvement.get('estimate'))} h "
-            f"[{_f(improvement.get('ci_low'))}, {_f(improvement.get('ci_high'))}]; "
-            f"control {details.get('control')}, treatment {details.get('treatment')}"
+            f"      {judged.method}: improvement {_f(improvement and improvement.estimate)} h "
+            f"[{_f(improvement and improvement.ci_low)}, {_f(improvement and improvement.ci_high)}]; "
+            f"control {judged.control}, treatment {judged.treatment}"
         )
-        lines.append(
-            f"      assigned units {details['inputs'].get('assigned_units')}, SRM p {_f(srm.get('p_value'))}"
-        )
+        lines.append(f"      assigned units {details.inputs.assigned_units}, SRM p {_f(srm and srm.p_value)}")
     lines.append(
         f"      SQL in its last run: {len(sql_log.queries)} queries, {sql_log.seconds:.3f} s; "
-        "its own timings: " + ", ".join(f"{k} {v:.3f} s" for k, v in (details.get("timings") or {}).items())
+        "its own timings: " + ", ".join(f"{k} {v:.3f} s" for k, v in details.timings.items())
     )
     if result.verdict != "pass":
         lines.append("      (not a pass: its wall time includes the attribution)")

@@ -2,20 +2,33 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import QuerySet
+from django.db.models import Avg, Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import TruncHour
+from django.utils import timezone
 
-from canary.models import Experiment, OutcomeEvent, ProbeRun, TurnEvent
-from engines.routing import ARMS
-from registry.errors import NotFoundError
+from canary.models import CanaryAnalysis, Experiment, OutcomeEvent, ProbeRun, TurnEvent
+from engines.routing import ARMS, BUCKETS
+from registry.errors import ApplicationError, NotFoundError
+from registry.models import ModelVersion
 
 
 def experiment_list() -> QuerySet[Experiment]:
     return Experiment.objects.select_related("baseline", "candidate", "created_by").order_by("-created_at")
+
+
+def experiment_overview_list() -> QuerySet[Experiment]:
+    """Every experiment with its latest analysis verdict (one query)."""
+    latest = CanaryAnalysis.objects.filter(experiment=OuterRef("pk")).order_by("-created_at", "-pk")
+    return experiment_list().annotate(
+        latest_verdict=Subquery(latest.values("verdict")[:1]),
+        latest_analysis_at=Subquery(latest.values("created_at")[:1]),
+    )
 
 
 def experiment_get(*, name: str) -> Experiment:
@@ -53,6 +66,37 @@ def experiment_get_live(*, name: str) -> Experiment:
     return experiment
 
 
+@dataclass(frozen=True)
+class TrafficWindow:
+    """A stretch of one experiment's traffic over which every unit stayed on one arm: from the last
+    share change (start, resume or ramp) to the experiment's end, its pause, or `now`."""
+
+    experiment: Experiment
+    start: datetime
+    end: datetime
+
+    @property
+    def candidate_share(self) -> float | None:
+        """The candidate's share over the window, for the sample-ratio check; None for an
+        all-or-nothing split, which has no ratio to check."""
+        share = self.experiment.window_buckets / BUCKETS
+        return share if 0 < share < 1 else None
+
+    @property
+    def traffic_percent(self) -> float:
+        return self.experiment.window_buckets * 100 / BUCKETS
+
+    def until(self, end: datetime) -> TrafficWindow:
+        """The same window cut off at `end` (for day-by-day views)."""
+        return TrafficWindow(experiment=self.experiment, start=self.start, end=min(end, self.end))
+
+
+def traffic_window_get(*, experiment: Experiment, now: datetime | None = None) -> TrafficWindow:
+    experiment_start = experiment.share_since or experiment.started_at or experiment.created_at
+    end = experiment.ended_at or experiment.paused_at or now or timezone.now()
+    return TrafficWindow(experiment=experiment, start=experiment_start, end=end)
+
+
 # ---------------------------------------------------------------------------------------------
 # Sufficient statistics for the gate's traffic layers, aggregated in SQL over a time window of
 # one experiment's user traffic (probe traffic excluded). One pass over the events each; the
@@ -85,9 +129,7 @@ FOLLOW_UP_FIELDS = (
 )
 
 
-def follow_up_counts_by_arm(
-    *, experiment: Experiment, start: datetime, end: datetime, kinds: Sequence[str]
-) -> dict[str, dict[str, int]]:
+def follow_up_counts_by_arm(*, window: TrafficWindow, kinds: Sequence[str]) -> dict[str, dict[str, int]]:
     """Per arm: sessions, answered questions (answers the user got: without an error, or given by
     the baseline as the candidate's fallback), user turns of the counted detector `kinds`, deepening
     turns, the sum and sum of squares of user turns per session, and user turns the detector has
@@ -120,7 +162,7 @@ def follow_up_counts_by_arm(
             # The per-session aggregate spills to disk at the default 4 MB: 0.56× the time at
             # 10^7 events (bench/stats.py), for up to ~400 MB across the parallel workers.
             cursor.execute("SET LOCAL work_mem = '64MB'")
-        cursor.execute(sql, [*kinds, experiment.pk, start, end])
+        cursor.execute(sql, [*kinds, window.experiment.pk, window.start, window.end])
         rows = cursor.fetchall()
     return _arms(rows, FOLLOW_UP_FIELDS)
 
@@ -129,9 +171,7 @@ RATIO_FIELDS = ("n", "sum_x", "sum_y", "sum_x2", "sum_y2", "sum_xy")
 MEAN_FIELDS = ("n", "total", "total_squares")
 
 
-def outcome_stats_by_arm(
-    *, experiment: Experiment, metric: str, start: datetime, end: datetime, per: str
-) -> dict[str, dict[str, float]]:
+def outcome_stats_by_arm(*, window: TrafficWindow, metric: str, per: str) -> dict[str, dict[str, float]]:
     """Per arm, the sufficient statistics of an outcome metric.
 
     per="user": one row per user (x = the user's sum of values, y = their number of outcomes; an
@@ -139,7 +179,7 @@ def outcome_stats_by_arm(
     outcome a unit, as MeanStats fields."""
     table = OutcomeEvent._meta.db_table
     where = "experiment_id = %s AND metric = %s AND occurred_at >= %s AND occurred_at < %s"
-    params = [experiment.pk, metric, start, end]
+    params = [window.experiment.pk, metric, window.start, window.end]
     if per == "outcome":
         sql = f"SELECT arm, COUNT(*), SUM(value), SUM(value * value) FROM {table} WHERE {where} GROUP BY arm"
         names = MEAN_FIELDS
@@ -161,7 +201,7 @@ def outcome_stats_by_arm(
     return _arms(rows, names)
 
 
-def assigned_units_by_arm(*, experiment: Experiment, start: datetime, end: datetime) -> dict[str, int]:
+def assigned_units_by_arm(*, window: TrafficWindow) -> dict[str, int]:
     """Randomisation units seen on each arm (users; sessions without a user), for the SRM check."""
     table = TurnEvent._meta.db_table
     # DISTINCT in a subquery, not COUNT(DISTINCT ...): a parallel scan and a hash aggregate instead
@@ -176,6 +216,292 @@ def assigned_units_by_arm(*, experiment: Experiment, start: datetime, end: datet
         GROUP BY arm
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [experiment.pk, start, end])
+        cursor.execute(sql, [window.experiment.pk, window.start, window.end])
         rows = cursor.fetchall()
     return {arm: counts["units"] for arm, counts in _arms(rows, ("units",)).items()}
+
+
+def experiment_for_gate(
+    *, candidate: ModelVersion, baseline: ModelVersion | None, name: str | None = None
+) -> Experiment | None:
+    """The experiment whose traffic judges `candidate` against a gate run's `baseline` (so that every
+    layer compares the same two versions): the one named, else its running or paused experiment, else
+    the latest one. A named experiment that compares other versions is an error naming the field."""
+    if name:
+        experiment = Experiment.objects.select_related("baseline", "candidate").filter(name=name).first()
+        if experiment is None:
+            raise ApplicationError(f"No experiment named {name!r}.", fields={"experiment": ["unknown"]})
+        if experiment.candidate_id != candidate.pk:
+            raise ApplicationError(
+                f"Experiment {name!r} does not have {candidate.ref} as its candidate.",
+                fields={"experiment": [f"its candidate is {experiment.candidate.ref}"]},
+            )
+        if baseline is not None and experiment.baseline_id != baseline.pk:
+            raise ApplicationError(
+                f"Experiment {name!r} compares with {experiment.baseline.ref}, the run with {baseline.ref}.",
+                fields={"experiment": [f"its baseline is {experiment.baseline.ref}"]},
+            )
+        return experiment
+    experiments = Experiment.objects.filter(candidate=candidate).exclude(status=Experiment.Status.DRAFT)
+    if baseline is not None:
+        experiments = experiments.filter(baseline=baseline)
+    return (
+        experiments.filter(status__in=Experiment.ACTIVE).first()
+        or experiments.order_by("-started_at", "-pk").first()
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# What a gate report shows when a traffic layer did not pass (its attribution). Each comes with
+# the SQL that reproduces it, to paste into psql.
+# ---------------------------------------------------------------------------------------------
+def sql_text(sql: str, params: Sequence[object]) -> str:
+    """A query with its parameters written in."""
+    for param in params:
+        value = param.isoformat() if isinstance(param, datetime) else param
+        literal = "'" + value.replace("'", "''") + "'" if isinstance(value, str) else str(value)
+        sql = sql.replace("%s", literal, 1)
+    return " ".join(sql.split())
+
+
+def _user_traffic(window: TrafficWindow) -> QuerySet[TurnEvent]:
+    return TurnEvent.objects.filter(
+        experiment=window.experiment, occurred_at__gte=window.start, occurred_at__lt=window.end
+    ).exclude(source=TurnEvent.Source.PROBE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HourlyFollowUps:
+    hour: datetime
+    arm: str
+    answered: int
+    follow_ups: int
+
+    @property
+    def rate(self) -> float | None:
+        return self.follow_ups / self.answered if self.answered else None
+
+
+def follow_ups_by_hour(*, window: TrafficWindow, kinds: Sequence[str]) -> list[HourlyFollowUps]:
+    rows = (
+        _user_traffic(window)
+        .annotate(hour=TruncHour("occurred_at"))
+        .values("hour", "arm")
+        .annotate(
+            answered=Count("id", filter=Q(role="assistant") & (Q(error="") | Q(fallback=True))),
+            follow_ups=Count("id", filter=Q(role="user", follow_up_kind__in=list(kinds))),
+        )
+        .order_by("hour", "arm")
+    )
+    return [HourlyFollowUps(**row) for row in rows]
+
+
+def follow_ups_by_arm_sql(*, window: TrafficWindow, kinds: Sequence[str]) -> str:
+    kind_list = ", ".join(repr(k) for k in kinds)
+    return sql_text(
+        "SELECT arm, SUM(CASE WHEN role = 'assistant' AND (error = '' OR fallback) THEN 1 ELSE 0 END) "
+        f"AS answered, SUM(CASE WHEN role = 'user' AND follow_up_kind IN ({kind_list}) THEN 1 ELSE 0 END) "
+        f"AS follow_ups FROM {TurnEvent._meta.db_table} WHERE experiment_id = %s AND source <> 'probe' "
+        "AND occurred_at >= %s AND occurred_at < %s GROUP BY arm",
+        [window.experiment.pk, window.start, window.end],
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class FollowUpExample:
+    session_id: str
+    question: str
+    answer: str
+    follow_up: str
+
+
+def follow_up_examples(
+    *, window: TrafficWindow, kinds: Sequence[str], arm: str, limit: int
+) -> list[FollowUpExample]:
+    """The arm's latest follow-ups, each with the question and the answer before it."""
+    turns = _user_traffic(window)
+    follow_ups = list(
+        turns.filter(arm=arm, role="user", follow_up_kind__in=list(kinds))
+        .order_by("-occurred_at")
+        .values("session_id", "turn_index", "text")[:limit]
+    )
+    before = {
+        (t["session_id"], t["turn_index"]): t["text"]
+        for t in turns.filter(arm=arm, session_id__in=[f["session_id"] for f in follow_ups]).values(
+            "session_id", "turn_index", "text"
+        )
+    }
+    return [
+        FollowUpExample(
+            session_id=f["session_id"],
+            question=before.get((f["session_id"], f["turn_index"] - 2), "")[:300],
+            answer=before.get((f["session_id"], f["turn_index"] - 1), "")[:300],
+            follow_up=f["text"][:300],
+        )
+        for f in follow_ups
+    ]
+
+
+def follow_up_examples_sql(*, window: TrafficWindow, kinds: Sequence[str], arm: str) -> str:
+    kind_list = ", ".join(repr(k) for k in kinds)
+    return sql_text(
+        f"SELECT session_id, turn_index, text FROM {TurnEvent._meta.db_table} WHERE experiment_id = %s "
+        f"AND arm = %s AND role = 'user' AND follow_up_kind IN ({kind_list}) "
+        "AND occurred_at >= %s AND occurred_at < %s ORDER BY occurred_at DESC LIMIT 50",
+        [window.experiment.pk, arm, window.start, window.end],
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArmPath:
+    """An arm's answers in a window: how many, their errors and fallbacks, and latency percentiles."""
+
+    arm: str
+    answers: int
+    errors: int
+    fallbacks: int
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+
+
+LATENCY_SAMPLE = 5000  # latest answers per arm the percentiles are read from
+
+
+def answer_paths_by_arm(*, window: TrafficWindow) -> list[ArmPath]:
+    answers = _user_traffic(window).filter(role="assistant")
+    counts = {
+        row["arm"]: row
+        for row in answers.values("arm").annotate(
+            n=Count("id"),
+            errors=Count("id", filter=~Q(error="")),
+            fallbacks=Count("id", filter=Q(fallback=True)),
+        )
+    }
+    paths = []
+    for arm in ARMS:
+        latencies = sorted(
+            answers.filter(arm=arm, latency_ms__isnull=False, error="")
+            .order_by("-occurred_at")
+            .values_list("latency_ms", flat=True)[:LATENCY_SAMPLE]
+        )
+        row = counts.get(arm, {"n": 0, "errors": 0, "fallbacks": 0})
+        paths.append(
+            ArmPath(
+                arm=arm,
+                answers=row["n"],
+                errors=row["errors"],
+                fallbacks=row["fallbacks"],
+                latency_p50_ms=latencies[len(latencies) // 2] if latencies else None,
+                latency_p95_ms=latencies[int(len(latencies) * 0.95)] if latencies else None,
+            )
+        )
+    return paths
+
+
+def answer_paths_sql(*, window: TrafficWindow) -> str:
+    return sql_text(
+        f"SELECT arm, COUNT(*), SUM(CASE WHEN error <> '' THEN 1 ELSE 0 END) AS errors, "
+        f"SUM(CASE WHEN fallback THEN 1 ELSE 0 END) AS fallbacks FROM {TurnEvent._meta.db_table} "
+        "WHERE experiment_id = %s AND role = 'assistant' AND source <> 'probe' "
+        "AND occurred_at >= %s AND occurred_at < %s GROUP BY arm",
+        [window.experiment.pk, window.start, window.end],
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class HourlyOutcomes:
+    hour: datetime
+    arm: str
+    outcomes: int
+    mean: float | None
+
+
+def _outcomes(window: TrafficWindow, metric: str) -> QuerySet[OutcomeEvent]:
+    return OutcomeEvent.objects.filter(
+        experiment=window.experiment, metric=metric, occurred_at__gte=window.start, occurred_at__lt=window.end
+    )
+
+
+def outcomes_by_hour(*, window: TrafficWindow, metric: str) -> list[HourlyOutcomes]:
+    rows = (
+        _outcomes(window, metric)
+        .annotate(hour=TruncHour("occurred_at"))
+        .values("hour", "arm")
+        .annotate(outcomes=Count("id"), mean=Avg("value"))
+        .order_by("hour", "arm")
+    )
+    return [HourlyOutcomes(**row) for row in rows]
+
+
+def outcomes_by_arm_sql(*, window: TrafficWindow, metric: str) -> str:
+    return sql_text(
+        f"SELECT arm, COUNT(*), AVG(value) FROM {OutcomeEvent._meta.db_table} WHERE experiment_id = %s "
+        "AND metric = %s AND occurred_at >= %s AND occurred_at < %s GROUP BY arm",
+        [window.experiment.pk, metric, window.start, window.end],
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitOutcome:
+    unit_id: str
+    user_id: str
+    value: float
+    occurred_at: datetime
+
+
+def outcomes_worst(
+    *, window: TrafficWindow, metric: str, arm: str, highest: bool, limit: int
+) -> list[UnitOutcome]:
+    """The arm's units with the worst values: the highest when less is better (`highest`)."""
+    rows = (
+        _outcomes(window, metric)
+        .filter(arm=arm)
+        .order_by("-value" if highest else "value")
+        .values("unit_id", "user_id", "value", "occurred_at")[:limit]
+    )
+    return [UnitOutcome(**row) for row in rows]
+
+
+def outcomes_worst_sql(*, window: TrafficWindow, metric: str, arm: str, highest: bool) -> str:
+    return sql_text(
+        f"SELECT unit_id, user_id, value FROM {OutcomeEvent._meta.db_table} WHERE experiment_id = %s "
+        "AND metric = %s AND arm = %s AND occurred_at >= %s AND occurred_at < %s "
+        f"ORDER BY value {'DESC' if highest else 'ASC'} LIMIT 50",
+        [window.experiment.pk, metric, arm, window.start, window.end],
+    )
+
+
+def outcome_metrics(*, experiment: Experiment) -> list[str]:
+    """The outcome metrics the experiment has events for."""
+    return list(
+        OutcomeEvent.objects.filter(experiment=experiment)
+        .values_list("metric", flat=True)
+        .distinct()
+        .order_by("metric")
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeFinding:
+    """One weakness (or "all") of a probe run: pass rates per arm and the paired comparison."""
+
+    weakness: str
+    pairs: int
+    both_correct: int
+    neither_correct: int
+    only_candidate_correct: int
+    only_baseline_correct: int
+    candidate_rate: float
+    baseline_rate: float
+    mcnemar_p: float | None
+    finding: str
+
+
+def probe_findings(*, run: ProbeRun) -> list[ProbeFinding]:
+    """The run's report per weakness, the overall row ("all") last."""
+    names = sorted(name for name in run.report if name != "all") + (["all"] if "all" in run.report else [])
+    return [ProbeFinding(weakness=name, **run.report[name]) for name in names]
+
+
+def analyses_latest(*, experiment: Experiment, limit: int = 10) -> list[CanaryAnalysis]:
+    return list(experiment.analyses.order_by("-created_at", "-pk")[:limit])

@@ -17,10 +17,9 @@ from django.conf import settings
 from django.db import transaction
 
 from engines.demo.dataset import demo_dataset_build, demo_suite_jsonl
-from gate.models import GatePolicy
-from gate.policy import gate_policy_parse
+from gate.selectors.policies import gate_policy_get
+from gate.services.policies import gate_policy_save
 from registry.models import EvalSuite, ModelVersion
-from registry.services.audit import audit_record
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register, model_version_serving_set
 
@@ -122,12 +121,8 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
             actor=None,
         )
         for name, (description, config) in DEMO_POLICIES.items():
-            gate_policy_parse(config)
-            policy, created = GatePolicy.objects.get_or_create(
-                name=name, defaults={"description": description, "config": config}
-            )
-            if created:
-                audit_record(actor=None, action="gate_policy.create", target=policy, after=config)
+            if gate_policy_get(name=name) is None:
+                gate_policy_save(name=name, config=config, description=description, actor=None, system="demo")
         items = suite_items_parse(content=demo_suite_jsonl(items=dataset.eval).encode(), fmt="jsonl")
         suite, created = eval_suite_import(
             name=FAMILY, items=items, description=SUITE_DESCRIPTION, is_demo=True, actor=None

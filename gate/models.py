@@ -86,14 +86,9 @@ class GateRun(models.Model):
 
 
 class LayerResult(models.Model):
-    class Layer(models.TextChoices):
-        CLEAN_ACCURACY = "clean_accuracy"
-        ROBUSTNESS = "robustness"
-        FOLLOW_UP_RATE = "follow_up_rate"
-        BUSINESS_VALUE = "business_value"
-
     gate_run = models.ForeignKey(GateRun, on_delete=models.CASCADE, related_name="layers")
-    layer = models.CharField(max_length=30, choices=Layer.choices)
+    # A layer's name in `gate.layers.registry` (which says what its details hold).
+    layer = models.CharField(max_length=30)
     verdict = models.CharField(max_length=20, choices=GateRun.Verdict.choices)
     metric = models.CharField(max_length=100)
     estimate = models.FloatField(null=True, blank=True)

@@ -9,8 +9,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from engines.model_server import model_server_create
+from gate.layers.registry import gate_policy_parse
 from gate.models import GateRun
-from gate.policy import gate_policy_parse
 from registry.models import ModelVersion
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import api_token_create, user_role_grant

@@ -26,7 +26,7 @@ PURE = (
     "engines.device",
     "gate.judges",
     "gate.policy",
-    "gate.report_md",
+    "gate.reporting",
 )
 
 

@@ -43,6 +43,20 @@ TRANSITIONS = {
 }
 
 
+def experiment_actions_allowed(*, experiment: Experiment) -> list[str]:
+    """The lifecycle actions the experiment's status allows now (each action checks again)."""
+    allowed = TRANSITIONS[experiment.status]
+    checks = {
+        "start": experiment.status == Status.DRAFT,
+        "pause": Status.PAUSED in allowed,
+        "resume": experiment.status == Status.PAUSED,
+        "ramp": experiment.status in Experiment.ACTIVE,
+        "promote": Status.PROMOTED in allowed,
+        "rollback": Status.ROLLED_BACK in allowed,
+    }
+    return [action for action, ok in checks.items() if ok]
+
+
 def qa_token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 

@@ -27,8 +27,6 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
-from scipy import stats as scipy_stats
-
 from engines.stats.hypothesis import mcnemar_exact, welch_t
 from engines.stats.sufficient import MeanStats, Proportion
 
@@ -122,6 +120,8 @@ def rate_compare(
 
     One-sided: H1 is "the candidate's rate is higher". fail when the candidate's rate exceeds the
     baseline's by more than `max_increase` (absolute, 0.005 = half a point) and p < alpha."""
+    from scipy import stats as scipy_stats
+
     _settings_check(alpha=alpha, min_n=min_n, threshold=max_increase, threshold_name="max_increase")
     candidate_rate, baseline_rate = candidate.rate, baseline.rate
     difference = None if candidate_rate is None or baseline_rate is None else candidate_rate - baseline_rate
@@ -201,6 +201,8 @@ def latency_compare(
     the medians, candidate / baseline; fail when it exceeds `max_ratio` (1.2 = 20 % slower) and
     p < alpha. scipy picks the exact U distribution for small samples without ties, else the normal
     approximation with tie and continuity corrections."""
+    from scipy import stats as scipy_stats
+
     if not max_ratio > 0:
         raise ValueError(f"max_ratio={max_ratio} must be positive")
     _settings_check(alpha=alpha, min_n=min_n, threshold=max_ratio, threshold_name="max_ratio")
@@ -263,6 +265,8 @@ def mean_compare(
     fail when it exceeds `max_increase_ratio` (0.1 = 10 % higher) and p < alpha. At least two values
     per arm are needed whatever `min_n` says. When both arms are constant the standard error is zero
     and the one-sided test's limit is used: p = 0 if the candidate's mean is higher, else 1."""
+    from scipy import stats as scipy_stats
+
     _settings_check(
         alpha=alpha, min_n=min_n, threshold=max_increase_ratio, threshold_name="max_increase_ratio"
     )

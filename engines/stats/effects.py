@@ -23,8 +23,6 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from scipy import stats as scipy_stats
-
 from engines.stats.intervals import welch_df, z_for
 from engines.stats.sufficient import MIN_UNITS, CupedStats, MeanStats, Proportion, RatioStats
 
@@ -124,6 +122,8 @@ def _mean_variance_effect(
     confidence: float,
 ) -> Effect:
     """Welch's t-test from the arms' means and sample variances (n ≥ 2 each)."""
+    from scipy import stats as scipy_stats
+
     control_part, treatment_part = control_variance / n_control, treatment_variance / n_treatment
     if control_part + treatment_part == 0:
         return Effect(method=method, n_control=n_control, n_treatment=n_treatment, error=ZERO_VARIANCE)
@@ -174,6 +174,8 @@ def proportion_effect(*, control: Proportion, treatment: Proportion, confidence:
     The interval uses the unpooled standard error sqrt(p_c(1−p_c)/n_c + p_t(1−p_t)/n_t) and the normal
     quantile; the p-value the pooled two-proportion z-test (the standard error under "no
     difference"). Zero variance: both arms all 0 or all 1."""
+    from scipy import stats as scipy_stats
+
     _check_confidence(confidence)
     method = "two_proportion_z"
     if control.n < MIN_UNITS or treatment.n < MIN_UNITS:
@@ -199,6 +201,8 @@ def proportion_effect(*, control: Proportion, treatment: Proportion, confidence:
 
 def ratio_effect(*, control: RatioStats, treatment: RatioStats, confidence: float = 0.95) -> Effect:
     """Difference of two ratio metrics (Σx/Σy per arm), delta method, normal quantile and z-test p."""
+    from scipy import stats as scipy_stats
+
     _check_confidence(confidence)
     method = "ratio_delta"
     if control.n < MIN_UNITS or treatment.n < MIN_UNITS:

@@ -7,8 +7,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats as scipy_stats
-
 from engines.stats.intervals import welch_df
 from engines.stats.sufficient import MeanStats
 
@@ -68,6 +66,8 @@ def srm_check(*, counts: Sequence[int], expected_shares: Sequence[float], alpha:
 
     Shares are normalised to sum to 1. alpha defaults to 0.001, the usual SRM threshold: a mismatch
     means the assignment or logging is broken and the experiment's results should not be trusted."""
+    from scipy import stats as scipy_stats
+
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha} outside (0, 1)")
     if len(counts) != len(expected_shares):

@@ -2,8 +2,10 @@ from django import forms
 from django.contrib import admin
 
 from evalhub.admin.base import ReadOnlyAdmin
+from gate.layers.registry import gate_policy_parse
 from gate.models import Decision, GatePolicy, GateRun, LayerResult, ModelOutput, SampleResult
-from gate.policy import PolicyError, gate_policy_parse
+from gate.policy import PolicyError
+from gate.services.policies import gate_policy_save
 
 
 @admin.register(Decision)
@@ -44,10 +46,23 @@ class GatePolicyForm(forms.ModelForm):
 
 @admin.register(GatePolicy)
 class GatePolicyAdmin(admin.ModelAdmin):
-    """Policies are checked as a run would read them: an unknown key or a bad value is refused here."""
+    """Policies are checked as a run would read them: an unknown key or a bad value is refused here.
+    Saving goes through the audited service; a policy is not deleted (runs name it)."""
 
     form = GatePolicyForm
     list_display = ["name", "updated_at"]
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["name"] if obj is not None else []
+
+    def save_model(self, request, obj, form, change) -> None:
+        saved = gate_policy_save(
+            name=obj.name, config=obj.config, description=obj.description, actor=request.user
+        )
+        obj.pk = saved.pk
 
 
 class LayerResultInline(admin.StackedInline):

@@ -19,8 +19,10 @@ from evalhub.api.common import (
     filter_params,
     paginated,
 )
+from gate.layers.base import to_json
+from gate.layers.registry import LAYER_NAMES
 from gate.models import Decision, GateRun, LayerResult
-from gate.report_md import gate_report_markdown
+from gate.reporting import gate_report_markdown
 from gate.selectors.decisions import decision_get, decision_list
 from gate.selectors.gate_runs import gate_run_get, gate_run_list, sample_result_list
 from gate.services.decisions import REASON_MAX_LENGTH, decision_record
@@ -186,7 +188,7 @@ class GateRunReportApi(APIView):
         report = gate_run_report(run=gate_run_get(gate_run_id=pk))
         if request.accepted_renderer.format == "md":
             return Response(gate_report_markdown(report))
-        return Response(report)
+        return Response(to_json(report))
 
 
 class SampleOutputSerializer(serializers.Serializer):
@@ -212,7 +214,7 @@ class SampleOutputSerializer(serializers.Serializer):
 
 class GateRunSamplesApi(APIView):
     class FilterSerializer(serializers.Serializer):
-        layer = serializers.ChoiceField(choices=LayerResult.Layer.choices, required=False)
+        layer = serializers.ChoiceField(choices=LAYER_NAMES, required=False)
         version = VersionRefField(required=False)
         correct = serializers.BooleanField(required=False, allow_null=True, default=None)
         limit = serializers.IntegerField(required=False, min_value=1)

@@ -10,10 +10,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from canary.selectors import experiment_get
+from canary.selectors import experiment_get, experiment_overview_list
 from canary.services import experiments as lifecycle
 from evalhub.permissions import reader_required
-from gate.services.dashboard import experiment_dashboard, experiment_overview_list
+from gate.services.dashboard import experiment_dashboard
 from registry.errors import ApplicationError
 from registry.roles import RELEASE_MANAGER, user_roles
 

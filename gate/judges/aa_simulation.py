@@ -34,9 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 from engines.stats.sufficient import RatioStats
-from gate.judges.business_value import business_value_judge
+from gate.judges.business_value import DECREASE, business_value_judge
 from gate.judges.verdict import PASS
-from gate.policy import DECREASE
 
 DEFAULT_TAU = 0.2  # hours per contract: the minimum effect worth detecting, fixed in advance
 USER_EFFECT_SIGMA = 0.5
@@ -101,7 +100,7 @@ def aa_false_positive_rates(
             sequential_any |= sequential.verdict == PASS
         # After the loop `fixed` / `sequential` hold the last look, on all users.
         counts["fixed_single_look"] += fixed.verdict == PASS
-        p_value = fixed.effect["p_value"]
+        p_value = fixed.effect.p_value
         counts["two_sided_single_look"] += p_value is not None and p_value < alpha
         counts["sequential_single_look"] += sequential.verdict == PASS
         counts["fixed_peeking"] += fixed_any

@@ -39,9 +39,7 @@ ValueError naming the argument.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-
-from scipy.optimize import brentq
+from dataclasses import dataclass, field, replace
 
 from engines.stats.effects import (
     Effect,
@@ -50,11 +48,67 @@ from engines.stats.effects import (
     sequential_half_width,
     sequential_interval,
 )
-from engines.stats.hypothesis import srm_check
+from engines.stats.hypothesis import SrmResult, srm_check
 from engines.stats.intervals import z_for
 from engines.stats.sufficient import MeanStats, RatioStats
+from gate.judges.traffic import TrafficInputs
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
-from gate.policy import BUSINESS_DIRECTIONS, DECREASE
+from gate.policy import PolicySection, setting
+from gate.reporting import Attribution
+
+DECREASE, INCREASE = "decrease", "increase"
+BUSINESS_DIRECTIONS = (DECREASE, INCREASE)
+PER = ("user", "outcome")
+
+
+@dataclass(frozen=True)
+class BusinessValuePolicy(PolicySection):
+    business_metric: str | None = setting(
+        None, help="the outcome metric judged (OutcomeEvent.metric); null: the layer is an error"
+    )
+    business_direction: str = setting(DECREASE, choices=BUSINESS_DIRECTIONS, help="which way is better")
+    business_min_effect: float = setting(
+        0.0, low=0.0, high=1e12, help="the smallest improvement worth shipping, in the metric's unit"
+    )
+    business_per: str = setting(
+        "user",
+        choices=PER,
+        help="user: Σ values / Σ outcomes per user (ratio, delta method; users are the randomisation "
+        "unit); outcome: every outcome an independent unit (Welch)",
+    )
+    business_min_units: int = setting(
+        100, low=2, high=10**9, help="fewer units in an arm is insufficient data"
+    )
+    business_alpha: float = setting(
+        0.05, low=0.0001, high=0.25, help="one-sided level (the interval shown is the two-sided 1 − 2α one)"
+    )
+    business_srm_alpha: float = setting(0.001, low=1e-9, high=0.1, help="sample-ratio check level")
+    business_sequential_tau: float | None = setting(
+        None,
+        low=1e-12,
+        high=1e12,
+        help="set (> 0, in the metric's unit, fixed before the experiment) for always-valid intervals that "
+        "may be looked at any number of times",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Improvement:
+    """The decision interval turned to "better is positive", in the metric's unit."""
+
+    estimate: float
+    ci_low: float
+    ci_high: float
+    confidence: float  # 1 − 2·alpha, two-sided
+    one_sided_level: float  # 1 − alpha
+    # When a larger sample would likely pass: units per arm ("control", "treatment").
+    units_needed: dict[str, int] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArmValue:
+    units: int
+    value: float | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,11 +116,8 @@ class BusinessValueResult:
     """The layer's verdict and its report.
 
     `method`: the test that decided ("ratio_delta", "welch_t", or "normal_mixture_sequential" with
-    `sequential` True). `improvement`: estimate, ci_low, ci_high (the decision interval turned to "better
-    is positive"), confidence (1 − 2·alpha), one_sided_level (1 − alpha) and, when a larger sample would
-    likely pass, units_needed per arm. `effect`: the fixed-horizon treatment − control `Effect.to_dict()`
-    at the same confidence, with the relative lift. `control` / `treatment`: units and value (the
-    metric). `srm`: the `SrmResult` as a dict, None when not checked."""
+    `sequential` True). `effect`: the fixed-horizon treatment − control `Effect` at the same confidence,
+    with the relative lift. `srm`: None when not checked."""
 
     verdict: str
     reasons: list[str]
@@ -74,15 +125,12 @@ class BusinessValueResult:
     direction: str
     min_effect: float
     alpha: float
-    improvement: dict | None
-    effect: dict
-    control: dict
-    treatment: dict
-    srm: dict | None
+    improvement: Improvement | None
+    effect: Effect
+    control: ArmValue
+    treatment: ArmValue
+    srm: SrmResult | None
     sequential: bool
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _check_settings(
@@ -143,6 +191,8 @@ def _units_factor(*, variance: float, gap: float, alpha: float, tau: float | Non
     Fixed horizon: z₁₋α·sqrt(V*) = gap, so V / V* = (z·se / gap)². Sequential: the normal-mixture
     half-width grows with V, so V* is its root (brentq between V·1e-12, where it is ~0, and V, where the
     bound failed, so it exceeds gap)."""
+    from scipy.optimize import brentq
+
     if tau is None:
         z = z_for(1 - 2 * alpha)  # the one-sided 1 − alpha quantile
         return variance * (z / gap) ** 2
@@ -205,12 +255,9 @@ def business_value_judge(
     sequential = sequential_tau is not None
     method = "normal_mixture_sequential" if sequential else effect.method
 
-    def result(verdict: str, reasons: list[str], improvement: dict | None = None) -> BusinessValueResult:
-        srm_dict = None
-        if srm is not None:
-            srm_dict = asdict(srm)
-            srm_dict["counts"] = list(srm.counts)
-            srm_dict["expected_counts"] = list(srm.expected_counts) if srm.expected_counts else None
+    def result(
+        verdict: str, reasons: list[str], improvement: Improvement | None = None
+    ) -> BusinessValueResult:
         return BusinessValueResult(
             verdict=verdict,
             reasons=reasons,
@@ -219,10 +266,10 @@ def business_value_judge(
             min_effect=min_effect,
             alpha=alpha,
             improvement=improvement,
-            effect=effect.to_dict(),
-            control={"units": control.n, "value": _value(control)},
-            treatment={"units": treatment.n, "value": _value(treatment)},
-            srm=srm_dict,
+            effect=effect,
+            control=ArmValue(units=control.n, value=_value(control)),
+            treatment=ArmValue(units=treatment.n, value=_value(treatment)),
+            srm=srm,
             sequential=sequential,
         )
 
@@ -265,13 +312,9 @@ def business_value_judge(
         estimate, low, high = -decision.estimate, -decision.ci_high, -decision.ci_low
     else:
         estimate, low, high = decision.estimate, decision.ci_low, decision.ci_high
-    improvement = {
-        "estimate": estimate,
-        "ci_low": low,
-        "ci_high": high,
-        "confidence": confidence,
-        "one_sided_level": 1 - alpha,
-    }
+    improvement = Improvement(
+        estimate=estimate, ci_low=low, ci_high=high, confidence=confidence, one_sided_level=1 - alpha
+    )
     passed = low >= min_effect if min_effect > 0 else low > 0
     interval = f"{level} {'always-valid ' if sequential else ''}interval [{low:.4g}, {high:.4g}]"
     summary = f"improvement ({direction} is better) {estimate:.4g}, {interval}"
@@ -291,7 +334,7 @@ def business_value_judge(
             tau=sequential_tau,
         )
         needed = {"control": math.ceil(control.n * factor), "treatment": math.ceil(treatment.n * factor)}
-        improvement["units_needed"] = needed
+        improvement = replace(improvement, units_needed=needed)
         reasons.append(
             f"not shown yet: the estimate clears {target} but the bound does not; about "
             f"{needed['control']} control and {needed['treatment']} treatment units would show it if the "
@@ -299,3 +342,23 @@ def business_value_judge(
         )
         return result(INSUFFICIENT, reasons, improvement)
     return result(FAIL, reasons, improvement)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BusinessInputs(TrafficInputs):
+    metric: str | None = None
+    direction: str = DECREASE
+    per: str = "user"
+    # Randomisation units seen on each arm ("baseline", "candidate"), for the sample-ratio check.
+    assigned_units: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BusinessValueDetails:
+    """What the layer stores: the traffic and metric it read, the judge's result (None without an
+    experiment or a metric), timings and, when the layer did not pass, the attribution."""
+
+    inputs: BusinessInputs
+    judged: BusinessValueResult | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    attribution: Attribution | None = None

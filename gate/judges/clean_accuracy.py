@@ -1,4 +1,4 @@
-"""Layer 0, clean accuracy: how often each version answers the golden items correctly."""
+"""Layer 0, clean accuracy: how often each version answers the golden items correctly. Pure."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ from dataclasses import dataclass
 
 from engines.stats.intervals import wilson_interval
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
-from gate.policy import GatePolicyConfig
+from gate.policy import LOWER_BOUND, PolicySection, setting
+
+
+@dataclass(frozen=True)
+class CleanAccuracyPolicy(PolicySection):
+    clean_accuracy_min: float = setting(
+        0.80, low=0.0, high=1.0, help="the bar for the candidate's accuracy on the suite"
+    )
+    clean_min_items: int = setting(30, low=1, high=10**7, help="fewer scored items is insufficient data")
 
 
 @dataclass(frozen=True)
@@ -20,39 +28,48 @@ class ItemOutcome:
     errored: bool = False
 
 
-@dataclass(frozen=True)
-class AccuracySummary:
+@dataclass(frozen=True, kw_only=True)
+class AccuracyCell:
     n: int
     correct: int
-    errors: int
     accuracy: float | None
     ci_low: float
     ci_high: float
-    by_tag: dict[str, dict]
-    by_language: dict[str, dict]
-
-    def as_dict(self) -> dict:
-        return {
-            "n": self.n,
-            "correct": self.correct,
-            "errors": self.errors,
-            "accuracy": self.accuracy,
-            "ci_low": self.ci_low,
-            "ci_high": self.ci_high,
-            "by_tag": self.by_tag,
-            "by_language": self.by_language,
-        }
 
 
-def _cell(correct: int, n: int, confidence: float) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class AccuracySummary(AccuracyCell):
+    errors: int
+    by_tag: dict[str, AccuracyCell]
+    by_language: dict[str, AccuracyCell]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AccuracySide(AccuracySummary):
+    """One version's summary with what computing it cost."""
+
+    version: str
+    seconds: float = 0.0
+    items_per_second: float | None = None
+    computed: int = 0
+    cached: int = 0
+    device: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CleanAccuracyDetails:
+    """What the layer stores (LayerResult.details) and the report, templates and dashboards read."""
+
+    suite: str
+    suite_hash: str
+    candidate: AccuracySide
+    baseline: AccuracySide | None = None
+    difference: float | None = None
+
+
+def _cell(correct: int, n: int, confidence: float) -> AccuracyCell:
     low, high = wilson_interval(successes=correct, n=n, confidence=confidence)
-    return {
-        "n": n,
-        "correct": correct,
-        "accuracy": correct / n if n else None,
-        "ci_low": low,
-        "ci_high": high,
-    }
+    return AccuracyCell(n=n, correct=correct, accuracy=correct / n if n else None, ci_low=low, ci_high=high)
 
 
 def accuracy_summarize(*, outcomes: Sequence[ItemOutcome], confidence: float) -> AccuracySummary:
@@ -66,14 +83,14 @@ def accuracy_summarize(*, outcomes: Sequence[ItemOutcome], confidence: float) ->
             tag_counts[tag][1] += 1
         language_counts[outcome.language or "unknown"][0] += outcome.correct
         language_counts[outcome.language or "unknown"][1] += 1
-    low, high = wilson_interval(successes=correct, n=n, confidence=confidence)
+    overall = _cell(correct, n, confidence)
     return AccuracySummary(
         n=n,
         correct=correct,
+        accuracy=overall.accuracy,
+        ci_low=overall.ci_low,
+        ci_high=overall.ci_high,
         errors=sum(o.errored for o in outcomes),
-        accuracy=correct / n if n else None,
-        ci_low=low,
-        ci_high=high,
         by_tag={t: _cell(c, k, confidence) for t, (c, k) in sorted(tag_counts.items())},
         by_language={lang: _cell(c, k, confidence) for lang, (c, k) in sorted(language_counts.items())},
     )
@@ -91,20 +108,22 @@ def clean_accuracy_judge(
     *,
     candidate: Sequence[ItemOutcome],
     baseline: Sequence[ItemOutcome] | None,
-    policy: GatePolicyConfig,
+    policy: CleanAccuracyPolicy,
+    decide_on: str,
+    confidence: float,
 ) -> CleanAccuracyResult:
     """Pass when the candidate's accuracy (by default its interval's lower bound) reaches
     `clean_accuracy_min`; insufficient data below `clean_min_items` items."""
-    summary = accuracy_summarize(outcomes=candidate, confidence=policy.confidence)
-    baseline_summary = (
-        accuracy_summarize(outcomes=baseline, confidence=policy.confidence) if baseline else None
-    )
+    summary = accuracy_summarize(outcomes=candidate, confidence=confidence)
+    baseline_summary = accuracy_summarize(outcomes=baseline, confidence=confidence) if baseline else None
     bar = policy.clean_accuracy_min
     if summary.n < policy.clean_min_items:
         reason = f"{summary.n} items scored, the policy needs at least {policy.clean_min_items}"
         return CleanAccuracyResult(INSUFFICIENT, [reason], summary, baseline_summary)
-    judged = summary.ci_low if policy.decide_on == "lower_bound" else summary.accuracy
-    what = "lower bound" if policy.decide_on == "lower_bound" else "accuracy"
+    use_bound = decide_on == LOWER_BOUND
+    judged = summary.ci_low if use_bound else summary.accuracy
+    assert judged is not None  # n >= clean_min_items >= 1
+    what = "lower bound" if use_bound else "accuracy"
     if judged >= bar:
         reasons = [f"{what} {judged:.3f} >= {bar:.3f}"]
         return CleanAccuracyResult(PASS, reasons, summary, baseline_summary)

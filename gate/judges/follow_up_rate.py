@@ -28,14 +28,43 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 
 from engines.stats.intervals import newcombe_interval, wilson_interval, z_for
 from engines.stats.sufficient import MeanStats
+from gate.judges.traffic import TrafficInputs
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
-from gate.policy import FOLLOW_UP_DECIDE_ON, UPPER_BOUND
+from gate.policy import PolicySection, setting
+from gate.reporting import Attribution
 
 NEWCOMBE = "newcombe_hybrid_score"
+# Judged on the Wilson upper bound (the data must show the rate is under the bar) or on the rate.
+UPPER_BOUND, POINT = "upper_bound", "point"
+FOLLOW_UP_DECIDE_ON = (UPPER_BOUND, POINT)
+# Detector kinds that a policy may count (`engines.followup.detector.KINDS` less "new").
+FOLLOW_UP_KINDS = ("follow_up", "deepening")
+# Share of user turns the detector may still owe (their answers not stored yet) before the layer waits.
+MAX_UNJUDGED_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class FollowUpRatePolicy(PolicySection):
+    follow_up_max: float = setting(0.18, low=0.0, high=1.0, help="the bar for the candidate's follow-up rate")
+    follow_up_decide_on: str = setting(
+        UPPER_BOUND,
+        choices=FOLLOW_UP_DECIDE_ON,
+        help="upper_bound: the Wilson upper bound must be under the bar (and the difference's under the "
+        "margin); point: the estimates",
+    )
+    follow_up_margin: float = setting(
+        0.01, low=0.0, high=1.0, help="non-inferiority: candidate − baseline may exceed 0 by at most this"
+    )
+    follow_up_min_answered: int = setting(
+        200, low=1, high=10**9, help="fewer answered questions in an arm is insufficient data"
+    )
+    follow_up_kinds: tuple[str, ...] = setting(
+        ("follow_up",), choices=FOLLOW_UP_KINDS, help="detector kinds that count as follow-ups"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,9 +79,11 @@ class FollowUpCounts:
     sessions: int = 0
     user_turns_sum: float = 0.0
     user_turns_sumsq: float = 0.0
+    # User turns the detector has not judged yet (their answers are not stored yet).
+    unjudged: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("answered", "follow_ups", "deepening", "sessions"):
+        for name in ("answered", "follow_ups", "deepening", "sessions", "unjudged"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
                 raise ValueError(f"{name}={value!r} must be a non-negative integer")
@@ -67,48 +98,82 @@ class FollowUpCounts:
             object.__setattr__(self, name, float(value))
         if self.sessions == 0 and self.user_turns_sum > 0:
             raise ValueError(f"user_turns_sum={self.user_turns_sum} without sessions")
+        if self.unjudged > self.user_turns_sum:
+            raise ValueError(f"unjudged={self.unjudged} exceeds user_turns_sum={self.user_turns_sum}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArmFollowUps:
+    """One arm's rate with its Wilson interval, and what is reported beside it (rates None without
+    answers, the sd below two sessions)."""
+
+    rate: float | None
+    ci_low: float
+    ci_high: float
+    answered: int
+    follow_ups: int
+    deepening: int
+    deepening_rate: float | None
+    sessions: int
+    turns_per_session_mean: float | None
+    turns_per_session_sd: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RateDifference:
+    """candidate − baseline with its interval, and the non-inferiority margin it is held to."""
+
+    estimate: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    margin: float
+    method: str = NEWCOMBE
+
+
+@dataclass(frozen=True, kw_only=True)
+class FollowUpChecks:
+    """Each check passed (True), failed (False) or was not run (None)."""
+
+    bar: bool | None = None
+    non_inferiority: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class FollowUpRateResult:
     """The layer's verdict and its report.
 
-    `candidate` / `baseline`: rate, ci_low, ci_high, answered, follow_ups, deepening, deepening_rate,
-    sessions, turns_per_session_mean, turns_per_session_sd (rates None without answers, the sd below two
-    sessions). `difference`: candidate − baseline (estimate, ci_low, ci_high, confidence, margin, method),
-    None without a baseline arm. `checks`: "bar" and "non_inferiority", each True (passed), False
-    (failed) or None (not checked). `threshold` is `max_rate`."""
+    `difference` is None without a baseline arm; `threshold` is `max_rate`; `unjudged` counts the user
+    turns the detector still owed."""
 
     verdict: str
     reasons: list[str]
-    candidate: dict
-    baseline: dict | None
-    difference: dict | None
-    checks: dict[str, bool | None]
+    candidate: ArmFollowUps
+    baseline: ArmFollowUps | None
+    difference: RateDifference | None
+    checks: FollowUpChecks
     threshold: float
     decide_on: str
     confidence: float
     min_answered: int
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+    unjudged: int = 0
 
 
-def _arm_report(*, counts: FollowUpCounts, confidence: float) -> dict:
+def _arm_report(*, counts: FollowUpCounts, confidence: float) -> ArmFollowUps:
     low, high = wilson_interval(successes=counts.follow_ups, n=counts.answered, confidence=confidence)
     turns = MeanStats(n=counts.sessions, total=counts.user_turns_sum, total_squares=counts.user_turns_sumsq)
-    return {
-        "rate": counts.follow_ups / counts.answered if counts.answered else None,
-        "ci_low": low,
-        "ci_high": high,
-        "answered": counts.answered,
-        "follow_ups": counts.follow_ups,
-        "deepening": counts.deepening,
-        "deepening_rate": counts.deepening / counts.answered if counts.answered else None,
-        "sessions": counts.sessions,
-        "turns_per_session_mean": turns.mean,
-        "turns_per_session_sd": math.sqrt(turns.variance) if turns.variance is not None else None,
-    }
+    return ArmFollowUps(
+        rate=counts.follow_ups / counts.answered if counts.answered else None,
+        ci_low=low,
+        ci_high=high,
+        answered=counts.answered,
+        follow_ups=counts.follow_ups,
+        deepening=counts.deepening,
+        deepening_rate=counts.deepening / counts.answered if counts.answered else None,
+        sessions=counts.sessions,
+        turns_per_session_mean=turns.mean,
+        turns_per_session_sd=math.sqrt(turns.variance) if turns.variance is not None else None,
+    )
 
 
 def _check_settings(
@@ -128,10 +193,10 @@ def _check_settings(
 
 def _answers_needed(
     *,
-    candidate: dict,
-    baseline: dict | None,
-    difference: dict | None,
-    checks: dict[str, bool | None],
+    candidate: ArmFollowUps,
+    baseline: ArmFollowUps | None,
+    difference: RateDifference | None,
+    checks: FollowUpChecks,
     max_rate: float,
     margin: float,
     confidence: float,
@@ -140,28 +205,29 @@ def _answers_needed(
     show it if the rates held (normal approximation: z·se below the gap). None when a failed check
     fails on its point estimate too (then the verdict is a fail)."""
     z = z_for(confidence)
-    rate = candidate["rate"]
+    rate = candidate.rate
+    assert rate is not None
     needs = []
-    if checks["bar"] is False:
+    if checks.bar is False:
         if rate >= max_rate:
             return None
         needs.append(math.ceil(z * z * rate * (1 - rate) / (max_rate - rate) ** 2))
-    if checks["non_inferiority"] is False:
-        assert difference is not None and baseline is not None
-        gap = margin - difference["estimate"]
+    if checks.non_inferiority is False:
+        assert difference is not None and baseline is not None and baseline.rate is not None
+        gap = margin - difference.estimate
         if gap <= 0:
             return None
-        base = baseline["rate"]
-        room = (gap / z) ** 2 - base * (1 - base) / baseline["answered"]
+        base = baseline.rate
+        room = (gap / z) ** 2 - base * (1 - base) / baseline.answered
         if room <= 0:
             return (
-                f"the point estimates pass, but the baseline's {baseline['answered']} answers alone leave "
+                f"the point estimates pass, but the baseline's {baseline.answered} answers alone leave "
                 "the interval of the difference wider than the margin: both arms need more answers"
             )
         needs.append(math.ceil(rate * (1 - rate) / room))
     return (
         f"the point estimates pass the bounds' checks; about {max(needs)} answered questions on the "
-        f"candidate (it has {candidate['answered']}) would show it if the rates held"
+        f"candidate (it has {candidate.answered}) would show it if the rates held"
     )
 
 
@@ -199,16 +265,20 @@ def follow_up_rate_judge(
             n_2=baseline.answered,
             confidence=confidence,
         )
-        difference = {
-            "estimate": estimate,
-            "ci_low": low,
-            "ci_high": high,
-            "confidence": confidence,
-            "margin": margin,
-            "method": NEWCOMBE,
-        }
+        difference = RateDifference(
+            estimate=estimate, ci_low=low, ci_high=high, confidence=confidence, margin=margin
+        )
+    unjudged = candidate.unjudged + (baseline.unjudged if baseline else 0)
+    user_turns = candidate.user_turns_sum + (baseline.user_turns_sum if baseline else 0.0)
 
-    def result(verdict: str, reasons: list[str], checks: dict[str, bool | None]) -> FollowUpRateResult:
+    def result(verdict: str, reasons: list[str], checks: FollowUpChecks) -> FollowUpRateResult:
+        if verdict != INSUFFICIENT and user_turns and unjudged / user_turns > MAX_UNJUDGED_SHARE:
+            verdict = INSUFFICIENT
+            reasons = [
+                *reasons,
+                f"the detector still owes {unjudged} of {user_turns:g} user turns (their answers are not "
+                "stored yet); run the gate again in a few minutes",
+            ]
         return FollowUpRateResult(
             verdict=verdict,
             reasons=reasons,
@@ -220,6 +290,7 @@ def follow_up_rate_judge(
             decide_on=decide_on,
             confidence=confidence,
             min_answered=min_answered,
+            unjudged=unjudged,
         )
 
     too_few = [
@@ -228,20 +299,21 @@ def follow_up_rate_judge(
         if counts.answered < min_answered
     ]
     if too_few:
-        return result(INSUFFICIENT, too_few, {"bar": None, "non_inferiority": None})
+        return result(INSUFFICIENT, too_few, FollowUpChecks())
 
     use_bound = decide_on == UPPER_BOUND
     level = _percent(confidence)
     arm = reports["candidate"]
-    judged = arm["ci_high"] if use_bound else arm["rate"]
+    assert arm.rate is not None  # answered >= min_answered >= 1
+    judged = arm.ci_high if use_bound else arm.rate
     bar_passed = judged <= max_rate
     # (passed, reason) per check: a fail gives the failed checks' reasons, a pass every check's.
     outcomes = [
         (
             bar_passed,
             f"follow-up rate {'upper bound ' if use_bound else ''}{judged:.3f} {'<=' if bar_passed else '>'} "
-            f"bar {max_rate:g} (rate {arm['rate']:.3f}, {level} CI [{arm['ci_low']:.3f}, "
-            f"{arm['ci_high']:.3f}], {candidate.follow_ups} follow-ups of {candidate.answered} answers)",
+            f"bar {max_rate:g} (rate {arm.rate:.3f}, {level} CI [{arm.ci_low:.3f}, "
+            f"{arm.ci_high:.3f}], {candidate.follow_ups} follow-ups of {candidate.answered} answers)",
         )
     ]
     notes = []
@@ -250,19 +322,20 @@ def follow_up_rate_judge(
         notes.append("no baseline arm: non-inferiority not checked, the verdict rests on the bar alone")
     else:
         other = reports["baseline"]
-        judged = difference["ci_high"] if use_bound else difference["estimate"]
+        assert other.rate is not None
+        judged = difference.ci_high if use_bound else difference.estimate
         non_inferior = judged <= margin
         outcomes.append(
             (
                 non_inferior,
                 f"difference from the baseline {'upper bound ' if use_bound else ''}{judged:+.3f} "
                 f"{'<=' if non_inferior else '>'} margin {margin:g} (difference "
-                f"{difference['estimate']:+.3f}, {level} CI [{difference['ci_low']:+.3f}, "
-                f"{difference['ci_high']:+.3f}] by Newcombe's hybrid score; baseline rate "
-                f"{other['rate']:.3f}, {other['follow_ups']} follow-ups of {other['answered']} answers)",
+                f"{difference.estimate:+.3f}, {level} CI [{difference.ci_low:+.3f}, "
+                f"{difference.ci_high:+.3f}] by Newcombe's hybrid score; baseline rate "
+                f"{other.rate:.3f}, {other.follow_ups} follow-ups of {other.answered} answers)",
             )
         )
-    checks = {"bar": bar_passed, "non_inferiority": non_inferior}
+    checks = FollowUpChecks(bar=bar_passed, non_inferiority=non_inferior)
     failed = [reason for passed, reason in outcomes if not passed]
     if failed and use_bound:
         needed = _answers_needed(
@@ -281,3 +354,23 @@ def follow_up_rate_judge(
     if failed:
         return result(FAIL, failed + notes, checks)
     return result(PASS, [reason for _, reason in outcomes] + notes, checks)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FollowUpInputs(TrafficInputs):
+    counted_kinds: list[str] = field(default_factory=list)
+    detector_thresholds: dict[str, float] = field(default_factory=dict)
+    unjudged_turns: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class FollowUpRateDetails:
+    """What the layer stores: the traffic it read, the judge's result (None without an experiment),
+    what the detector labelled first, timings and, when the layer did not pass, the attribution."""
+
+    inputs: FollowUpInputs
+    method: str = ""
+    judged: FollowUpRateResult | None = None
+    labelled_now: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    attribution: Attribution | None = None

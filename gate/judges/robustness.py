@@ -1,16 +1,63 @@
 """Layer 1, robustness: how often a version still answers correctly when its inputs are
-perturbed (typos, OCR-like noise, Chinese homophones ...), judged against a bar."""
+perturbed (typos, OCR-like noise, Chinese homophones ...), judged against a bar. Pure."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from engines.perturbation.attack import AttackReport, AttackSpec
 from engines.stats.hypothesis import mcnemar_exact
 from engines.stats.intervals import wilson_interval
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
-from gate.policy import GatePolicyConfig
+from gate.policy import LOWER_BOUND, PolicyError, PolicySection, setting
+
+JUDGE_BY = ("reference", "consistency")
+
+
+def _shares(key: str, value: object) -> dict[str, float]:
+    if not (
+        isinstance(value, dict)
+        and value
+        and all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+            for k, v in value.items()
+        )
+    ):
+        raise PolicyError(key, "must map perturbation types to non-negative numbers")
+    return {k: float(v) for k, v in value.items()}
+
+
+@dataclass(frozen=True)
+class RobustnessPolicy(PolicySection):
+    robustness_recipe: str = setting("robustness-v1", help="the perturbation recipe")
+    robustness_seed: int = setting(0, low=0, high=2**31 - 1, help="seed of the perturbed set")
+    robustness_samples: int = setting(1000, low=1, high=100_000, help="perturbed samples to make")
+    robustness_min_samples: int = setting(500, low=1, high=100_000, help="fewer is insufficient data")
+    robustness_min: float = setting(0.85, low=0.0, high=1.0, help="the bar for the robustness rate")
+    robustness_chunk_size: int = setting(
+        100, low=1, high=10_000, help="samples committed together (a resumed run redoes at most one chunk)"
+    )
+    robustness_shares: dict[str, float] | None = setting(
+        None, check=_shares, help="perturbation type -> share; null keeps the recipe's own shares"
+    )
+    numbers_matter: bool = setting(
+        True, help="false allows perturbations that change numbers (amounts, days) in the inputs"
+    )
+    robustness_judge_by: str = setting(
+        "reference",
+        choices=JUDGE_BY,
+        help="reference: a sample counts when its answer is right for the item; consistency: when it "
+        "agrees with the model's own answer to the clean item",
+    )
+    attack_recipe: str | None = setting(
+        None,
+        help="attack mode (classifiers): a TextAttack recipe searched against a sample of items, reported "
+        "beside the rate (it does not change the verdict); null: off",
+    )
+    attack_items: int = setting(50, low=1, high=10_000, help="items attack mode searches")
+    attack_query_budget: int = setting(500, low=1, high=1_000_000, help="model calls per attacked item")
 
 
 @dataclass(frozen=True)
@@ -23,14 +70,23 @@ class SampleOutcome:
     errored: bool = False
 
 
-def rate_cell(*, correct: int, n: int, confidence: float) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class RateCell:
+    n: int
+    correct: int
+    rate: float | None
+    ci_low: float
+    ci_high: float
+
+
+def rate_cell(*, correct: int, n: int, confidence: float) -> RateCell:
     low, high = wilson_interval(successes=correct, n=n, confidence=confidence)
-    return {"n": n, "correct": correct, "rate": correct / n if n else None, "ci_low": low, "ci_high": high}
+    return RateCell(n=n, correct=correct, rate=correct / n if n else None, ci_low=low, ci_high=high)
 
 
 def rate_breakdown(
     *, outcomes: Iterable[SampleOutcome], keys: Callable[[SampleOutcome], Iterable[str]], confidence: float
-) -> dict[str, dict]:
+) -> dict[str, RateCell]:
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for outcome in outcomes:
         for key in keys(outcome):
@@ -39,27 +95,80 @@ def rate_breakdown(
     return {key: rate_cell(correct=c, n=n, confidence=confidence) for key, (c, n) in sorted(counts.items())}
 
 
-@dataclass(frozen=True)
-class RobustnessSummary:
-    overall: dict
-    by_type: dict[str, dict]
-    by_tag: dict[str, dict]
-    by_language: dict[str, dict]
+@dataclass(frozen=True, kw_only=True)
+class RobustnessSummary(RateCell):
     errors: int
+    by_type: dict[str, RateCell]
+    by_tag: dict[str, RateCell]
+    by_language: dict[str, RateCell]
 
-    def as_dict(self) -> dict:
-        return {
-            **self.overall,
-            "errors": self.errors,
-            "by_type": self.by_type,
-            "by_tag": self.by_tag,
-            "by_language": self.by_language,
-        }
+
+@dataclass(frozen=True, kw_only=True)
+class RobustnessSide(RobustnessSummary):
+    """One version's summary with what computing it cost."""
+
+    version: str
+    seconds: float = 0.0
+    items_per_second: float | None = None
+    computed: int = 0
+    cached: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairedComparison:
+    """McNemar on the same perturbed inputs: which version keeps more of them right."""
+
+    n: int
+    only_candidate_correct: int
+    only_baseline_correct: int
+    difference: float | None
+    mcnemar_p: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorstItem:
+    item_id: str
+    failed: int
+    samples: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttackDetails:
+    spec: AttackSpec
+    versions: dict[str, AttackReport] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RobustnessDetails:
+    """What the layer stores (LayerResult.details): the perturbed set's recipe, seed and hash, each
+    version's rates, the paired comparison, the worst items, attack mode's reports and timings. An
+    errored layer keeps what it knew (the recipe, seed and attack recipe)."""
+
+    recipe: str
+    seed: int
+    samples_requested: int | None = None
+    set_hash: str = ""
+    shortfall: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    judged_by: str = "reference"
+    text_cutoffs: dict[str, float] | None = None
+    attack_recipe: str | None = None
+    attack: AttackDetails | None = None
+    candidate: RobustnessSide | None = None
+    baseline: RobustnessSide | None = None
+    comparison: PairedComparison | None = None
+    worst_items: list[WorstItem] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 def robustness_summarize(*, outcomes: Sequence[SampleOutcome], confidence: float) -> RobustnessSummary:
+    overall = rate_cell(correct=sum(o.correct for o in outcomes), n=len(outcomes), confidence=confidence)
     return RobustnessSummary(
-        overall=rate_cell(correct=sum(o.correct for o in outcomes), n=len(outcomes), confidence=confidence),
+        n=overall.n,
+        correct=overall.correct,
+        rate=overall.rate,
+        ci_low=overall.ci_low,
+        ci_high=overall.ci_high,
         by_type=rate_breakdown(outcomes=outcomes, keys=lambda o: (o.type,), confidence=confidence),
         by_tag=rate_breakdown(
             outcomes=outcomes, keys=lambda o: o.tags or ("untagged",), confidence=confidence
@@ -69,30 +178,32 @@ def robustness_summarize(*, outcomes: Sequence[SampleOutcome], confidence: float
     )
 
 
-def paired_comparison(*, candidate: Sequence[SampleOutcome], baseline: Sequence[SampleOutcome]) -> dict:
-    """McNemar on the same perturbed inputs: which version keeps more of them right."""
+def paired_comparison(
+    *, candidate: Sequence[SampleOutcome], baseline: Sequence[SampleOutcome]
+) -> PairedComparison:
     if len(candidate) != len(baseline):
         raise ValueError("paired outcomes must have the same length")
     only_candidate = sum(c.correct and not b.correct for c, b in zip(candidate, baseline, strict=True))
     only_baseline = sum(b.correct and not c.correct for c, b in zip(candidate, baseline, strict=True))
     n = len(candidate)
-    return {
-        "n": n,
-        "only_candidate_correct": only_candidate,
-        "only_baseline_correct": only_baseline,
-        "difference": (only_candidate - only_baseline) / n if n else None,
-        "mcnemar_p": mcnemar_exact(only_first=only_candidate, only_second=only_baseline),
-    }
+    return PairedComparison(
+        n=n,
+        only_candidate_correct=only_candidate,
+        only_baseline_correct=only_baseline,
+        difference=(only_candidate - only_baseline) / n if n else None,
+        mcnemar_p=mcnemar_exact(only_first=only_candidate, only_second=only_baseline),
+    )
 
 
-def worst_items(*, outcomes: Sequence[SampleOutcome], limit: int = 20) -> list[dict]:
+def worst_items(*, outcomes: Sequence[SampleOutcome], limit: int = 20) -> list[WorstItem]:
     """Items whose perturbations failed most often, for drill-down."""
-    failed, total = Counter(), Counter()
+    failed: Counter[str] = Counter()
+    total: Counter[str] = Counter()
     for outcome in outcomes:
         total[outcome.item_id] += 1
         failed[outcome.item_id] += not outcome.correct
     ranked = sorted((item for item in failed if failed[item]), key=lambda i: (-failed[i], i))
-    return [{"item_id": i, "failed": failed[i], "samples": total[i]} for i in ranked[:limit]]
+    return [WorstItem(item_id=i, failed=failed[i], samples=total[i]) for i in ranked[:limit]]
 
 
 @dataclass(frozen=True)
@@ -101,42 +212,43 @@ class RobustnessResult:
     reasons: list[str]
     candidate: RobustnessSummary
     baseline: RobustnessSummary | None
-    comparison: dict | None
-    worst: list[dict]
+    comparison: PairedComparison | None
+    worst: list[WorstItem]
 
 
 def robustness_judge(
     *,
     candidate: Sequence[SampleOutcome],
     baseline: Sequence[SampleOutcome] | None,
-    policy: GatePolicyConfig,
+    policy: RobustnessPolicy,
+    decide_on: str,
+    confidence: float,
     shortfall: Sequence[str] = (),
 ) -> RobustnessResult:
     """Pass when the candidate's robustness rate (by default the Wilson lower bound) reaches
     `robustness_min`; insufficient data when fewer than `robustness_min_samples` samples exist."""
-    summary = robustness_summarize(outcomes=candidate, confidence=policy.confidence)
-    baseline_summary = (
-        robustness_summarize(outcomes=baseline, confidence=policy.confidence) if baseline else None
-    )
+    summary = robustness_summarize(outcomes=candidate, confidence=confidence)
+    baseline_summary = robustness_summarize(outcomes=baseline, confidence=confidence) if baseline else None
     comparison = paired_comparison(candidate=candidate, baseline=baseline) if baseline else None
     worst = worst_items(outcomes=candidate)
-    n = summary.overall["n"]
+    n = summary.n
     if n < policy.robustness_min_samples:
         reasons = [f"{n} perturbed samples, the policy needs at least {policy.robustness_min_samples}"]
         return RobustnessResult(
             INSUFFICIENT, reasons + list(shortfall), summary, baseline_summary, comparison, worst
         )
     bar = policy.robustness_min
-    use_bound = policy.decide_on == "lower_bound"
-    judged = summary.overall["ci_low"] if use_bound else summary.overall["rate"]
+    use_bound = decide_on == LOWER_BOUND
+    judged = summary.ci_low if use_bound else summary.rate
+    assert judged is not None  # n >= robustness_min_samples >= 1
     what = "lower bound" if use_bound else "robustness"
     if judged >= bar:
         return RobustnessResult(
             PASS, [f"{what} {judged:.3f} >= {bar:.3f}"], summary, baseline_summary, comparison, worst
         )
     reasons = [f"{what} {judged:.3f} < {bar:.3f}"]
-    weakest = sorted(summary.by_type.items(), key=lambda kv: kv[1]["rate"])[:2]
-    reasons += [f"weakest: {name} {cell['correct']}/{cell['n']}" for name, cell in weakest]
+    weakest = sorted(summary.by_type.items(), key=lambda kv: kv[1].rate or 0.0)[:2]
+    reasons += [f"weakest: {name} {cell.correct}/{cell.n}" for name, cell in weakest]
     if summary.errors:
         reasons.append(f"{summary.errors} samples errored (counted as wrong)")
     return RobustnessResult(FAIL, reasons, summary, baseline_summary, comparison, worst)

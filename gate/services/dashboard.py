@@ -1,163 +1,236 @@
-"""The release manager's canary pages: what they show, read from the stored events (nothing here writes).
+"""The release manager's canary dashboard: what it shows, read from the stored events (nothing here
+writes).
 
 Per experiment: the follow-up rate per arm judged as the gate's layer 2 would judge it now, each
 business metric judged as layer 3 would, the sample-ratio check, and a "watch it daily" table of
-always-valid intervals (normal-mixture confidence sequence), cumulative from the window's start to the
-end of each day, so a manager may look every day without inflating the false-positive rate. The
-numbers come from the SQL aggregations of `canary.selectors`; the judges are the gate's own, imported
-where they are used (scipy stays off the web process until a dashboard is asked for).
+always-valid intervals (normal-mixture confidence sequence), cumulative from the window's start to
+the end of each day, so a manager may look every day without inflating the false-positive rate. The
+numbers come from canary's selectors and the gate's own layer measurements.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from django.db.models import OuterRef, QuerySet, Subquery
-
-from canary.models import CanaryAnalysis, Experiment, OutcomeEvent, ProbeRun
+from canary.models import CanaryAnalysis, Experiment, ProbeRun
 from canary.selectors import (
+    ProbeFinding,
+    TrafficWindow,
+    analyses_latest,
     assigned_units_by_arm,
-    experiment_list,
+    outcome_metrics,
+    probe_findings,
     probe_run_latest,
+    traffic_window_get,
 )
-from canary.services.experiments import GUARDRAIL_DEFAULTS, TRANSITIONS
+from canary.services.experiments import GUARDRAIL_DEFAULTS, experiment_actions_allowed
 from engines.routing import BASELINE, CANDIDATE
-from gate.models import GatePolicy
-from gate.policy import BUSINESS_DIRECTIONS, GatePolicyConfig
+from engines.stats.effects import sequential_interval
+from engines.stats.hypothesis import SrmResult, srm_check
+from engines.stats.sufficient import RatioStats
+from gate.judges.business_value import BUSINESS_DIRECTIONS, DECREASE, BusinessValuePolicy, BusinessValueResult
+from gate.judges.follow_up_rate import ArmFollowUps, FollowUpRatePolicy, FollowUpRateResult
+from gate.layers.business_value import business_value_measure, outcome_stats
+from gate.layers.follow_up_rate import follow_up_rate_measure
+from gate.layers.registry import gate_policy_parse
+from gate.models import GateRun
+from gate.policy import GatePolicyConfig
 from gate.selectors.gate_runs import gate_run_list
-from gate.services.gate_runs import gate_policy_resolve
-from gate.services.traffic_layers import (
-    business_value_measure,
-    follow_up_rate_measure,
-    outcome_stats,
-    traffic_window,
-    window_share,
-)
+from gate.selectors.policies import gate_policy_get
+from gate.services.policies import gate_policy_resolve
 from registry.errors import ApplicationError
 
-Status = Experiment.Status
 DAY = timedelta(days=1)
 MAX_DAYS = 14
 BAR_WIDTH = 300  # px of the follow-up rate bars' SVG
 
 
-def experiment_overview_list() -> QuerySet[Experiment]:
-    """Every experiment with its latest analysis verdict (one query)."""
-    latest = CanaryAnalysis.objects.filter(experiment=OuterRef("pk")).order_by("-created_at", "-pk")
-    return experiment_list().annotate(
-        latest_verdict=Subquery(latest.values("verdict")[:1]),
-        latest_analysis_at=Subquery(latest.values("created_at")[:1]),
-    )
+@dataclass(frozen=True)
+class RateBar:
+    """x positions (px) of a rate and its interval's whiskers."""
+
+    rate: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class ArmRow:
+    arm: str
+    figures: ArmFollowUps
+    bar: RateBar | None
+
+
+@dataclass(frozen=True)
+class FollowUpPanel:
+    result: FollowUpRateResult
+    arms: list[ArmRow]
+    kinds: list[str]
+    threshold_x: float
+    bar_width: int
+    unjudged: int
+
+
+@dataclass(frozen=True)
+class DailyRow:
+    day: int
+    until: datetime
+    control_units: int
+    treatment_units: int
+    error: str = ""
+    control_value: float | None = None
+    treatment_value: float | None = None
+    estimate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    reading: str = ""
+
+
+@dataclass(frozen=True)
+class MetricPanel:
+    metric: str
+    gated: bool
+    result: BusinessValueResult
+    min_effect: float
+    confidence: float
+    tau: float | None
+    daily: list[DailyRow]
+    daily_skipped: str
+
+
+@dataclass(frozen=True)
+class BusinessPanel:
+    direction: str
+    per: str
+    units: dict[str, int]
+    expected_share: float | None
+    srm: SrmResult | None
+    metrics: list[MetricPanel]
+
+
+@dataclass(frozen=True)
+class RampStep:
+    percent: float
+    current: bool
+
+
+@dataclass(frozen=True)
+class ExperimentDashboard:
+    window: TrafficWindow
+    hours: float
+    policy_name: str
+    policy: GatePolicyConfig
+    is_demo: bool
+    ramp: list[RampStep]
+    next_step: float | None
+    guardrails: dict[str, float]
+    follow_up: FollowUpPanel
+    business: BusinessPanel
+    analyses: list[CanaryAnalysis]
+    probe_run: ProbeRun | None
+    probe_rows: list[ProbeFinding]
+    gate_runs: list[GateRun]
+    actions: list[str]
+
+    @property
+    def follow_up_policy(self) -> FollowUpRatePolicy:
+        return self.policy.section(FollowUpRatePolicy)
+
+    @property
+    def business_policy(self) -> BusinessValuePolicy:
+        return self.policy.section(BusinessValuePolicy)
 
 
 def dashboard_policy(*, family: str) -> tuple[str, GatePolicyConfig]:
     """The policy a gate run of this family would use: the family's own, else the stored `default`,
     else the built-in defaults (without creating the `default` row on a page view)."""
-    if GatePolicy.objects.filter(name__in=(family, "default")).exists():
+    if gate_policy_get(name=family) or gate_policy_get(name="default"):
         try:
             policy, config = gate_policy_resolve(name=None, overrides=None, family=family)
         except ApplicationError as exc:  # a stored policy a gate run would refuse too
-            return f"built-in defaults (the stored policy is invalid: {exc.message})", GatePolicyConfig()
+            return f"built-in defaults (the stored policy is invalid: {exc.message})", gate_policy_parse({})
         return policy.name, config
-    return "built-in defaults", GatePolicyConfig()
-
-
-def experiment_actions_allowed(*, experiment: Experiment) -> list[str]:
-    """The lifecycle actions the experiment's status allows now (the services check again)."""
-    allowed = TRANSITIONS[experiment.status]
-    checks = {
-        "start": experiment.status == Status.DRAFT,
-        "pause": Status.PAUSED in allowed,
-        "resume": experiment.status == Status.PAUSED,
-        "ramp": experiment.status in Experiment.ACTIVE,
-        "promote": Status.PROMOTED in allowed,
-        "rollback": Status.ROLLED_BACK in allowed,
-    }
-    return [action for action, ok in checks.items() if ok]
+    return "built-in defaults", gate_policy_parse({})
 
 
 def experiment_dashboard(
     *, experiment: Experiment, direction: str | None = None, now: datetime | None = None
-) -> dict:
+) -> ExperimentDashboard:
     """Everything the detail page shows. `direction` ("decrease"/"increase") overrides the policy's
     business direction for display; anything else keeps the policy's."""
-    start, end = traffic_window(experiment=experiment, now=now)
+    window = traffic_window_get(experiment=experiment, now=now)
     policy_name, policy = dashboard_policy(family=experiment.family)
+    business = policy.section(BusinessValuePolicy)
     if direction not in BUSINESS_DIRECTIONS:
-        direction = policy.business_direction
+        direction = business.business_direction
     next_step = (
         experiment.ramp[experiment.ramp_step + 1] if experiment.ramp_step + 1 < len(experiment.ramp) else None
     )
     probe_run = probe_run_latest(experiment=experiment)
-    return {
-        "window": {"start": start, "end": end, "hours": (end - start).total_seconds() / 3600},
-        "policy_name": policy_name,
-        "policy": policy,
-        "is_demo": experiment.baseline.is_demo or experiment.candidate.is_demo,
-        "ramp": [
-            {"percent": percent, "current": index == experiment.ramp_step}
-            for index, percent in enumerate(experiment.ramp)
-        ],
-        "next_step": next_step,
-        "guardrails": {**GUARDRAIL_DEFAULTS, **experiment.guardrails},
-        "follow_up": _follow_up(experiment=experiment, policy=policy, start=start, end=end),
-        "business": _business(
-            experiment=experiment, policy=policy, direction=direction, start=start, end=end
-        ),
-        "analyses": list(experiment.analyses.order_by("-created_at", "-pk")[:10]),
-        "probe_run": probe_run,
-        "probe_rows": _probe_rows(probe_run),
-        "gate_runs": list(gate_run_list().filter(experiment=experiment)[:20]),
-        "actions": experiment_actions_allowed(experiment=experiment),
-    }
+    return ExperimentDashboard(
+        window=window,
+        hours=(window.end - window.start).total_seconds() / 3600,
+        policy_name=policy_name,
+        policy=policy,
+        is_demo=experiment.baseline.is_demo or experiment.candidate.is_demo,
+        ramp=[RampStep(percent=p, current=i == experiment.ramp_step) for i, p in enumerate(experiment.ramp)],
+        next_step=next_step,
+        guardrails={**GUARDRAIL_DEFAULTS, **experiment.guardrails},
+        follow_up=_follow_up(window=window, policy=policy),
+        business=_business(window=window, policy=business, direction=direction),
+        analyses=analyses_latest(experiment=experiment),
+        probe_run=probe_run,
+        probe_rows=probe_findings(run=probe_run) if probe_run else [],
+        gate_runs=list(gate_run_list().filter(experiment=experiment)[:20]),
+        actions=experiment_actions_allowed(experiment=experiment),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Layer 2 as the gate would judge it now
 # ---------------------------------------------------------------------------------------------
-def _follow_up(*, experiment: Experiment, policy: GatePolicyConfig, start: datetime, end: datetime) -> dict:
-    result, counts = follow_up_rate_measure(experiment=experiment, policy=policy, start=start, end=end)
+def _follow_up(*, window: TrafficWindow, policy: GatePolicyConfig) -> FollowUpPanel:
+    section = policy.section(FollowUpRatePolicy)
+    result = follow_up_rate_measure(window=window, policy=policy)
     reports = {CANDIDATE: result.candidate, BASELINE: result.baseline}
     # One scale for both bars: the highest upper bound or the bar, with some room.
     scale = 1.15 * max(
-        [policy.follow_up_max, 0.01] + [r["ci_high"] for r in reports.values() if r["answered"]]
+        [section.follow_up_max, 0.01] + [r.ci_high for r in reports.values() if r and r.answered]
     )
+
+    def bar(report: ArmFollowUps) -> RateBar | None:
+        if not report.answered or report.rate is None:
+            return None
+        return RateBar(
+            rate=round(BAR_WIDTH * report.rate / scale, 1),
+            ci_low=round(BAR_WIDTH * report.ci_low / scale, 1),
+            ci_high=round(BAR_WIDTH * report.ci_high / scale, 1),
+        )
+
     arms = [
-        {
-            "arm": name,
-            **report,
-            "unjudged": int(counts[name]["unjudged"]),
-            "svg": _bar(report=report, scale=scale) if report["answered"] else None,
-        }
+        ArmRow(arm=name, figures=report, bar=bar(report))
         for name, report in reports.items()
+        if report is not None
     ]
-    return {
-        "result": result,
-        "arms": arms,
-        "kinds": list(policy.follow_up_kinds),
-        "threshold_x": round(BAR_WIDTH * policy.follow_up_max / scale, 1),
-        "bar_width": BAR_WIDTH,
-        "unjudged": sum(a["unjudged"] for a in arms),
-    }
-
-
-def _bar(*, report: dict, scale: float) -> dict:
-    """x positions (px) of the rate and its interval's whiskers."""
-    return {key: round(BAR_WIDTH * report[key] / scale, 1) for key in ("rate", "ci_low", "ci_high")}
+    return FollowUpPanel(
+        result=result,
+        arms=arms,
+        kinds=list(section.follow_up_kinds),
+        threshold_x=round(BAR_WIDTH * section.follow_up_max / scale, 1),
+        bar_width=BAR_WIDTH,
+        unjudged=result.unjudged,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Layer 3 as the gate would judge it now, and the daily always-valid intervals
 # ---------------------------------------------------------------------------------------------
-def _business(
-    *, experiment: Experiment, policy: GatePolicyConfig, direction: str, start: datetime, end: datetime
-) -> dict:
-    from engines.stats.hypothesis import srm_check
-
-    units = assigned_units_by_arm(experiment=experiment, start=start, end=end)
-    expected_share = window_share(experiment=experiment)
+def _business(*, window: TrafficWindow, policy: BusinessValuePolicy, direction: str) -> BusinessPanel:
+    units = assigned_units_by_arm(window=window)
+    expected_share = window.candidate_share
     srm = None
     if expected_share is not None:
         srm = srm_check(
@@ -165,43 +238,22 @@ def _business(
             expected_shares=(1 - expected_share, expected_share),
             alpha=policy.business_srm_alpha,
         )
-    metrics = (
-        OutcomeEvent.objects.filter(experiment=experiment)
-        .values_list("metric", flat=True)
-        .distinct()
-        .order_by("metric")
-    )
-    return {
-        "direction": direction,
-        "per": policy.business_per,
-        "units": units,
-        "expected_share": expected_share,
-        "srm": srm,
-        "metrics": [
-            _metric(
-                experiment=experiment,
-                policy=policy,
-                metric=metric,
-                direction=direction,
-                start=start,
-                end=end,
-                units=units,
-            )
-            for metric in metrics
+    return BusinessPanel(
+        direction=direction,
+        per=policy.business_per,
+        units=units,
+        expected_share=expected_share,
+        srm=srm,
+        metrics=[
+            _metric(window=window, policy=policy, metric=metric, direction=direction, units=units)
+            for metric in outcome_metrics(experiment=window.experiment)
         ],
-    }
+    )
 
 
 def _metric(
-    *,
-    experiment: Experiment,
-    policy: GatePolicyConfig,
-    metric: str,
-    direction: str,
-    start: datetime,
-    end: datetime,
-    units: dict[str, int],
-) -> dict:
+    *, window: TrafficWindow, policy: BusinessValuePolicy, metric: str, direction: str, units: dict[str, int]
+) -> MetricPanel:
     # The policy's minimum effect and tau are in the unit of its metric: they apply to that metric
     # (or to every metric when the policy names none), never to another metric's unit.
     applies = policy.business_metric in (None, metric)
@@ -210,40 +262,36 @@ def _metric(
     judged_as = replace(
         policy, business_direction=direction, business_min_effect=min_effect, business_sequential_tau=tau
     )
-    result = business_value_measure(
-        experiment=experiment, policy=judged_as, metric=metric, start=start, end=end, units=units
-    )
+    result = business_value_measure(window=window, policy=judged_as, metric=metric, units=units)
     daily_tau = tau or (min_effect if min_effect > 0 else None)
+    daily: list[DailyRow] = []
+    skipped = ""
     if daily_tau is None:
-        why = (
+        skipped = (
             f"the policy's minimum effect and tau are for {policy.business_metric}, not {metric}"
             if not applies
             else "the policy sets neither business_sequential_tau nor a business_min_effect above 0: "
             "the mixture needs a scale of effects, fixed before the data, to bet on"
         )
-        daily, daily_skipped = [], why
     else:
         daily = _daily(
-            experiment=experiment,
+            window=window,
             policy=policy,
             metric=metric,
             direction=direction,
-            start=start,
-            end=end,
             tau=daily_tau,
             min_effect=min_effect,
         )
-        daily_skipped = ""
-    return {
-        "metric": metric,
-        "gated": policy.business_metric == metric,
-        "result": result,
-        "min_effect": min_effect,
-        "confidence": 1 - 2 * policy.business_alpha,
-        "tau": daily_tau,
-        "daily": daily,
-        "daily_skipped": daily_skipped,
-    }
+    return MetricPanel(
+        metric=metric,
+        gated=policy.business_metric == metric,
+        result=result,
+        min_effect=min_effect,
+        confidence=1 - 2 * policy.business_alpha,
+        tau=daily_tau,
+        daily=daily,
+        daily_skipped=skipped,
+    )
 
 
 def _day_ends(*, start: datetime, end: datetime) -> list[tuple[int, datetime]]:
@@ -254,39 +302,34 @@ def _day_ends(*, start: datetime, end: datetime) -> list[tuple[int, datetime]]:
 
 def _daily(
     *,
-    experiment: Experiment,
-    policy: GatePolicyConfig,
+    window: TrafficWindow,
+    policy: BusinessValuePolicy,
     metric: str,
     direction: str,
-    start: datetime,
-    end: datetime,
     tau: float,
     min_effect: float,
-) -> list[dict]:
+) -> list[DailyRow]:
     """Per day, cumulative from the window's start: the always-valid interval of the improvement."""
-    from engines.stats.effects import sequential_interval
-    from engines.stats.sufficient import RatioStats
-
     rows, lowest_p = [], 1.0
-    for day, until in _day_ends(start=start, end=end):
-        control, treatment = outcome_stats(
-            experiment=experiment, policy=policy, metric=metric, start=start, end=until
-        )
-        row = {"day": day, "until": until, "control_units": control.n, "treatment_units": treatment.n}
-        rows.append(row)
-        if isinstance(control, RatioStats):
+    for day, until in _day_ends(start=window.start, end=window.end):
+        control, treatment = outcome_stats(window=window.until(until), policy=policy, metric=metric)
+        row = DailyRow(day=day, until=until, control_units=control.n, treatment_units=treatment.n)
+        if isinstance(control, RatioStats) and isinstance(treatment, RatioStats):
             try:
                 control, treatment = control.linearised(), treatment.linearised()
             except ValueError:
-                row["error"] = "too few units"
+                rows.append(replace(row, error="too few units"))
                 continue
+        assert not isinstance(control, RatioStats) and not isinstance(treatment, RatioStats)
         effect = sequential_interval(
             control=control, treatment=treatment, tau=tau, confidence=1 - 2 * policy.business_alpha
         )
         if effect.error is not None:
-            row["error"] = effect.error
+            rows.append(replace(row, error=effect.error))
             continue
-        sign = -1 if direction == "decrease" else 1
+        assert effect.ci_low is not None and effect.ci_high is not None and effect.estimate is not None
+        assert effect.p_value is not None
+        sign = -1 if direction == DECREASE else 1
         low, high = sorted((sign * effect.ci_low, sign * effect.ci_high))
         # The always-valid p may be read at every look; its running minimum is the one to report.
         lowest_p = min(lowest_p, effect.p_value)
@@ -296,22 +339,16 @@ def _daily(
             reading = "candidate worse"
         else:
             reading = "not decided yet"
-        row.update(
-            control_value=effect.control_value,
-            treatment_value=effect.treatment_value,
-            estimate=sign * effect.estimate,
-            ci_low=low,
-            ci_high=high,
-            p_value=lowest_p,
-            reading=reading,
+        rows.append(
+            replace(
+                row,
+                control_value=effect.control_value,
+                treatment_value=effect.treatment_value,
+                estimate=sign * effect.estimate,
+                ci_low=low,
+                ci_high=high,
+                p_value=lowest_p,
+                reading=reading,
+            )
         )
     return rows
-
-
-def _probe_rows(run: ProbeRun | None) -> list[dict]:
-    """The run's report per weakness, the overall row ("all") last."""
-    if run is None:
-        return []
-    report = run.report
-    names = sorted(name for name in report if name != "all") + (["all"] if "all" in report else [])
-    return [{"weakness": name, **report[name]} for name in names]

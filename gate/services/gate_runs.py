@@ -13,10 +13,13 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from canary.selectors import experiment_for_gate
+from engines.backends.base import BackendError
 from gate.judges.verdict import gate_verdict
-from gate.models import GatePolicy, GateRun, LayerResult
-from gate.policy import GatePolicyConfig, PolicyError, gate_policy_parse
-from gate.services.claims import ClaimLost
+from gate.layers.base import ClaimLost, LayerContext, Progress
+from gate.layers.registry import LAYERS, gate_policy_parse
+from gate.models import GateRun
+from gate.services.policies import gate_policy_resolve
 from registry.dispatch import Task, task_send
 from registry.errors import ApplicationError
 from registry.models import EvalSuite, ModelVersion
@@ -31,36 +34,6 @@ VersionStatus = ModelVersion.Status
 ACTIVE = (Status.QUEUED, Status.RUNNING)
 
 
-def gate_policy_resolve(
-    *, name: str | None, overrides: dict | None, family: str | None = None
-) -> tuple[GatePolicy, GatePolicyConfig]:
-    """The named policy; unnamed: the policy named as the family when there is one, else `default`."""
-    if not name and family and GatePolicy.objects.filter(name=family).exists():
-        name = family
-    name = name or "default"
-    if name == "default":
-        policy, _ = GatePolicy.objects.get_or_create(
-            name="default", defaults={"description": "Built-in defaults."}
-        )
-    else:
-        policy = GatePolicy.objects.filter(name=name).first()
-        if policy is None:
-            raise ApplicationError(
-                f"No gate policy named {name!r}.", code="not_found", fields={"policy": ["unknown policy"]}
-            )
-    if overrides is not None and not isinstance(overrides, dict):
-        raise ApplicationError(
-            "policy_overrides must be an object.", fields={"policy_overrides": ["must be an object"]}
-        )
-    try:
-        config = gate_policy_parse({**policy.config, **(overrides or {})})
-    except PolicyError as exc:
-        raise ApplicationError(
-            f"Invalid policy: {exc}", fields={f"policy_overrides.{exc.field}": [exc.message]}
-        ) from None
-    return policy, config
-
-
 def gate_run_start(
     *,
     candidate: ModelVersion,
@@ -71,8 +44,6 @@ def gate_run_start(
     policy_overrides: dict | None = None,
     experiment_name: str | None = None,
 ) -> GateRun:
-    from gate.services.traffic_layers import gate_experiment_find
-
     baseline = baseline or candidate.baseline
     if baseline is not None and baseline.pk == candidate.pk:
         raise ApplicationError(
@@ -81,7 +52,7 @@ def gate_run_start(
     policy, config = gate_policy_resolve(
         name=policy_name, overrides=policy_overrides, family=candidate.family
     )
-    experiment = gate_experiment_find(candidate=candidate, baseline=baseline, name=experiment_name)
+    experiment = experiment_for_gate(candidate=candidate, baseline=baseline, name=experiment_name)
     with transaction.atomic():
         run = GateRun.objects.create(
             candidate=candidate,
@@ -171,13 +142,8 @@ def gate_run_heartbeat(*, run: GateRun, progress: int) -> None:
 
 
 def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
-    """Compute the layers the policy requires (model layers: clean accuracy, robustness; traffic
-    layers: follow-up rate, business value), skipping those a previous attempt already stored,
-    then close the run."""
-    from engines.backends import BackendError
-    from gate.services import model_layers as gate_layers
-    from gate.services import traffic_layers as gate_traffic
-
+    """Compute the layers the policy requires, in the registry's order (model layers, then traffic
+    layers), skipping those a previous attempt already finished, then close the run."""
     run = gate_run_claim(gate_run_id=gate_run_id, worker=worker)
     if run is None:
         logger.info("gate run %s is not claimable (finished or held by a live worker)", gate_run_id)
@@ -187,31 +153,18 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
             gate_run_id=run.pk, status=Status.ERROR, reason=f"gave up after {run.attempts - 1} attempts"
         )
     policy = gate_policy_parse(run.policy_config)
-    items = list(run.suite.items.all())
-    versions = [run.candidate] + ([run.baseline] if run.baseline and policy.run_baseline else [])
+    baseline = [run.baseline] if run.baseline and policy.general.run_baseline else []
     finished = set(run.layers.exclude(verdict=GateRun.Verdict.PENDING).values_list("layer", flat=True))
-    runners = {
-        LayerResult.Layer.CLEAN_ACCURACY: (gate_layers.clean_accuracy_layer_run, len(items) * len(versions)),
-        LayerResult.Layer.ROBUSTNESS: (
-            gate_layers.robustness_layer_run,
-            gate_layers.robustness_units(policy=policy, items=items, versions=versions),
-        ),
-    }
-    todo = [layer for layer in runners if layer in policy.required_layers and layer not in finished]
-    progress = gate_layers.Progress(
-        total=sum(runners[layer][1] for layer in todo),
+    todo = [layer for layer in LAYERS if policy.requires(layer.name) and layer.name not in finished]
+    items, versions = list(run.suite.items.all()), [run.candidate, *baseline]
+    progress = Progress(
+        total=sum(layer.units(policy=policy, items=items, versions=versions) for layer in todo),
         report=lambda percent: gate_run_heartbeat(run=run, progress=percent),
     )
+    ctx = LayerContext(run=run, policy=policy, items=items, versions=versions, progress=progress)
     try:
         for layer in todo:
-            runners[layer][0](run=run, policy=policy, items=items, versions=versions, progress=progress)
-        traffic = {
-            LayerResult.Layer.FOLLOW_UP_RATE: gate_traffic.follow_up_rate_layer_run,
-            LayerResult.Layer.BUSINESS_VALUE: gate_traffic.business_value_layer_run,
-        }
-        for layer, layer_run in traffic.items():
-            if layer in policy.required_layers and layer not in finished:
-                layer_run(run=run, policy=policy)
+            layer.run(ctx)
     except BackendError as exc:
         if exc.transient:
             raise  # the task retries with backoff; stored work is kept
@@ -230,7 +183,9 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
     """Combine the stored layers into the verdict and close the run."""
     policy = gate_policy_parse(run.policy_config)
     layer_verdicts = dict(run.layers.values_list("layer", "verdict"))
-    verdict, reasons = gate_verdict(required_layers=policy.required_layers, layer_verdicts=layer_verdicts)
+    verdict, reasons = gate_verdict(
+        required_layers=policy.general.required_layers, layer_verdicts=layer_verdicts
+    )
     run.status = Status.SUCCEEDED
     run.verdict = verdict
     run.verdict_reasons = reasons

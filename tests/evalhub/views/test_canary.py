@@ -167,22 +167,21 @@ def test_dashboard_numbers_are_the_selectors_and_the_gate_judges(experiment, tra
     assert response.status_code == 200
     html = response.content.decode()
     dashboard = response.context["dashboard"]
-    start, end = dashboard["window"]["start"], dashboard["window"]["end"]
-    assert start == experiment.share_since
+    window = dashboard.window
+    assert window.start == experiment.share_since
 
     # Follow-up rate per arm, as layer 2 would judge it now with the default policy.
-    counts = follow_up_counts_by_arm(experiment=experiment, start=start, end=end, kinds=("follow_up",))
-    shown = {arm["arm"]: arm for arm in dashboard["follow_up"]["arms"]}
+    counts = follow_up_counts_by_arm(window=window, kinds=("follow_up",))
+    shown = {row.arm: row.figures for row in dashboard.follow_up.arms}
     for arm in ARMS:
-        assert counts[arm]["answered"] == shown[arm]["answered"] > 0
-        assert counts[arm]["follow_ups"] == shown[arm]["follow_ups"] > 0
-        assert counts[arm]["sessions"] == shown[arm]["sessions"] == SESSIONS
+        assert counts[arm]["answered"] == shown[arm].answered > 0
+        assert counts[arm]["follow_ups"] == shown[arm].follow_ups > 0
+        assert counts[arm]["sessions"] == shown[arm].sessions == SESSIONS
         assert f"{counts[arm]['follow_ups'] / counts[arm]['answered']:.3f}" in html
     judged = follow_up_rate_judge(
-        candidate=FollowUpCounts(**{k: v for k, v in counts["candidate"].items() if k != "unjudged"}),
-        baseline=FollowUpCounts(**{k: v for k, v in counts["baseline"].items() if k != "unjudged"}),
+        candidate=FollowUpCounts(**counts["candidate"]), baseline=FollowUpCounts(**counts["baseline"])
     )
-    assert dashboard["follow_up"]["result"] == judged
+    assert dashboard.follow_up.result == judged
     assert (
         "if the gate ran now" in html
         and f'<span class="badge {judged.verdict}">{judged.verdict}</span>' in html
@@ -190,32 +189,28 @@ def test_dashboard_numbers_are_the_selectors_and_the_gate_judges(experiment, tra
     assert html.count("<svg") == 2  # one bar per arm
 
     # Business metrics: every metric of the experiment, per-user ratios from SQL.
-    metrics = {m["metric"]: m for m in dashboard["business"]["metrics"]}
+    metrics = {m.metric: m for m in dashboard.business.metrics}
     assert list(metrics) == ["csat", "review_hours"]
-    stats = outcome_stats_by_arm(
-        experiment=experiment, metric="review_hours", start=start, end=end, per="user"
-    )
-    review = metrics["review_hours"]["result"]
+    stats = outcome_stats_by_arm(window=window, metric="review_hours", per="user")
+    review = metrics["review_hours"].result
     for arm, side in (("baseline", "control"), ("candidate", "treatment")):
         ratio = RatioStats(**stats[arm]).ratio
-        assert getattr(review, side)["value"] == pytest.approx(ratio)
+        assert getattr(review, side).value == pytest.approx(ratio)
         assert f"{ratio:.3f}" in html
-    assert review.direction == "decrease" and review.improvement["estimate"] > 0
-    assert metrics["csat"]["result"].verdict == "insufficient_data"
-    units = assigned_units_by_arm(experiment=experiment, start=start, end=end)
-    assert dashboard["business"]["units"] == units == {"baseline": SESSIONS, "candidate": SESSIONS}
-    assert dashboard["business"]["srm"].mismatch is False and "no mismatch" in html
+    assert review.direction == "decrease" and review.improvement.estimate > 0
+    assert metrics["csat"].result.verdict == "insufficient_data"
+    units = assigned_units_by_arm(window=window)
+    assert dashboard.business.units == units == {"baseline": SESSIONS, "candidate": SESSIONS}
+    assert dashboard.business.srm.mismatch is False and "no mismatch" in html
     # No policy for the family: no tau, no minimum effect, so no daily table, and the page says why.
-    assert metrics["review_hours"]["daily"] == [] and "business_sequential_tau" in html
+    assert metrics["review_hours"].daily == [] and "business_sequential_tau" in html
 
 
 def test_direction_may_be_flipped_for_display(experiment, traffic, viewer):
     dashboard = viewer.get("/canary/exp/?direction=increase").context["dashboard"]
-    review = {m["metric"]: m for m in dashboard["business"]["metrics"]}["review_hours"]["result"]
-    assert review.direction == "increase" and review.improvement["estimate"] < 0
-    assert viewer.get("/canary/exp/?direction=sideways").context["dashboard"]["business"]["direction"] == (
-        "decrease"
-    )
+    review = {m.metric: m for m in dashboard.business.metrics}["review_hours"].result
+    assert review.direction == "increase" and review.improvement.estimate < 0
+    assert viewer.get("/canary/exp/?direction=sideways").context["dashboard"].business.direction == "decrease"
 
 
 def test_daily_table_gives_cumulative_always_valid_intervals(experiment, traffic, viewer):
@@ -224,35 +219,34 @@ def test_daily_table_gives_cumulative_always_valid_intervals(experiment, traffic
     )
     response = viewer.get("/canary/exp/")
     dashboard = response.context["dashboard"]
-    start, end = dashboard["window"]["start"], dashboard["window"]["end"]
-    assert dashboard["policy_name"] == "fam"
-    review = {m["metric"]: m for m in dashboard["business"]["metrics"]}["review_hours"]
-    daily = review["daily"]
-    assert [row["day"] for row in daily] == list(range(1, math.ceil((end - start) / timedelta(days=1)) + 1))
-    assert len(daily) == 3 and daily[-1]["until"] == end
+    window = dashboard.window
+    start, end = window.start, window.end
+    assert dashboard.policy_name == "fam"
+    review = {m.metric: m for m in dashboard.business.metrics}["review_hours"]
+    daily = review.daily
+    assert [row.day for row in daily] == list(range(1, math.ceil((end - start) / timedelta(days=1)) + 1))
+    assert len(daily) == 3 and daily[-1].until == end
 
     # Day 2 is every outcome up to the end of the window's second day, linearised per user.
     day = daily[1]
     stats = outcome_stats_by_arm(
-        experiment=experiment, metric="review_hours", start=start, end=start + timedelta(days=2), per="user"
+        window=window.until(start + timedelta(days=2)), metric="review_hours", per="user"
     )
     control, treatment = RatioStats(**stats["baseline"]), RatioStats(**stats["candidate"])
-    assert (day["control_units"], day["treatment_units"]) == (control.n, treatment.n)
+    assert (day.control_units, day.treatment_units) == (control.n, treatment.n)
     expected = sequential_interval(
         control=control.linearised(),
         treatment=treatment.linearised(),
         tau=0.5,
         confidence=0.9,
     )
-    assert day["estimate"] == pytest.approx(-expected.estimate)  # decrease is better
-    assert (day["ci_low"], day["ci_high"]) == pytest.approx((-expected.ci_high, -expected.ci_low))
-    assert [row["treatment_units"] for row in daily] == sorted(row["treatment_units"] for row in daily)
+    assert day.estimate == pytest.approx(-expected.estimate)  # decrease is better
+    assert (day.ci_low, day.ci_high) == pytest.approx((-expected.ci_high, -expected.ci_low))
+    assert [row.treatment_units for row in daily] == sorted(row.treatment_units for row in daily)
     # The last day is the whole window: the interval layer 3 judges on (sequential, as the policy says).
-    improvement = review["result"].improvement
-    assert review["result"].sequential is True
-    assert (daily[-1]["ci_low"], daily[-1]["ci_high"]) == pytest.approx(
-        (improvement["ci_low"], improvement["ci_high"])
-    )
+    improvement = review.result.improvement
+    assert review.result.sequential is True
+    assert (daily[-1].ci_low, daily[-1].ci_high) == pytest.approx((improvement.ci_low, improvement.ci_high))
     assert "Watch it daily" in response.content.decode()
 
 
@@ -287,8 +281,8 @@ def test_probe_report_and_gate_runs_of_the_experiment(experiment, viewer):
     response = viewer.get("/canary/exp/")
 
     dashboard = response.context["dashboard"]
-    assert [row["weakness"] for row in dashboard["probe_rows"]] == ["long_context", "all"]
-    assert dashboard["gate_runs"] == [run]
+    assert [row.weakness for row in dashboard.probe_rows] == ["long_context", "all"]
+    assert dashboard.gate_runs == [run]
     html = response.content.decode()
     assert "candidate fixes this weakness" in html and "3.1e-05" in html
     assert f'href="/gate-runs/{run.pk}/"' in html
@@ -301,7 +295,7 @@ def test_an_experiment_without_traffic_renders(experiment, manager):
     html = response.content.decode()
     assert '<span class="badge draft">draft</span>' in html and 'action="/canary/empty/start/"' in html
     assert "No outcome events yet" in html and "not checked (no split to check" in html
-    assert response.context["dashboard"]["follow_up"]["result"].verdict == "insufficient_data"
+    assert response.context["dashboard"].follow_up.result.verdict == "insufficient_data"
 
 
 def test_a_viewer_cannot_act(experiment, viewer):

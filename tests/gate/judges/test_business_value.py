@@ -1,5 +1,6 @@
 import json
 import math
+from dataclasses import asdict
 
 import pytest
 from scipy import stats as scipy_stats
@@ -38,36 +39,37 @@ class TestFixedHorizon:
     def test_pass_hand_checked(self):
         result = judge(min_effect=0.1)
         assert result.verdict == PASS and result.method == "welch_t" and not result.sequential
-        assert result.improvement == {
+        assert asdict(result.improvement) == {
             "estimate": approx(0.3),
             "ci_low": approx(0.135131),
             "ci_high": approx(0.464869),
             "confidence": approx(0.9),
             "one_sided_level": approx(0.95),
+            "units_needed": None,
         }
         assert result.reasons == [
             "improvement (decrease is better) 0.3, 90 % interval [0.1351, 0.4649]: lower bound 0.1351 >= the "
             "minimum effect 0.1 (one-sided test at alpha 0.05)"
         ]
-        assert result.control == {"units": 200, "value": approx(2.0)}
-        assert result.treatment == {"units": 200, "value": approx(1.7)}
+        assert asdict(result.control) == {"units": 200, "value": approx(2.0)}
+        assert asdict(result.treatment) == {"units": 200, "value": approx(1.7)}
         assert result.srm is None
 
     def test_raw_effect_and_lift(self):
         # Lift 1.7/2 − 1 = −0.15, delta-method SE sqrt(0.005/2² + 1.7²·0.005/2⁴) = sqrt(0.002153125)
         # = 0.046402, times 1.648691: ± 0.076503. The p-value is Welch's two-sided p for t = −3 on 398 df.
         effect = judge(min_effect=0.1).effect
-        assert effect["estimate"] == approx(-0.3)
-        assert (effect["ci_low"], effect["ci_high"]) == (approx(-0.464869), approx(-0.135131))
-        assert effect["relative"] == approx(-0.15)
-        assert (effect["relative_ci_low"], effect["relative_ci_high"]) == (
+        assert effect.estimate == approx(-0.3)
+        assert (effect.ci_low, effect.ci_high) == (approx(-0.464869), approx(-0.135131))
+        assert effect.relative == approx(-0.15)
+        assert (effect.relative_ci_low, effect.relative_ci_high) == (
             approx(-0.226502),
             approx(-0.073498),
         )
-        assert effect["p_value"] == pytest.approx(2 * scipy_stats.t.sf(3, 398), rel=1e-9)
+        assert effect.p_value == pytest.approx(2 * scipy_stats.t.sf(3, 398), rel=1e-9)
 
     def test_lower_bound_equal_to_the_minimum_effect_passes(self):
-        bound = judge(min_effect=0.1).improvement["ci_low"]
+        bound = judge(min_effect=0.1).improvement.ci_low
         assert judge(min_effect=bound).verdict == PASS
 
     def test_not_shown_yet_is_insufficient_data_with_units_needed(self):
@@ -75,7 +77,7 @@ class TestFixedHorizon:
         # per arm for the bound to reach 0.2 are 200·(1.644854·0.1/(0.3 − 0.2))² = 200·2.705544 = 541.1 → 542.
         result = judge(min_effect=0.2)
         assert result.verdict == INSUFFICIENT
-        assert result.improvement["units_needed"] == {"control": 542, "treatment": 542}
+        assert result.improvement.units_needed == {"control": 542, "treatment": 542}
         assert result.reasons == [
             "improvement (decrease is better) 0.3, 90 % interval [0.1351, 0.4649]: lower bound 0.1351 is "
             "below the minimum effect 0.2",
@@ -87,9 +89,9 @@ class TestFixedHorizon:
         # "increase is better": the improvement is −0.3, [−0.464869, −0.135131].
         result = judge(direction="increase")
         assert result.verdict == FAIL
-        assert result.improvement["estimate"] == approx(-0.3)
-        assert result.improvement["ci_low"] == approx(-0.464869)
-        assert "units_needed" not in result.improvement
+        assert result.improvement.estimate == approx(-0.3)
+        assert result.improvement.ci_low == approx(-0.464869)
+        assert result.improvement.units_needed is None
         assert result.reasons == [
             "improvement (increase is better) -0.3, 90 % interval [-0.4649, -0.1351]: lower bound -0.4649 is "
             "not above 0 (no improvement shown)"
@@ -99,8 +101,8 @@ class TestFixedHorizon:
         # alpha 0.01: the 98 % interval, t_0.99(398) = 2.336; lower bound 0.3 − 0.2336 = 0.0664 > 0.
         result = judge(alpha=0.01)
         assert result.verdict == PASS
-        assert result.improvement["confidence"] == approx(0.98)
-        assert result.improvement["ci_low"] == pytest.approx(0.3 - 0.1 * scipy_stats.t.ppf(0.99, 398))
+        assert result.improvement.confidence == approx(0.98)
+        assert result.improvement.ci_low == pytest.approx(0.3 - 0.1 * scipy_stats.t.ppf(0.99, 398))
 
     def test_ratio_metric_hand_checked(self):
         # Difference −0.736111, SE sqrt(0.094784 + 0.003877) = 0.314103, z_0.95 = 1.644854: improvement
@@ -108,13 +110,13 @@ class TestFixedHorizon:
         # 0.103473 (from the 95 % interval in test_ab_stats) ± 1.644854·0.103473 = ± 0.170198.
         result = judge(control=RATIO_CONTROL, treatment=RATIO_TREATMENT, min_effect=0.2, min_units=2)
         assert result.verdict == PASS and result.method == "ratio_delta"
-        assert result.improvement["estimate"] == approx(0.736111)
-        assert result.improvement["ci_low"] == approx(0.219457)
-        assert result.improvement["ci_high"] == approx(1.252765)
-        assert result.effect["relative"] == approx(-0.378571)
-        assert result.effect["relative_ci_low"] == approx(-0.548769)
-        assert result.control == {"units": 5, "value": approx(1.944444)}
-        assert result.treatment == {"units": 6, "value": approx(1.208333)}
+        assert result.improvement.estimate == approx(0.736111)
+        assert result.improvement.ci_low == approx(0.219457)
+        assert result.improvement.ci_high == approx(1.252765)
+        assert result.effect.relative == approx(-0.378571)
+        assert result.effect.relative_ci_low == approx(-0.548769)
+        assert asdict(result.control) == {"units": 5, "value": approx(1.944444)}
+        assert asdict(result.treatment) == {"units": 6, "value": approx(1.208333)}
 
 
 class TestSequential:
@@ -126,18 +128,18 @@ class TestSequential:
         result = judge(sequential_tau=0.2)
         assert result.verdict == PASS and result.sequential
         assert result.method == "normal_mixture_sequential"
-        assert result.improvement["ci_low"] == approx(0.021283)
-        assert result.improvement["ci_high"] == approx(0.578717)
+        assert result.improvement.ci_low == approx(0.021283)
+        assert result.improvement.ci_high == approx(0.578717)
         assert "90 % always-valid interval [0.02128, 0.5787]" in result.reasons[0]
         # The reported effect stays the fixed-horizon one, with its lift.
-        assert result.effect["method"] == "welch_t" and result.effect["relative"] == approx(-0.15)
+        assert result.effect.method == "welch_t" and result.effect.relative == approx(-0.15)
 
     def test_not_shown_yet_where_the_fixed_horizon_passes(self):
         assert judge(min_effect=0.1).verdict == PASS
         result = judge(min_effect=0.1, sequential_tau=0.2)
         assert result.verdict == INSUFFICIENT
         # Units needed: the n at which the mixture half-width shrinks to 0.3 − 0.1 = 0.2, V falling as 1/n.
-        needed = result.improvement["units_needed"]["control"]
+        needed = result.improvement.units_needed["control"]
         assert needed == 383
         assert sequential_half_width(variance=0.01 * 200 / needed, tau=0.2, confidence=0.9) <= 0.2
         assert sequential_half_width(variance=0.01 * 200 / (needed - 1), tau=0.2, confidence=0.9) > 0.2
@@ -153,21 +155,19 @@ class TestSequential:
             control=RATIO_CONTROL, treatment=RATIO_TREATMENT, min_units=2, sequential_tau=0.5, min_effect=0.2
         )
         half = sequential_half_width(variance=0.0986613, tau=0.5, confidence=0.9)
-        assert result.improvement["estimate"] == approx(0.736111)
-        assert (result.improvement["ci_high"] - result.improvement["ci_low"]) / 2 == pytest.approx(
-            half, rel=1e-5
-        )
+        assert result.improvement.estimate == approx(0.736111)
+        assert (result.improvement.ci_high - result.improvement.ci_low) / 2 == pytest.approx(half, rel=1e-5)
         direct = sequential_interval(
             control=RATIO_CONTROL.linearised(),
             treatment=RATIO_TREATMENT.linearised(),
             tau=0.5,
             confidence=0.9,
         )
-        assert result.improvement["ci_low"] == pytest.approx(-direct.ci_high)
+        assert result.improvement.ci_low == pytest.approx(-direct.ci_high)
         # [−0.162421, 1.634643] holds 0.2 while the estimate clears it: not shown yet, with a larger
         # sample per arm suggested.
         assert result.verdict == INSUFFICIENT
-        assert result.improvement["units_needed"]["control"] > RATIO_CONTROL.n
+        assert result.improvement.units_needed["control"] > RATIO_CONTROL.n
 
     def test_linearising_refuses_undefined_ratios(self):
         with pytest.raises(ValueError):
@@ -180,9 +180,9 @@ class TestSampleRatioMismatch:
         result = judge(min_effect=0.1, assigned_units=(5400, 4600), expected_treatment_share=0.5)
         assert result.verdict == ERROR
         assert result.improvement is None
-        assert result.srm["chi_square"] == approx(64.0)
-        assert result.srm["p_value"] == pytest.approx(2 * scipy_stats.norm.sf(8), rel=1e-6)
-        assert result.srm["mismatch"] is True
+        assert result.srm.chi_square == approx(64.0)
+        assert result.srm.p_value == pytest.approx(2 * scipy_stats.norm.sf(8), rel=1e-6)
+        assert result.srm.mismatch is True
         assert result.reasons == [
             "sample ratio mismatch: 5400 control and 4600 treatment units assigned against an expected "
             "treatment share 0.5 (chi-square 64.00, p = 1.24e-15 < 0.001): the assignment or logging is "
@@ -193,14 +193,14 @@ class TestSampleRatioMismatch:
         # 5050 vs 4950: chi² = 1, p = 0.317311.
         result = judge(min_effect=0.1, assigned_units=(5050, 4950), expected_treatment_share=0.5)
         assert result.verdict == PASS
-        assert result.srm["p_value"] == approx(0.317311) and result.srm["mismatch"] is False
-        assert result.srm["counts"] == [5050, 4950]
+        assert result.srm.p_value == approx(0.317311) and result.srm.mismatch is False
+        assert result.srm.counts == (5050, 4950)
 
     def test_canary_split(self):
         # 90/10 split, 9000/1000 exactly as expected: chi² 0.
         result = judge(assigned_units=(9000, 1000), expected_treatment_share=0.1)
-        assert result.srm["expected_counts"] == [pytest.approx(9000.0), pytest.approx(1000.0)]
-        assert result.srm["chi_square"] == approx(0.0)
+        assert result.srm.expected_counts == (pytest.approx(9000.0), pytest.approx(1000.0))
+        assert result.srm.chi_square == approx(0.0)
 
     @pytest.mark.parametrize(
         "settings", [{"assigned_units": (5400, 4600)}, {"expected_treatment_share": 0.5}]
@@ -233,7 +233,7 @@ class TestInsufficientData:
         result = judge(control=constant, treatment=MeanStats(n=150, total=150.0, total_squares=150.0))
         assert result.verdict == INSUFFICIENT
         assert result.reasons == ["the effect cannot be estimated: zero variance"]
-        assert result.effect["error"] == "zero variance"
+        assert result.effect.error == "zero variance"
 
     def test_zero_denominator(self):
         empty = RatioStats(n=150, sum_x=0.0, sum_y=0.0, sum_x2=0.0, sum_y2=0.0, sum_xy=0.0)
@@ -245,7 +245,7 @@ class TestInsufficientData:
 class TestReport:
     def test_as_dict_is_json(self):
         result = judge(min_effect=0.2, assigned_units=(5050, 4950), expected_treatment_share=0.5)
-        data = json.loads(json.dumps(result.as_dict()))
+        data = json.loads(json.dumps(asdict(result)))
         assert data["verdict"] == INSUFFICIENT
         assert data["improvement"]["units_needed"] == {"control": 542, "treatment": 542}
         assert set(data) == {
@@ -270,7 +270,7 @@ class TestReport:
             control=zero, treatment=MeanStats(n=150, total=75.0, total_squares=187.5), direction="increase"
         )
         assert result.verdict == PASS
-        assert result.effect["relative"] is None and result.effect["relative_error"] == "control mean is zero"
+        assert result.effect.relative is None and result.effect.relative_error == "control mean is zero"
 
 
 class TestValidation:
@@ -304,5 +304,5 @@ class TestValidation:
         # The judge's interval is ratio_effect's at 1 − 2·alpha, turned around for "decrease".
         effect = ratio_effect(control=RATIO_CONTROL, treatment=RATIO_TREATMENT, confidence=0.9)
         result = judge(control=RATIO_CONTROL, treatment=RATIO_TREATMENT, min_units=2)
-        assert result.improvement["ci_low"] == pytest.approx(-effect.ci_high)
-        assert result.effect == effect.to_dict()
+        assert result.improvement.ci_low == pytest.approx(-effect.ci_high)
+        assert result.effect == effect

@@ -1,13 +1,13 @@
 import json
 import math
+from dataclasses import asdict
 
 import numpy as np
 import pytest
 
-from gate.judges.clean_accuracy import ItemOutcome, clean_accuracy_judge
+from gate.judges.clean_accuracy import CleanAccuracyPolicy, ItemOutcome, clean_accuracy_judge
 from gate.judges.follow_up_rate import NEWCOMBE, FollowUpCounts, follow_up_rate_judge
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS, gate_verdict
-from gate.policy import GatePolicyConfig
 
 
 def approx(value):
@@ -23,14 +23,14 @@ class TestVerdicts:
         # Candidate 100/1000: upper bound 0.120152 <= 0.18; difference upper bound −0.021046 <= 0.01.
         result = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(150, 1000))
         assert result.verdict == PASS
-        assert result.checks == {"bar": True, "non_inferiority": True}
-        assert result.candidate["rate"] == approx(0.1)
-        assert (result.candidate["ci_low"], result.candidate["ci_high"]) == (
+        assert asdict(result.checks) == {"bar": True, "non_inferiority": True}
+        assert result.candidate.rate == approx(0.1)
+        assert (result.candidate.ci_low, result.candidate.ci_high) == (
             approx(0.082909),
             approx(0.120152),
         )
-        assert (result.baseline["ci_low"], result.baseline["ci_high"]) == (approx(0.129210), approx(0.173469))
-        assert result.difference == {
+        assert (result.baseline.ci_low, result.baseline.ci_high) == (approx(0.129210), approx(0.173469))
+        assert asdict(result.difference) == {
             "estimate": approx(-0.05),
             "ci_low": approx(-0.079032),
             "ci_high": approx(-0.021046),
@@ -52,21 +52,21 @@ class TestVerdicts:
         # baseline 400/1600 = 0.25 the difference's upper bound is −0.024891: non-inferior.
         result = follow_up_rate_judge(candidate=counts(312, 1590), baseline=counts(400, 1600))
         assert result.verdict == FAIL
-        assert result.checks == {"bar": False, "non_inferiority": True}
+        assert asdict(result.checks) == {"bar": False, "non_inferiority": True}
         assert result.reasons == [
             "follow-up rate upper bound 0.216 > bar 0.18 (rate 0.196, 95 % CI [0.177, 0.216], "
             "312 follow-ups of 1590 answers)"
         ]
-        assert result.difference["ci_high"] == approx(-0.024891)
+        assert result.difference.ci_high == approx(-0.024891)
 
     def test_non_inferiority_fails_alone(self):
         # 100/1000 is under the bar (upper bound 0.120152), but against 60/1000 (Wilson [0.046896, 0.076471])
         # d = 0.04, upper bound 0.04 + sqrt(0.020152² + 0.013104²) = 0.04 + 0.024038 = 0.064038 > 0.01.
         result = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(60, 1000))
         assert result.verdict == FAIL
-        assert result.checks == {"bar": True, "non_inferiority": False}
-        assert result.difference["ci_low"] == approx(0.016264)
-        assert result.difference["ci_high"] == approx(0.064038)
+        assert asdict(result.checks) == {"bar": True, "non_inferiority": False}
+        assert result.difference.ci_low == approx(0.016264)
+        assert result.difference.ci_high == approx(0.064038)
         assert result.reasons == [
             "difference from the baseline upper bound +0.064 > margin 0.01 (difference +0.040, 95 % CI "
             "[+0.016, +0.064] by Newcombe's hybrid score; baseline rate 0.060, 60 follow-ups of 1000 answers)"
@@ -76,11 +76,11 @@ class TestVerdicts:
         # 312/1590 vs 250/1590: bar upper bound 0.216469 > 0.18; difference upper bound 0.065469 > 0.01.
         result = follow_up_rate_judge(candidate=counts(312, 1590), baseline=counts(250, 1590))
         assert result.verdict == FAIL
-        assert result.checks == {"bar": False, "non_inferiority": False}
+        assert asdict(result.checks) == {"bar": False, "non_inferiority": False}
         assert len(result.reasons) == 2
         assert result.reasons[0].startswith("follow-up rate upper bound 0.216 > bar 0.18")
         assert result.reasons[1].startswith("difference from the baseline upper bound +0.065 > margin 0.01")
-        assert result.difference["ci_high"] == approx(0.065469)
+        assert result.difference.ci_high == approx(0.065469)
 
     def test_point_decides_where_the_bound_does_not(self):
         # 40/250 = 0.16, Wilson upper bound 0.210537 > 0.18, but the point 0.16 <= 0.18. Against 45/250:
@@ -89,15 +89,18 @@ class TestVerdicts:
         bound = follow_up_rate_judge(candidate=candidate, baseline=baseline)
         point = follow_up_rate_judge(candidate=candidate, baseline=baseline, decide_on="point")
         # Both checks fail on their bounds but pass on their points: the data are short, not the model.
-        assert bound.verdict == INSUFFICIENT and bound.checks == {"bar": False, "non_inferiority": False}
-        assert bound.difference["ci_high"] == approx(0.046139)
+        assert bound.verdict == INSUFFICIENT and asdict(bound.checks) == {
+            "bar": False,
+            "non_inferiority": False,
+        }
+        assert bound.difference.ci_high == approx(0.046139)
         # With z = 1.959964 and 250 baseline answers, z·se of the difference can never reach the gap
         # 0.01 − (−0.02) = 0.03: (0.03/z)² = 0.000234 < 0.18·0.82/250 = 0.000590.
         assert bound.reasons[-1] == (
             "not shown yet: the point estimates pass, but the baseline's 250 answers alone leave the "
             "interval of the difference wider than the margin: both arms need more answers"
         )
-        assert point.verdict == PASS and point.checks == {"bar": True, "non_inferiority": True}
+        assert point.verdict == PASS and asdict(point.checks) == {"bar": True, "non_inferiority": True}
         assert point.reasons[0].startswith(
             "follow-up rate 0.160 <= bar 0.18 (rate 0.160, 95 % CI [0.120, 0.211]"
         )
@@ -116,32 +119,38 @@ class TestVerdicts:
 
     def test_a_point_over_the_bar_is_a_fail_however_few_the_answers(self):
         result = follow_up_rate_judge(candidate=counts(50, 250), baseline=counts(4500, 25000))
-        assert result.verdict == FAIL and result.checks["bar"] is False
+        assert result.verdict == FAIL and result.checks.bar is False
 
     def test_fewer_wrong_answers_do_not_rescue_a_follow_up_rate_over_the_bar(self):
         # The candidate answers more golden items right (95/100 vs 88/100: clean accuracy passes, Wilson
         # lower bound 0.888250 >= 0.80) and even draws fewer follow-ups than the baseline (480/2000 = 0.24
         # vs 560/2000 = 0.28, Newcombe upper bound −0.012814: non-inferior), but 0.24 is over the 18 % bar
         # (Wilson [0.221792, 0.259205]): layer 2 fails, and so does the gate.
-        policy = GatePolicyConfig(required_layers=("clean_accuracy", "follow_up_rate"))
+        required = ("clean_accuracy", "follow_up_rate")
         items = [ItemOutcome(item_id=str(i), tags=(), language="en", correct=i < 95) for i in range(100)]
         baseline_items = [
             ItemOutcome(item_id=str(i), tags=(), language="en", correct=i < 88) for i in range(100)
         ]
-        accuracy = clean_accuracy_judge(candidate=items, baseline=baseline_items, policy=policy)
+        accuracy = clean_accuracy_judge(
+            candidate=items,
+            baseline=baseline_items,
+            policy=CleanAccuracyPolicy(),
+            decide_on="lower_bound",
+            confidence=0.95,
+        )
         assert accuracy.verdict == PASS and accuracy.candidate.ci_low == approx(0.888250)
         assert accuracy.candidate.accuracy > accuracy.baseline.accuracy
 
         follow_up = follow_up_rate_judge(candidate=counts(480, 2000), baseline=counts(560, 2000))
         assert follow_up.verdict == FAIL
-        assert follow_up.checks == {"bar": False, "non_inferiority": True}
-        assert follow_up.difference["ci_high"] == approx(-0.012814)
+        assert asdict(follow_up.checks) == {"bar": False, "non_inferiority": True}
+        assert follow_up.difference.ci_high == approx(-0.012814)
         assert follow_up.reasons == [
             "follow-up rate upper bound 0.259 > bar 0.18 (rate 0.240, 95 % CI [0.222, 0.259], "
             "480 follow-ups of 2000 answers)"
         ]
         verdict, reasons = gate_verdict(
-            required_layers=policy.required_layers,
+            required_layers=required,
             layer_verdicts={"clean_accuracy": accuracy.verdict, "follow_up_rate": follow_up.verdict},
         )
         assert (verdict, reasons) == (FAIL, ["follow_up_rate: fail"])
@@ -152,7 +161,7 @@ class TestWithoutBaseline:
         result = follow_up_rate_judge(candidate=counts(100, 1000), baseline=None)
         assert result.verdict == PASS
         assert result.baseline is None and result.difference is None
-        assert result.checks == {"bar": True, "non_inferiority": None}
+        assert asdict(result.checks) == {"bar": True, "non_inferiority": None}
         assert result.reasons[-1] == (
             "no baseline arm: non-inferiority not checked, the verdict rests on the bar alone"
         )
@@ -173,9 +182,9 @@ class TestInsufficientData:
             "candidate has 150 answered questions, the policy needs at least 200",
             "baseline has 199 answered questions, the policy needs at least 200",
         ]
-        assert result.checks == {"bar": None, "non_inferiority": None}
+        assert asdict(result.checks) == {"bar": None, "non_inferiority": None}
         # The numbers are still reported.
-        assert result.candidate["rate"] == approx(10 / 150)
+        assert result.candidate.rate == approx(10 / 150)
         assert result.difference is not None
 
     def test_baseline_short_even_when_the_candidate_has_enough(self):
@@ -186,8 +195,8 @@ class TestInsufficientData:
     def test_no_answers_at_all(self):
         result = follow_up_rate_judge(candidate=counts(0, 0), baseline=None, min_answered=1)
         assert result.verdict == INSUFFICIENT
-        assert result.candidate["rate"] is None and result.candidate["deepening_rate"] is None
-        assert (result.candidate["ci_low"], result.candidate["ci_high"]) == (0.0, 1.0)
+        assert result.candidate.rate is None and result.candidate.deepening_rate is None
+        assert (result.candidate.ci_low, result.candidate.ci_high) == (0.0, 1.0)
 
     def test_no_baseline_answers_no_difference(self):
         result = follow_up_rate_judge(candidate=counts(10, 500), baseline=counts(0, 0))
@@ -201,13 +210,13 @@ class TestReport:
         candidate = counts(100, 1000, deepening=25, sessions=4, user_turns_sum=12, user_turns_sumsq=50)
         baseline = counts(150, 1000, deepening=40, sessions=1, user_turns_sum=5, user_turns_sumsq=25)
         result = follow_up_rate_judge(candidate=candidate, baseline=baseline)
-        assert result.candidate["turns_per_session_mean"] == approx(3.0)
-        assert result.candidate["turns_per_session_sd"] == approx(2.160247)
-        assert result.candidate["deepening_rate"] == approx(0.025)
-        assert result.candidate["sessions"] == 4 and result.candidate["deepening"] == 25
-        assert result.baseline["turns_per_session_mean"] == approx(5.0)
-        assert result.baseline["turns_per_session_sd"] is None
-        assert result.baseline["deepening_rate"] == approx(0.04)
+        assert result.candidate.turns_per_session_mean == approx(3.0)
+        assert result.candidate.turns_per_session_sd == approx(2.160247)
+        assert result.candidate.deepening_rate == approx(0.025)
+        assert result.candidate.sessions == 4 and result.candidate.deepening == 25
+        assert result.baseline.turns_per_session_mean == approx(5.0)
+        assert result.baseline.turns_per_session_sd is None
+        assert result.baseline.deepening_rate == approx(0.04)
 
     def test_report_does_not_decide(self):
         quiet = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(150, 1000))
@@ -226,7 +235,7 @@ class TestReport:
             ),
             baseline=counts(150, 1000),
         )
-        data = json.loads(json.dumps(result.as_dict()))
+        data = json.loads(json.dumps(asdict(result)))
         assert data["verdict"] == PASS and data["candidate"]["follow_ups"] == 100
         assert data["difference"]["method"] == NEWCOMBE
         assert set(data) == {
@@ -240,13 +249,14 @@ class TestReport:
             "decide_on",
             "confidence",
             "min_answered",
+            "unjudged",
         }
 
     def test_confidence_widens_the_intervals(self):
         narrow = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(150, 1000), confidence=0.9)
         wide = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(150, 1000), confidence=0.99)
-        assert wide.candidate["ci_high"] > narrow.candidate["ci_high"]
-        assert wide.difference["ci_high"] > narrow.difference["ci_high"]
+        assert wide.candidate.ci_high > narrow.candidate.ci_high
+        assert wide.difference.ci_high > narrow.difference.ci_high
         assert "99 % CI" in wide.reasons[0] and "90 % CI" in narrow.reasons[0]
 
 

@@ -105,7 +105,7 @@ def test_verdict_follows_the_bar_and_moves_the_candidate(versions, suite, bar, v
     )
     run = gate_run_execute(gate_run_id=run.pk, worker="w1")
     assert run.verdict == verdict
-    assert "baseline" not in run.layers.get().details
+    assert run.layers.get().details["baseline"] is None
     candidate.refresh_from_db()
     assert candidate.status == status
 
@@ -239,7 +239,7 @@ def test_same_seed_same_set_other_seed_other_set(versions, suite):
 
 
 def test_a_crashed_run_resumes_without_recomputing_finished_chunks(versions, suite, settings, monkeypatch):
-    from gate.services import model_outputs
+    from gate.layers import outputs as model_outputs
 
     candidate, _ = versions
     real = model_outputs.model_version_backend

@@ -9,11 +9,12 @@ import pytest
 from django.utils import timezone
 
 from canary.models import Experiment, TurnEvent
-from canary.selectors import follow_up_counts_by_arm, outcome_stats_by_arm
+from canary.selectors import TrafficWindow, follow_up_counts_by_arm, outcome_stats_by_arm, traffic_window_get
 from canary.services.events import events_ingest
 from canary.services.experiments import experiment_create, experiment_start
 from canary.services.followups import followups_label
 from engines.stats.sufficient import RatioStats
+from gate.layers.registry import layer_get
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute, gate_run_start
 from registry.dispatch import Task
@@ -92,6 +93,11 @@ def ingest(events):
         events_ingest(events=events[start : start + 4000])
 
 
+def details_of(layer):
+    """The stored details as the layer's own dataclass."""
+    return layer_get(layer.layer).details(layer)
+
+
 def run_layers(candidate, suite, **overrides):
     run = gate_run_start(candidate=candidate, suite=suite, actor=None, policy_overrides=overrides)
     gate_run_execute(gate_run_id=run.pk, worker="test")
@@ -113,25 +119,26 @@ def test_accuracy_up_but_follow_up_rate_above_the_bar_fails_layer_2(experiment, 
     [layer] = run.layers.all()
     assert layer.layer == "follow_up_rate" and layer.verdict == "fail"
     assert run.verdict == "fail"
-    details = layer.details
+    details = details_of(layer)
     stored = TurnEvent.objects.filter(role="user", follow_up_kind="follow_up")
     expected = {arm: stored.filter(arm=arm).count() for arm in ("baseline", "candidate")}
-    assert details["candidate"]["follow_ups"] == expected["candidate"]
-    assert details["baseline"]["follow_ups"] == expected["baseline"]
-    assert details["candidate"]["answered"] == sum(1 for e in candidate if e["role"] == "assistant")
+    assert details.judged.candidate.follow_ups == expected["candidate"]
+    assert details.judged.baseline.follow_ups == expected["baseline"]
+    assert details.judged.candidate.answered == sum(1 for e in candidate if e["role"] == "assistant")
     # ...but its users follow up more than the bar allows.
     assert layer.estimate > 0.18 and layer.ci_high > 0.18
     assert any("bar" in reason for reason in layer.reasons)
-    assert details["inputs"]["experiment"] == "exp" and details["inputs"]["unjudged_turns"] == 0
-    attribution = details["attribution"]
-    assert set(attribution) == {"phenomenon", "data", "system"}
-    assert attribution["data"]["examples"][0]["follow_up"] in FOLLOW_UPS
-    assert "SELECT" in attribution["phenomenon"]["reproduce"]
+    assert details.inputs.experiment == "exp" and details.inputs.unjudged_turns == 0
+    attribution = details.attribution
+    examples = next(t for t in attribution.data.tables if t.title == "the candidate's latest follow-ups")
+    assert examples.rows[0][3] in FOLLOW_UPS
+    assert "SELECT" in attribution.phenomenon.reproduce
 
     report = ci_client.get(f"/api/v1/gate-runs/{run.pk}/report/")
     assert report.status_code == 200, report.content
     [reported] = report.json()["layers"]
-    assert reported["verdict"] == "fail" and reported["attribution"]["system"]["arms"]["candidate"]["n"] > 0
+    [arms] = reported["attribution"]["system"]["tables"]
+    assert reported["verdict"] == "fail" and dict((row[0], row[1]) for row in arms["rows"])["candidate"] > 0
     estimates = reported["estimates"]
     assert estimates["baseline"]["follow_ups"] == expected["baseline"]
     assert estimates["difference"]["method"] == "newcombe_hybrid_score"
@@ -154,7 +161,7 @@ def test_follow_up_layer_passes_when_the_candidate_rarely_needs_a_follow_up(expe
     [layer] = run.layers.all()
     assert (layer.verdict, run.verdict) == ("pass", "pass"), layer.reasons
     assert layer.ci_high <= 0.18
-    assert "attribution" not in layer.details
+    assert details_of(layer).attribution is None
 
 
 def test_follow_up_layer_is_insufficient_below_the_minimum_answers(experiment, suite):
@@ -174,7 +181,7 @@ def test_traffic_before_the_last_share_change_is_not_counted(experiment, suite):
     ingest(events)
     Experiment.objects.filter(pk=experiment.pk).update(share_since=timezone.now())
     run = run_layers(experiment.candidate, suite, required_layers=["follow_up_rate"])
-    assert run.layers.get().details["candidate"]["answered"] == 0
+    assert details_of(run.layers.get()).judged.candidate.answered == 0
 
 
 def test_without_an_experiment_the_traffic_layers_are_insufficient_data(suite):
@@ -275,18 +282,16 @@ def user_turns(*, arm: str, users: int):
 def test_outcome_statistics_from_sql_equal_the_per_user_sums(experiment):
     events, per_user = outcomes(arm="candidate", users=40, hours=2.0, seed=1)
     ingest(events)
-    start, end = timezone.now() - timedelta(hours=1), timezone.now()
-    stats = outcome_stats_by_arm(
-        experiment=experiment, metric="review_hours", start=start, end=end, per="user"
+    window = TrafficWindow(
+        experiment=experiment, start=timezone.now() - timedelta(hours=1), end=timezone.now()
     )
+    stats = outcome_stats_by_arm(window=window, metric="review_hours", per="user")
     expected = RatioStats.of(per_user)
     got = RatioStats(**stats["candidate"])
     assert got.n == expected.n == 40
     for field in ("sum_x", "sum_y", "sum_x2", "sum_y2", "sum_xy"):
         assert getattr(got, field) == pytest.approx(getattr(expected, field), rel=1e-12)
-    by_outcome = outcome_stats_by_arm(
-        experiment=experiment, metric="review_hours", start=start, end=end, per="outcome"
-    )
+    by_outcome = outcome_stats_by_arm(window=window, metric="review_hours", per="outcome")
     assert by_outcome["candidate"]["n"] == sum(y for _, y in per_user)
     assert by_outcome["baseline"] == {"n": 0, "total": 0, "total_squares": 0}
 
@@ -308,7 +313,7 @@ def test_business_layer_passes_when_review_hours_fall_by_more_than_the_minimum(e
     assert (layer.verdict, run.verdict) == ("pass", "pass"), layer.reasons
     assert 0.2 < layer.ci_low < layer.estimate < layer.ci_high
     assert layer.estimate == pytest.approx(0.8, abs=0.15)
-    assert layer.details["srm"]["mismatch"] is False
+    assert details_of(layer).judged.srm.mismatch is False
 
 
 def test_a_sample_ratio_mismatch_is_an_error_never_a_pass(experiment, suite):
@@ -323,8 +328,9 @@ def test_a_sample_ratio_mismatch_is_an_error_never_a_pass(experiment, suite):
     )
     [layer] = run.layers.all()
     assert (layer.verdict, run.verdict) == ("error", "error")
-    assert "p" in layer.reasons[0] and layer.details["srm"]["mismatch"] is True
-    assert set(layer.details["attribution"]) == {"phenomenon", "data", "system"}
+    details = details_of(layer)
+    assert "p" in layer.reasons[0] and details.judged.srm.mismatch is True
+    assert [name for name, _ in details.attribution.levels()] == ["phenomenon", "data", "system"]
 
 
 def test_a_policy_without_a_business_metric_is_an_error(experiment, suite):
@@ -379,8 +385,8 @@ def test_a_retry_after_a_failed_answer_is_not_a_follow_up_but_after_a_fallback_i
         TurnEvent.objects.filter(role="user", turn_index=2).values_list("session_id", "follow_up_kind")
     )
     assert kinds == {"failed": "new", "fallback": "follow_up"}
-    start, end = then - timedelta(minutes=1), timezone.now()
-    counts = follow_up_counts_by_arm(experiment=experiment, start=start, end=end, kinds=["follow_up"])
+    window = TrafficWindow(experiment=experiment, start=then - timedelta(minutes=1), end=timezone.now())
+    counts = follow_up_counts_by_arm(window=window, kinds=["follow_up"])
     assert (counts["candidate"]["answered"], counts["candidate"]["follow_ups"]) == (1, 1)
 
 
@@ -398,19 +404,18 @@ def test_a_rolled_back_experiment_is_still_checked_against_the_split_it_ran(expe
         experiment.candidate, suite, required_layers=["business_value"], business_metric="review_hours"
     )
     [layer] = run.layers.all()
-    assert layer.verdict == "error" and layer.details["srm"]["mismatch"] is True
+    assert layer.verdict == "error" and details_of(layer).judged.srm.mismatch is True
 
 
 def test_a_pause_ends_the_window_and_a_resume_starts_a_new_one(experiment):
     from canary.services.experiments import experiment_pause, experiment_resume
-    from gate.services.traffic_layers import traffic_window
 
     paused = experiment_pause(experiment=experiment, actor=None)
-    start, end = traffic_window(experiment=paused)
-    assert (start, end) == (experiment.share_since, paused.paused_at)
+    window = traffic_window_get(experiment=paused)
+    assert (window.start, window.end) == (experiment.share_since, paused.paused_at)
     resumed = experiment_resume(experiment=paused, actor=None)
-    start, end = traffic_window(experiment=resumed)
-    assert resumed.paused_at is None and start == resumed.share_since > paused.paused_at
+    window = traffic_window_get(experiment=resumed)
+    assert resumed.paused_at is None and window.start == resumed.share_since > paused.paused_at
     assert resumed.window_buckets == resumed.traffic_buckets == 5000
 
 

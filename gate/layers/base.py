@@ -1,0 +1,164 @@
+"""What a gate layer is. Each layer declares, in one class: its name and title, its policy section
+(`gate.judges.<layer>`), the type of what it stores (its details, a dataclass the report, the
+Markdown, the templates and the dashboards read as attributes), its run function and its part of
+the report. `gate.layers.registry` lists them; the runner (`gate.services.gate_runs`) runs the
+ones a policy requires, in that order.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar, Generic, TypeVar
+
+from django.db import transaction
+from pydantic import TypeAdapter, ValidationError
+
+from gate.models import GateRun, LayerResult
+from gate.policy import GatePolicyConfig, PolicySection
+from gate.reporting import Attribution
+from registry.models import EvalItem, ModelVersion
+
+logger = logging.getLogger(__name__)
+D = TypeVar("D")
+
+
+class ClaimLost(Exception):
+    """Another worker (or the reaper) took the run over; stop without writing."""
+
+
+def gate_run_assert_held(run: GateRun) -> None:
+    """Raise ClaimLost when another worker (or the reaper) has taken the run over: store nothing.
+    Every write of a layer checks it first, so a worker that lost its run stores nothing."""
+    if not GateRun.objects.filter(pk=run.pk, status=GateRun.Status.RUNNING, worker=run.worker).exists():
+        raise ClaimLost(f"gate run {run.pk} is no longer held by {run.worker}")
+
+
+class LayerKind(StrEnum):
+    MODEL = "model"  # model work on a gpu worker: the suite, perturbed or not
+    TRAFFIC = "traffic"  # canary traffic aggregated in SQL
+
+
+class Progress:
+    """Counts units of model work done and reports them as a percentage."""
+
+    def __init__(self, *, total: int, report: Callable[[int], None]):
+        self.total, self.done, self.report = max(total, 1), 0, report
+
+    def advance(self, count: int) -> None:
+        self.done += count
+        self.report(min(99, int(100 * self.done / self.total)))
+
+
+@dataclass
+class LayerContext:
+    """What a layer's run gets: the claimed run, its parsed policy, the suite's items, the versions
+    to evaluate (candidate first, then the baseline when the policy runs it) and the progress meter."""
+
+    run: GateRun
+    policy: GatePolicyConfig
+    items: list[EvalItem]
+    versions: list[ModelVersion]
+    progress: Progress
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportPart:
+    """A layer's own part of the report: what went in, the numbers, and (when it did not pass) why."""
+
+    inputs: dict[str, Any]
+    estimates: dict[str, Any]
+    attribution: Attribution | None = None
+
+
+@functools.cache
+def _adapter(kind: type) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
+
+
+def to_json(value: object) -> Any:
+    """A dataclass (or anything pydantic can dump) as plain JSON values."""
+    return _adapter(type(value)).dump_python(value, mode="json")
+
+
+class GateLayer(ABC, Generic[D]):
+    name: ClassVar[str]
+    title: ClassVar[str]
+    kind: ClassVar[LayerKind]
+    policy: ClassVar[type[PolicySection]]
+    details_type: ClassVar[type]
+    metric: ClassVar[str]
+    # One line for the report: how the layer measures and judges.
+    method: ClassVar[str]
+
+    @property
+    def template(self) -> str:
+        return f"gate/layers/{self.name}.html"
+
+    def units(self, *, policy: GatePolicyConfig, items: list[EvalItem], versions: list[ModelVersion]) -> int:
+        """Units of model work the layer will do, for the progress meter."""
+        return 0
+
+    @abstractmethod
+    def run(self, ctx: LayerContext) -> LayerResult: ...
+
+    @abstractmethod
+    def report(self, *, run: GateRun, result: LayerResult, details: D | None) -> ReportPart: ...
+
+    def details(self, result: LayerResult) -> D | None:
+        """The stored details as the layer's dataclass; None when they are not there (yet) or were
+        stored in a shape this version does not read (the report then says so)."""
+        if not result.details:
+            return None
+        try:
+            return _adapter(self.details_type).validate_python(result.details)  # type: ignore[no-any-return]
+        except ValidationError as exc:
+            logger.warning("%s of run %s: details unreadable: %s", self.name, result.gate_run_id, exc)
+            return None
+
+    def store(
+        self,
+        *,
+        run: GateRun,
+        started: float,
+        verdict: str,
+        details: D,
+        reasons: list[str],
+        threshold: float | None,
+        estimate: float | None = None,
+        ci_low: float | None = None,
+        ci_high: float | None = None,
+        device: str = "cpu",
+        metric: str | None = None,
+    ) -> LayerResult:
+        """Write the layer's result, if the run is still this worker's."""
+        with transaction.atomic():
+            gate_run_assert_held(run)
+            result, _ = LayerResult.objects.update_or_create(
+                gate_run=run,
+                layer=self.name,
+                defaults={
+                    "verdict": verdict,
+                    "metric": metric or self.metric,
+                    "estimate": estimate,
+                    "ci_low": ci_low,
+                    "ci_high": ci_high,
+                    "threshold": threshold,
+                    "reasons": reasons,
+                    "details": to_json(details),
+                    "wall_seconds": time.perf_counter() - started,
+                    "device": device,
+                },
+            )
+        return result
+
+
+def estimates_of(value: object, *, without: tuple[str, ...] = ("verdict", "reasons")) -> dict[str, Any]:
+    """A judge's result as report estimates: its numbers, without what the layer row already says."""
+    data = to_json(value)
+    return {key: item for key, item in data.items() if key not in without}

@@ -1,0 +1,182 @@
+"""Layer 0, clean accuracy: the suite as it is, every item's answer stored."""
+
+from __future__ import annotations
+
+import time
+
+from django.db import transaction
+
+from gate.judges.clean_accuracy import (
+    AccuracySide,
+    AccuracySummary,
+    CleanAccuracyDetails,
+    CleanAccuracyPolicy,
+    ItemOutcome,
+    clean_accuracy_judge,
+)
+from gate.layers.base import (
+    GateLayer,
+    LayerContext,
+    LayerKind,
+    ReportPart,
+    estimates_of,
+    gate_run_assert_held,
+    to_json,
+)
+from gate.layers.model import answers_judge, breakdown_table, model_attribution
+from gate.layers.outputs import VersionOutputs, model_outputs_predict
+from gate.models import GateRun, LayerResult, SampleResult
+from gate.policy import GatePolicyConfig
+from registry.models import EvalItem, ModelVersion
+
+
+def _side(version: ModelVersion, summary: AccuracySummary, outputs: VersionOutputs) -> AccuracySide:
+    return AccuracySide(
+        **{name: getattr(summary, name) for name in AccuracySummary.__dataclass_fields__},
+        version=version.ref,
+        seconds=outputs.seconds,
+        items_per_second=outputs.computed / outputs.seconds if outputs.seconds else None,
+        computed=outputs.computed,
+        cached=outputs.cached,
+        device=outputs.device,
+    )
+
+
+class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
+    name = "clean_accuracy"
+    title = "Clean accuracy"
+    kind = LayerKind.MODEL
+    policy = CleanAccuracyPolicy
+    details_type = CleanAccuracyDetails
+    metric = "accuracy"
+    method = (
+        "share of suite items answered correctly (label match, else BERTScore/chrF cut-off against the "
+        "reference), Wilson interval; judged on the bound the policy names"
+    )
+
+    def units(self, *, policy: GatePolicyConfig, items: list[EvalItem], versions: list[ModelVersion]) -> int:
+        return len(items) * len(versions)
+
+    def run(self, ctx: LayerContext) -> LayerResult:
+        run, general = ctx.run, ctx.policy.general
+        section = ctx.policy.section(CleanAccuracyPolicy)
+        started = time.perf_counter()
+        outputs = {
+            v.pk: model_outputs_predict(
+                version=v,
+                texts=[i.input for i in ctx.items],
+                batch_size=general.batch_size,
+                on_batch=ctx.progress.advance,
+                use_cache=general.output_cache,
+            )
+            for v in ctx.versions
+        }
+        outcomes = {
+            pk: [
+                ItemOutcome(
+                    item_id=item.external_id,
+                    tags=tuple(item.tags),
+                    language=item.language,
+                    correct=correct,
+                    errored=p.error is not None,
+                )
+                for item, p, correct in zip(
+                    ctx.items,
+                    out.predictions,
+                    answers_judge(items=ctx.items, predictions=out.predictions, cutoffs=general.text_cutoffs),
+                    strict=True,
+                )
+            ]
+            for pk, out in outputs.items()
+        }
+        baseline = ctx.versions[1] if len(ctx.versions) > 1 else None
+        result = clean_accuracy_judge(
+            candidate=outcomes[run.candidate_id],
+            baseline=outcomes[baseline.pk] if baseline else None,
+            policy=section,
+            decide_on=general.decide_on,
+            confidence=general.confidence,
+        )
+        details = CleanAccuracyDetails(
+            suite=str(run.suite),
+            suite_hash=run.suite.content_hash,
+            candidate=_side(run.candidate, result.candidate, outputs[run.candidate_id]),
+        )
+        if baseline is not None and result.baseline is not None:
+            assert result.candidate.accuracy is not None and result.baseline.accuracy is not None
+            details = CleanAccuracyDetails(
+                suite=details.suite,
+                suite_hash=details.suite_hash,
+                candidate=details.candidate,
+                baseline=_side(baseline, result.baseline, outputs[baseline.pk]),
+                difference=result.candidate.accuracy - result.baseline.accuracy,
+            )
+        with transaction.atomic():
+            gate_run_assert_held(run)
+            layer = LayerResult.objects.create(
+                gate_run=run,
+                layer=self.name,
+                verdict=result.verdict,
+                metric=self.metric,
+                estimate=result.candidate.accuracy,
+                ci_low=result.candidate.ci_low,
+                ci_high=result.candidate.ci_high,
+                threshold=section.clean_accuracy_min,
+                reasons=result.reasons,
+                details=to_json(details),
+                wall_seconds=time.perf_counter() - started,
+                device=outputs[run.candidate_id].device,
+            )
+            SampleResult.objects.bulk_create(
+                [
+                    SampleResult(
+                        layer_result=layer,
+                        version_id=pk,
+                        item=item,
+                        input_text="",  # the item's own input
+                        output_label=p.label or "",
+                        output_text=p.text,
+                        correct=outcome.correct,
+                        latency_ms=p.latency_ms,
+                        error=p.error or "",
+                    )
+                    for pk in outputs
+                    for item, p, outcome in zip(ctx.items, outputs[pk].predictions, outcomes[pk], strict=True)
+                ],
+                batch_size=500,
+            )
+        return layer
+
+    def report(
+        self, *, run: GateRun, result: LayerResult, details: CleanAccuracyDetails | None
+    ) -> ReportPart:
+        inputs = {"suite": f"{run.suite.name}@{run.suite.version}", "suite_hash": run.suite.content_hash}
+        if details is None:
+            return ReportPart(inputs=inputs, estimates={})
+        attribution = None
+        if result.verdict not in ("pass", "pending"):
+            candidate, baseline = details.candidate, details.baseline
+            attribution = model_attribution(
+                run=run,
+                result=result,
+                phenomenon=[
+                    breakdown_table(
+                        title="weakest tags",
+                        key="tag",
+                        candidate=candidate.by_tag,
+                        baseline=baseline.by_tag if baseline else None,
+                    ),
+                    breakdown_table(
+                        title="by language",
+                        key="language",
+                        candidate=candidate.by_language,
+                        baseline=baseline.by_language if baseline else None,
+                    ),
+                ],
+                data=[],
+            )
+        return ReportPart(
+            inputs=inputs,
+            estimates=estimates_of(details, without=("suite", "suite_hash")),
+            attribution=attribution,
+        )

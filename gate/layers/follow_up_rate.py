@@ -1,0 +1,179 @@
+"""Layer 2, follow-up rate: follow-ups per answered question on each arm of the canary experiment's
+user traffic (probe traffic excluded), labelled by the follow-up detector, counted in SQL."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from canary.selectors import (
+    TrafficWindow,
+    follow_up_counts_by_arm,
+    follow_up_examples,
+    follow_up_examples_sql,
+    follow_ups_by_arm_sql,
+    follow_ups_by_hour,
+    traffic_window_get,
+)
+from canary.services.followups import followup_thresholds_get, followups_label
+from engines.routing import BASELINE, CANDIDATE
+from gate.judges.follow_up_rate import (
+    FollowUpCounts,
+    FollowUpInputs,
+    FollowUpRateDetails,
+    FollowUpRatePolicy,
+    FollowUpRateResult,
+    follow_up_rate_judge,
+)
+from gate.judges.verdict import INSUFFICIENT, PASS
+from gate.layers.base import GateLayer, LayerContext, LayerKind, ReportPart, estimates_of, to_json
+from gate.layers.traffic import EXAMPLES, no_experiment_reason, probe_table, system_level, traffic_inputs
+from gate.models import GateRun, LayerResult
+from gate.policy import GatePolicyConfig
+from gate.reporting import Attribution, AttributionLevel, Table
+
+METHOD = (
+    "follow-ups / answered questions per arm, Wilson intervals; non-inferiority on the Newcombe hybrid "
+    "score interval of candidate − baseline; probe traffic excluded"
+)
+
+
+def follow_up_rate_measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> FollowUpRateResult:
+    """Layer 2's judgement of a window from the stored detector labels (it labels nothing). The layer
+    and the dashboards call it."""
+    section = policy.section(FollowUpRatePolicy)
+    counts = follow_up_counts_by_arm(window=window, kinds=section.follow_up_kinds)
+    return follow_up_rate_judge(
+        candidate=FollowUpCounts(**counts[CANDIDATE]),
+        baseline=FollowUpCounts(**counts[BASELINE]),
+        max_rate=section.follow_up_max,
+        decide_on=section.follow_up_decide_on,
+        margin=section.follow_up_margin,
+        min_answered=section.follow_up_min_answered,
+        confidence=policy.general.confidence,
+    )
+
+
+def _rate_phrase(result: FollowUpRateResult) -> str:
+    candidate, baseline = result.candidate, result.baseline
+    if candidate.rate is None:
+        return "no answered questions on the candidate arm"
+    text = f"candidate follow-up rate {candidate.rate:.3f} ({candidate.follow_ups}/{candidate.answered})"
+    if baseline is not None and baseline.rate is not None:
+        text += (
+            f" vs baseline {baseline.rate:.3f} ({baseline.follow_ups}/{baseline.answered}), "
+            f"difference {candidate.rate - baseline.rate:+.3f}"
+        )
+    return text
+
+
+def attribution_build(
+    *, window: TrafficWindow, kinds: tuple[str, ...], result: FollowUpRateResult
+) -> Attribution:
+    hours = follow_ups_by_hour(window=window, kinds=kinds)
+    worst = sorted(
+        (h for h in hours if h.arm == CANDIDATE and h.rate is not None),
+        key=lambda h: (-(h.rate or 0.0), -h.answered),
+    )[:5]
+    examples = follow_up_examples(window=window, kinds=kinds, arm=CANDIDATE, limit=EXAMPLES)
+    probes_summary, probes = probe_table(window)
+    hour_columns = ["hour", "arm", "answered", "follow-ups", "rate"]
+    return Attribution(
+        phenomenon=AttributionLevel(
+            summary=_rate_phrase(result),
+            reproduce=follow_ups_by_arm_sql(window=window, kinds=kinds),
+            tables=[
+                Table(
+                    title="follow-ups by hour",
+                    columns=hour_columns,
+                    rows=[[h.hour.isoformat(), h.arm, h.answered, h.follow_ups, h.rate] for h in hours[-48:]],
+                )
+            ],
+        ),
+        data=AttributionLevel(
+            summary="the candidate's hours with the highest follow-up rate, its latest follow-ups with the "
+            f"question and answer before them, and the stress probes ({probes_summary})",
+            reproduce=follow_up_examples_sql(window=window, kinds=kinds, arm=CANDIDATE),
+            tables=[
+                Table(
+                    title="the candidate's worst hours",
+                    columns=hour_columns,
+                    rows=[[h.hour.isoformat(), h.arm, h.answered, h.follow_ups, h.rate] for h in worst],
+                ),
+                Table(
+                    title="the candidate's latest follow-ups",
+                    columns=["session", "question", "answer", "follow-up"],
+                    rows=[[e.session_id, e.question, e.answer, e.follow_up] for e in examples],
+                ),
+                *([probes] if probes else []),
+            ],
+        ),
+        system=system_level(window),
+    )
+
+
+class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
+    name = "follow_up_rate"
+    title = "Follow-up rate"
+    kind = LayerKind.TRAFFIC
+    policy = FollowUpRatePolicy
+    details_type = FollowUpRateDetails
+    metric = "follow_up_rate"
+    method = METHOD
+
+    def run(self, ctx: LayerContext) -> LayerResult:
+        run = ctx.run
+        section = ctx.policy.section(FollowUpRatePolicy)
+        started = time.perf_counter()
+        experiment = run.experiment
+        if experiment is None:
+            return self.store(
+                run=run,
+                started=started,
+                verdict=INSUFFICIENT,
+                details=FollowUpRateDetails(inputs=FollowUpInputs(experiment=None)),
+                reasons=[no_experiment_reason(run)],
+                threshold=section.follow_up_max,
+            )
+        window = traffic_window_get(experiment=experiment)
+        mark = time.perf_counter()
+        labelled = followups_label(experiment=experiment, until=window.end)
+        label_seconds = time.perf_counter() - mark
+        mark = time.perf_counter()
+        result = follow_up_rate_measure(window=window, policy=ctx.policy)
+        sql_seconds = time.perf_counter() - mark
+        inputs = FollowUpInputs(
+            **vars(traffic_inputs(window)),
+            counted_kinds=list(section.follow_up_kinds),
+            detector_thresholds=followup_thresholds_get(family=experiment.family).as_dict(),
+            unjudged_turns=result.unjudged,
+        )
+        details = FollowUpRateDetails(
+            inputs=inputs,
+            method=METHOD,
+            judged=result,
+            labelled_now=labelled,
+            timings={"labelling": label_seconds, "aggregation": sql_seconds},
+        )
+        if result.verdict != PASS:
+            attribution = attribution_build(window=window, kinds=section.follow_up_kinds, result=result)
+            details = replace(details, attribution=attribution)
+        return self.store(
+            run=run,
+            started=started,
+            verdict=result.verdict,
+            details=details,
+            reasons=list(result.reasons),
+            threshold=section.follow_up_max,
+            estimate=result.candidate.rate,
+            ci_low=result.candidate.ci_low,
+            ci_high=result.candidate.ci_high,
+        )
+
+    def report(self, *, run: GateRun, result: LayerResult, details: FollowUpRateDetails | None) -> ReportPart:
+        if details is None:
+            return ReportPart(inputs={}, estimates={})
+        estimates = estimates_of(details.judged) if details.judged else {}
+        return ReportPart(
+            inputs=to_json(details.inputs), estimates=estimates, attribution=details.attribution
+        )

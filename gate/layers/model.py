@@ -1,0 +1,124 @@
+"""What the model layers (clean accuracy, robustness) share: judging answers, and their attribution
+from the stored samples."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.db.models import Avg, Count, Q
+
+from engines.backends.base import Prediction
+from engines.scoring.answers import answer_correct
+from gate.models import GateRun, LayerResult
+from gate.reporting import Attribution, AttributionLevel, Table
+
+
+class Expectation(Protocol):
+    label: str
+    reference: str
+    language: str
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What counts as a right answer when it is not the item's own label or reference: in
+    consistency mode, the model's answer to the clean item."""
+
+    label: str
+    reference: str
+    language: str
+
+
+def answers_judge(
+    *,
+    items: Sequence[Expectation],
+    predictions: Sequence[Prediction],
+    cutoffs: dict[str, float] | None = None,
+) -> list[bool]:
+    """Label match where the item has a label (the label wins: similarity misses negation);
+    otherwise the answer equals the reference, or scores at least the cut-off against it
+    (BERTScore F1 for English, chrF for Chinese; `cutoffs` overrides the shipped ones by
+    metric). An errored answer is wrong."""
+    verdicts: list[bool] = []
+    to_score: list[int] = []
+    for index, (item, prediction) in enumerate(zip(items, predictions, strict=True)):
+        exact = answer_correct(
+            expected_label=item.label, reference=item.reference, label=prediction.label, text=prediction.text
+        )
+        verdicts.append(prediction.error is None and exact)
+        if prediction.error is None and not exact and not item.label and item.reference:
+            to_score.append(index)
+    if to_score:
+        from engines.device import device_select  # torch: only when free text is judged
+        from engines.scoring.text import TEXT_CUTOFFS, text_scores
+
+        limits = {**TEXT_CUTOFFS, **(cutoffs or {})}
+        scores = text_scores(
+            references=[items[i].reference for i in to_score],
+            candidates=[predictions[i].text for i in to_score],
+            languages=[items[i].language for i in to_score],
+            device=device_select(),
+        )
+        for index, score in zip(to_score, scores, strict=True):
+            verdicts[index] = score.value >= limits[score.metric]
+    return verdicts
+
+
+def breakdown_table(
+    *, title: str, key: str, candidate: dict[str, Any], baseline: dict[str, Any] | None, limit: int = 6
+) -> Table:
+    """The breakdown cells where the candidate is weakest, with the baseline beside them. Cells are
+    dataclasses with an `accuracy` (clean accuracy) or a `rate` (robustness)."""
+
+    def value(cell: Any) -> float | None:
+        return getattr(cell, "accuracy", None) if hasattr(cell, "accuracy") else getattr(cell, "rate", None)
+
+    rows = []
+    for name, cell in candidate.items():
+        mine = value(cell)
+        theirs = value(baseline[name]) if baseline and name in baseline else None
+        rows.append(
+            [name, cell.n, mine, theirs, mine - theirs if mine is not None and theirs is not None else None]
+        )
+    rows.sort(key=lambda row: row[2] if row[2] is not None else 2.0)
+    return Table(title=title, columns=[key, "n", "candidate", "baseline", "difference"], rows=rows[:limit])
+
+
+def model_attribution(
+    *, run: GateRun, result: LayerResult, phenomenon: list[Table], data: list[Table]
+) -> Attribution:
+    """Attribution of a model layer that did not pass, from its stored samples: where the candidate is
+    weakest (`phenomenon`), which items and perturbations failed (`data` plus the wrong answers), and
+    what its path did (errors, latency, device)."""
+    samples = result.samples.filter(version=run.candidate)
+    wrong = samples.filter(correct=False)
+    wrong_rows = [
+        [s["item__external_id"], s["item__label"], s["output_label"]]
+        for s in wrong.values("item__external_id", "output_label", "item__label")[:10]
+    ]
+    system = samples.aggregate(
+        samples=Count("id"), errors=Count("id", filter=~Q(error="")), mean_latency_ms=Avg("latency_ms")
+    )
+    samples_url = f"/api/v1/gate-runs/{run.pk}/samples/?layer={result.layer}"
+    return Attribution(
+        phenomenon=AttributionLevel(
+            summary="; ".join(result.reasons),
+            reproduce=f"GET /api/v1/gate-runs/{run.pk}/  (layers[].details)",
+            tables=phenomenon,
+        ),
+        data=AttributionLevel(
+            summary="the candidate's wrong answers",
+            reproduce=f"GET {samples_url}&correct=false",
+            tables=[
+                *data,
+                Table(title="wrong answers", columns=["item", "expected", "answered"], rows=wrong_rows),
+            ],
+        ),
+        system=AttributionLevel(
+            summary=f"{system['errors']} of {system['samples']} candidate answers errored, mean latency "
+            f"{system['mean_latency_ms'] or 0:.1f} ms on {result.device or 'unknown device'}",
+            reproduce=f"GET {samples_url}  (fields error, latency_ms)",
+        ),
+    )

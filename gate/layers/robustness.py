@@ -1,0 +1,411 @@
+"""Layer 1, robustness: ~1000 perturbed inputs (TextAttack transformations, seeded), answered by each
+version and judged; optionally an attack search beside it.
+
+The layer stores as it goes, so a run taken over after a worker crash resumes: samples are
+committed chunk by chunk and only the missing chunks are computed again (model answers come from
+the output cache); attack mode saves each version's report as it finishes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count
+
+from engines.backends.base import language_of
+from gate.judges.robustness import (
+    AttackDetails,
+    RobustnessDetails,
+    RobustnessPolicy,
+    RobustnessSide,
+    RobustnessSummary,
+    SampleOutcome,
+    robustness_judge,
+)
+from gate.layers.base import (
+    GateLayer,
+    LayerContext,
+    LayerKind,
+    ReportPart,
+    estimates_of,
+    gate_run_assert_held,
+    to_json,
+)
+from gate.layers.model import Expected, answers_judge, breakdown_table, model_attribution
+from gate.layers.outputs import model_outputs_predict
+from gate.models import GateRun, LayerResult, SampleResult
+from gate.policy import GatePolicyConfig
+from gate.reporting import Table
+from registry.models import EvalItem, ModelVersion
+from registry.services.versions import model_version_backend
+
+LANGUAGES = ("en", "zh", "mixed")
+SCORING_BACKENDS = ("hf", "builtin")  # backends with class scores, which attack mode needs
+# What identifies the perturbed set and its judging: a stored layer with other values is begun again.
+SETUP_FIELDS = (
+    "recipe",
+    "seed",
+    "samples_requested",
+    "set_hash",
+    "shortfall",
+    "notes",
+    "judged_by",
+    "text_cutoffs",
+)
+
+
+class RobustnessLayer(GateLayer[RobustnessDetails]):
+    name = "robustness"
+    title = "Robustness"
+    kind = LayerKind.MODEL
+    policy = RobustnessPolicy
+    details_type = RobustnessDetails
+    metric = "robustness_rate"
+    method = (
+        "share of perturbed inputs (TextAttack transformations, seeded) still answered correctly, Wilson "
+        "interval; McNemar against the baseline on the same inputs"
+    )
+
+    def units(self, *, policy: GatePolicyConfig, items: list[EvalItem], versions: list[ModelVersion]) -> int:
+        """Perturbed samples, clean answers in consistency mode, attacked items in attack mode, per
+        version."""
+        section = policy.section(RobustnessPolicy)
+        per_version = section.robustness_samples
+        if section.robustness_judge_by == "consistency":
+            per_version += len(items)
+        if section.attack_recipe:
+            per_version += section.attack_items
+        return per_version * len(versions)
+
+    def run(self, ctx: LayerContext) -> LayerResult:
+        from engines.perturbation import (  # textattack: only on the worker
+            PerturbationResourceError,
+            PerturbationSpec,
+            UnknownRecipeError,
+            perturbation_set_build,
+        )
+        from engines.perturbation.attack import AttackUnavailableError, attack_recipe_check
+
+        run, general = ctx.run, ctx.policy.general
+        section = ctx.policy.section(RobustnessPolicy)
+        started = time.perf_counter()
+        spec = PerturbationSpec(
+            recipe=section.robustness_recipe,
+            seed=section.robustness_seed,
+            samples=section.robustness_samples,
+            shares=section.robustness_shares,
+            numbers_matter=section.numbers_matter,
+        )
+        by_id = {item.external_id: item for item in ctx.items}
+        timings = {"perturbation": 0.0, "inference": 0.0, "storage": 0.0, "scoring": 0.0}
+        mark = time.perf_counter()
+        try:
+            if section.attack_recipe:  # before any model work: an attack that cannot run is known now
+                attack_recipe_check(recipe=section.attack_recipe)
+                for version in ctx.versions:
+                    if version.backend_kind not in SCORING_BACKENDS:
+                        raise AttackUnavailableError(
+                            f"attack mode needs class scores, which backend {version.backend_kind!r} of "
+                            f"{version.ref} does not give (it works with {', '.join(SCORING_BACKENDS)})"
+                        )
+            perturbed = perturbation_set_build(
+                items=[
+                    (i.external_id, i.input, i.language if i.language in LANGUAGES else language_of(i.input))
+                    for i in ctx.items
+                ],
+                spec=spec,
+            )
+        except (PerturbationResourceError, UnknownRecipeError, AttackUnavailableError, ValueError) as exc:
+            details = RobustnessDetails(
+                recipe=spec.recipe, seed=spec.seed, attack_recipe=section.attack_recipe
+            )
+            return self._error(ctx=ctx, reason=str(exc), details=details)
+        timings["perturbation"] = time.perf_counter() - mark
+        setup = RobustnessDetails(
+            recipe=spec.recipe,
+            seed=spec.seed,
+            samples_requested=spec.samples,
+            set_hash=perturbed.content_hash,
+            shortfall=list(perturbed.shortfall),
+            notes=list(perturbed.notes),
+            judged_by=section.robustness_judge_by,
+            text_cutoffs=general.text_cutoffs,
+            attack_recipe=section.attack_recipe,
+        )
+        layer, created = LayerResult.objects.get_or_create(
+            gate_run=run,
+            layer=self.name,
+            defaults={
+                "verdict": GateRun.Verdict.PENDING,
+                "metric": self.metric,
+                "threshold": section.robustness_min,
+                "details": to_json(setup),
+            },
+        )
+        stored_setup = None if created else self.details(layer)
+        if not created and (
+            stored_setup is None
+            or any(getattr(stored_setup, key) != getattr(setup, key) for key in SETUP_FIELDS)
+        ):
+            layer.samples.all().delete()  # another set or judging than the one begun: start it over
+            layer.details = to_json(setup)
+            layer.save(update_fields=["details"])
+            stored_setup = None
+
+        samples = perturbed.samples
+        # Units this layer was budgeted for but will not need (fewer samples could be made).
+        ctx.progress.advance((section.robustness_samples - len(samples)) * len(ctx.versions))
+        expected = (
+            {v.pk: self._clean_expected(ctx=ctx, version=v) for v in ctx.versions}
+            if section.robustness_judge_by == "consistency"
+            else None
+        )
+        stored = set(layer.samples.values_list("version_id", "sample_index"))
+        seconds = {v.pk: 0.0 for v in ctx.versions}
+        counts = {v.pk: {"computed": 0, "cached": 0} for v in ctx.versions}
+        device = ""
+        size = section.robustness_chunk_size
+        for start in range(0, len(samples), size):
+            chunk = range(start, min(start + size, len(samples)))
+            for version in ctx.versions:
+                todo = [i for i in chunk if (version.pk, i) not in stored]
+                ctx.progress.advance(len(chunk) - len(todo))
+                if not todo:
+                    continue
+                outputs = model_outputs_predict(
+                    version=version,
+                    texts=[samples[i].perturbed for i in todo],
+                    batch_size=general.batch_size,
+                    on_batch=ctx.progress.advance,
+                    use_cache=general.output_cache,
+                )
+                seconds[version.pk] += outputs.seconds
+                timings["inference"] += outputs.seconds
+                counts[version.pk]["computed"] += outputs.computed
+                counts[version.pk]["cached"] += outputs.cached
+                if version.pk == run.candidate_id:
+                    device = outputs.device
+                mark = time.perf_counter()
+                references = expected[version.pk] if expected else by_id
+                judged = answers_judge(
+                    items=[references[samples[i].item_id] for i in todo],
+                    predictions=outputs.predictions,
+                    cutoffs=general.text_cutoffs,
+                )
+                timings["scoring"] += time.perf_counter() - mark
+                mark = time.perf_counter()
+                with transaction.atomic():
+                    gate_run_assert_held(run)
+                    SampleResult.objects.bulk_create(
+                        [
+                            SampleResult(
+                                layer_result=layer,
+                                version=version,
+                                item=by_id[samples[i].item_id],
+                                sample_index=i,
+                                perturbation=samples[i].type,
+                                diff=samples[i].diff,
+                                input_text=samples[i].perturbed,
+                                output_label=p.label or "",
+                                output_text=p.text,
+                                correct=correct,
+                                latency_ms=p.latency_ms,
+                                error=p.error or "",
+                            )
+                            for i, p, correct in zip(todo, outputs.predictions, judged, strict=True)
+                        ],
+                        ignore_conflicts=True,
+                    )
+                timings["storage"] += time.perf_counter() - mark
+        attack = stored_setup.attack if stored_setup else None
+        if section.attack_recipe:
+            mark = time.perf_counter()
+            try:
+                attack = self._attacks_run(ctx=ctx, layer=layer, setup=setup, attack=attack)
+            except (PerturbationResourceError, AttackUnavailableError) as exc:
+                return self._error(
+                    ctx=ctx, reason=f"attack mode: {exc}", details=replace(setup, attack=attack)
+                )
+            timings["attack"] = time.perf_counter() - mark
+
+        mark = time.perf_counter()
+        outcomes: dict[int, list[SampleOutcome]] = {v.pk: [] for v in ctx.versions}
+        rows = layer.samples.order_by("sample_index").values_list(
+            "version_id", "sample_index", "correct", "error"
+        )
+        for version_id, index, correct, error in rows:
+            sample = samples[index]
+            outcomes[version_id].append(
+                SampleOutcome(
+                    item_id=sample.item_id,
+                    type=sample.type,
+                    language=sample.language,
+                    tags=tuple(by_id[sample.item_id].tags),
+                    correct=bool(correct),
+                    errored=bool(error),
+                )
+            )
+        baseline = ctx.versions[1] if len(ctx.versions) > 1 else None
+        result = robustness_judge(
+            candidate=outcomes[run.candidate_id],
+            baseline=outcomes[baseline.pk] if baseline else None,
+            policy=section,
+            decide_on=general.decide_on,
+            confidence=general.confidence,
+            shortfall=perturbed.shortfall,
+        )
+        timings["scoring"] += time.perf_counter() - mark
+
+        def side(version: ModelVersion, summary: RobustnessSummary) -> RobustnessSide:
+            computed = counts[version.pk]["computed"]
+            return RobustnessSide(
+                **{name: getattr(summary, name) for name in RobustnessSummary.__dataclass_fields__},
+                version=version.ref,
+                seconds=seconds[version.pk],
+                items_per_second=computed / seconds[version.pk] if seconds[version.pk] else None,
+                computed=computed,
+                cached=counts[version.pk]["cached"],
+            )
+
+        details = replace(
+            setup,
+            attack=attack,
+            candidate=side(run.candidate, result.candidate),
+            baseline=side(baseline, result.baseline) if baseline and result.baseline else None,
+            comparison=result.comparison,
+            worst_items=result.worst,
+            # Seconds of this attempt: building the set, model calls, chunk commits, judging.
+            timings=timings,
+        )
+        return self.store(
+            run=run,
+            started=started,
+            verdict=result.verdict,
+            details=details,
+            reasons=result.reasons,
+            threshold=section.robustness_min,
+            estimate=result.candidate.rate,
+            ci_low=result.candidate.ci_low,
+            ci_high=result.candidate.ci_high,
+            device=device,
+        )
+
+    def _clean_expected(self, *, ctx: LayerContext, version: ModelVersion) -> dict[str, Expected]:
+        """Consistency mode: the version's own answer to each clean item is what its perturbed samples
+        must agree with (a clean answer that errored agrees with nothing)."""
+        outputs = model_outputs_predict(
+            version=version,
+            texts=[i.input for i in ctx.items],
+            batch_size=ctx.policy.general.batch_size,
+            on_batch=ctx.progress.advance,
+            use_cache=ctx.policy.general.output_cache,
+        )
+        return {
+            item.external_id: Expected(
+                label=(p.label or "") if p.error is None else "",
+                reference=p.text if p.error is None else "",
+                language=item.language,
+            )
+            for item, p in zip(ctx.items, outputs.predictions, strict=True)
+        }
+
+    def _attacks_run(
+        self, *, ctx: LayerContext, layer: LayerResult, setup: RobustnessDetails, attack: AttackDetails | None
+    ) -> AttackDetails:
+        """Attack mode, per version; each version's report is saved as it finishes (a resumed run keeps
+        it). Raises PerturbationResourceError / AttackUnavailableError when it cannot run."""
+        from engines.perturbation.attack import AttackSpec, attack_run
+
+        section = ctx.policy.section(RobustnessPolicy)
+        assert section.attack_recipe is not None
+        spec = AttackSpec(
+            recipe=section.attack_recipe,
+            seed=section.robustness_seed,
+            items=section.attack_items,
+            query_budget=section.attack_query_budget,
+        )
+        if attack is None or attack.spec != spec:
+            attack = AttackDetails(spec=spec)
+        labelled = [(i.external_id, i.input, i.label, i.language) for i in ctx.items if i.label]
+        for version in ctx.versions:
+            if version.ref not in attack.versions:
+                report = attack_run(backend=model_version_backend(version=version), items=labelled, spec=spec)
+                attack = replace(attack, versions={**attack.versions, version.ref: report})
+                layer.details = to_json(replace(setup, attack=attack))
+                with transaction.atomic():
+                    gate_run_assert_held(ctx.run)
+                    layer.save(update_fields=["details"])
+            ctx.progress.advance(section.attack_items)
+        return attack
+
+    def _error(self, *, ctx: LayerContext, reason: str, details: RobustnessDetails) -> LayerResult:
+        """The layer ends in `error` with `reason`; samples stored so far are kept."""
+        return self.store(
+            run=ctx.run,
+            started=time.perf_counter(),
+            verdict=GateRun.Verdict.ERROR,
+            details=details,
+            reasons=[reason],
+            threshold=ctx.policy.section(RobustnessPolicy).robustness_min,
+            device="",
+        )
+
+    def report(self, *, run: GateRun, result: LayerResult, details: RobustnessDetails | None) -> ReportPart:
+        inputs: dict[str, Any] = {
+            "suite": f"{run.suite.name}@{run.suite.version}",
+            "suite_hash": run.suite.content_hash,
+        }
+        if details is None:
+            return ReportPart(inputs=inputs, estimates={})
+        inputs.update(
+            recipe=details.recipe,
+            seed=details.seed,
+            samples_requested=details.samples_requested,
+            set_hash=details.set_hash,
+            judged_by=details.judged_by,
+            attack_recipe=details.attack_recipe,
+        )
+        attribution = None
+        candidate, baseline = details.candidate, details.baseline
+        if result.verdict not in ("pass", "pending") and candidate is not None:
+            by_perturbation = (
+                result.samples.filter(version=run.candidate, correct=False)
+                .values("perturbation")
+                .annotate(failed=Count("id"))
+                .order_by("-failed")[:10]
+            )
+            attribution = model_attribution(
+                run=run,
+                result=result,
+                phenomenon=[
+                    breakdown_table(
+                        title="weakest perturbation types",
+                        key="type",
+                        candidate=candidate.by_type,
+                        baseline=baseline.by_type if baseline else None,
+                    ),
+                    breakdown_table(
+                        title="weakest tags",
+                        key="tag",
+                        candidate=candidate.by_tag,
+                        baseline=baseline.by_tag if baseline else None,
+                    ),
+                ],
+                data=[
+                    Table(
+                        title="items failing most often",
+                        columns=["item", "failed", "samples"],
+                        rows=[[w.item_id, w.failed, w.samples] for w in details.worst_items[:10]],
+                    ),
+                    Table(
+                        title="failures by perturbation type",
+                        columns=["perturbation", "failed"],
+                        rows=[[row["perturbation"], row["failed"]] for row in by_perturbation],
+                    ),
+                ],
+            )
+        estimates = estimates_of(details, without=(*SETUP_FIELDS, "timings", "attack_recipe", "worst_items"))
+        return ReportPart(inputs=inputs, estimates=estimates, attribution=attribution)

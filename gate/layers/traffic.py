@@ -1,0 +1,84 @@
+"""What the traffic layers (follow-up rate, business value) share: the window they read, what they
+record about it, and the parts of their attribution that look at probes and each arm's path."""
+
+from __future__ import annotations
+
+from canary.selectors import (
+    TrafficWindow,
+    answer_paths_by_arm,
+    answer_paths_sql,
+    probe_findings,
+    probe_run_latest,
+)
+from gate.judges.traffic import TrafficInputs
+from gate.models import GateRun
+from gate.reporting import AttributionLevel, Table
+
+EXAMPLES = 10
+
+
+def traffic_inputs(window: TrafficWindow) -> TrafficInputs:
+    experiment = window.experiment
+    return TrafficInputs(
+        experiment=experiment.name,
+        experiment_status=experiment.status,
+        baseline=experiment.baseline.ref,
+        candidate=experiment.candidate.ref,
+        traffic_percent=experiment.traffic_percent,
+        window_traffic_percent=window.traffic_percent,
+        window_start=window.start.isoformat(),
+        window_end=window.end.isoformat(),
+    )
+
+
+def no_experiment_reason(run: GateRun) -> str:
+    return (
+        f"no canary experiment compares {run.candidate.ref} with "
+        f"{run.baseline.ref if run.baseline else 'a baseline'}: start one "
+        "(POST /api/v1/canary/experiments/) and let it collect traffic"
+    )
+
+
+def probe_table(window: TrafficWindow) -> tuple[str, Table | None]:
+    """The latest probe run's findings per weakness: a summary and the table (None: no run yet)."""
+    run = probe_run_latest(experiment=window.experiment)
+    if run is None:
+        return "no probe run yet", None
+    findings = probe_findings(run=run)
+    rows = [
+        [f.weakness, f.pairs, f.candidate_rate, f.baseline_rate, f.mcnemar_p, f.finding] for f in findings
+    ]
+    summary = "; ".join(
+        f"{f.weakness}: candidate {f.candidate_rate:.2f} vs baseline {f.baseline_rate:.2f} ({f.finding})"
+        for f in findings
+        if f.weakness != "all"
+    )
+    table = Table(
+        title=f"stress probes by weakness (probe run {run.pk})",
+        columns=["weakness", "pairs", "candidate", "baseline", "McNemar p", "finding"],
+        rows=rows,
+    )
+    return summary or "no weakness separates the arms", table
+
+
+def system_level(window: TrafficWindow) -> AttributionLevel:
+    """Errors, fallbacks and latency on each arm's path in the window."""
+    paths = answer_paths_by_arm(window=window)
+    return AttributionLevel(
+        summary=", ".join(
+            f"{p.arm}: {p.errors} errors, {p.fallbacks} fallbacks of {p.answers} answers, "
+            f"p50 {p.latency_p50_ms or 0:.0f} ms"
+            for p in paths
+        ),
+        reproduce=answer_paths_sql(window=window),
+        tables=[
+            Table(
+                title="answers per arm",
+                columns=["arm", "answers", "errors", "fallbacks", "latency p50 ms", "latency p95 ms"],
+                rows=[
+                    [p.arm, p.answers, p.errors, p.fallbacks, p.latency_p50_ms, p.latency_p95_ms]
+                    for p in paths
+                ],
+            )
+        ],
+    )

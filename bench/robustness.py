@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from registry.actors import SYSTEM
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -76,7 +78,7 @@ def main() -> None:
 
     # A warm worker: engine loaded, model in its cache (one-time costs, not the layer's).
     perturbation_engine_load()
-    run = gate_run_start(candidate=version, suite=suite, actor=None, policy_overrides=overrides)
+    run = gate_run_start(candidate=version, suite=suite, actor=SYSTEM, policy_overrides=overrides)
     model_version_backend(version=version).predict([items[0].input])
 
     run = gate_run_execute(gate_run_id=run.pk, worker="bench")

@@ -53,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from evalhub.devstack import Process, port_free, url_wait, web_start  # noqa: E402
+from registry.actors import SYSTEM  # noqa: E402
 
 EXPERIMENT = "bench-router"
 EVENTS_EXPERIMENT = "bench-router-events"
@@ -668,10 +669,12 @@ def fixtures_create(*, log) -> dict:
     v4 = ModelVersion.objects.get(family=FAMILY, label="v4")
     demo = Experiment.objects.filter(name=DEMO_EXPERIMENT, status__in=Experiment.ACTIVE).first()
     if demo is not None:
-        experiment_rollback(experiment=demo, actor=None, reason="bench")
-    experiment = experiment_create(name=EXPERIMENT, baseline=v3, candidate=v4, traffic_percent=50, actor=None)
-    experiment = experiment_start(experiment=experiment, actor=None, reason="bench")
-    events_experiment = experiment_create(name=EVENTS_EXPERIMENT, baseline=v3, candidate=v4, actor=None)
+        experiment_rollback(experiment=demo, actor=SYSTEM, reason="bench")
+    experiment = experiment_create(
+        name=EXPERIMENT, baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM
+    )
+    experiment = experiment_start(experiment=experiment, actor=SYSTEM, reason="bench")
+    events_experiment = experiment_create(name=EVENTS_EXPERIMENT, baseline=v3, candidate=v4, actor=SYSTEM)
     experiment = Experiment.objects.select_related("baseline", "candidate").get(pk=experiment.pk)
     questions = [item.input for item in demo_suite_get().items.order_by("position")[:200]]
     return {

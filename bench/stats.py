@@ -47,6 +47,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from registry.actors import SYSTEM
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -112,12 +114,14 @@ def fixtures_get_or_create():
                 label=label,
                 backend_kind="builtin",
                 backend_config={"path": f"/nonexistent/bench-stats/{label}"},
-                actor=None,
+                actor=SYSTEM,
                 baseline=versions.get("v1"),
             )
         versions[label] = version
     suite, _ = eval_suite_import(
-        name=SUITE, items=[SuiteItem(id="q1", input="What is the notice period?", label="notice")], actor=None
+        name=SUITE,
+        items=[SuiteItem(id="q1", input="What is the notice period?", label="notice")],
+        actor=SYSTEM,
     )
     experiment = Experiment.objects.filter(name=EXPERIMENT).first()
     if experiment is None:
@@ -126,9 +130,9 @@ def fixtures_get_or_create():
             baseline=versions["v1"],
             candidate=versions["v2"],
             traffic_percent=TRAFFIC_PERCENT,
-            actor=None,
+            actor=SYSTEM,
         )
-        experiment = experiment_start(experiment=experiment, actor=None, reason="bench")
+        experiment = experiment_start(experiment=experiment, actor=SYSTEM, reason="bench")
     return versions["v1"], versions["v2"], suite, experiment
 
 
@@ -404,7 +408,7 @@ def gate_run_prepare(*, candidate, suite):
     run = gate_run_start(
         candidate=candidate,
         suite=suite,
-        actor=None,
+        actor=SYSTEM,
         policy_overrides={"required_layers": ["follow_up_rate", "business_value"], "business_metric": METRIC},
     )
     run = gate_run_claim(gate_run_id=run.pk, worker="bench")

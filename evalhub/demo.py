@@ -19,11 +19,13 @@ from django.db import transaction
 from engines.demo.dataset import demo_dataset_build, demo_suite_jsonl
 from gate.selectors.policies import gate_policy_get
 from gate.services.policies import gate_policy_save
+from registry.actors import SystemActor
 from registry.models import EvalSuite, ModelVersion
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register, model_version_serving_set
 
 FAMILY = "contract-assistant"
+DEMO = SystemActor("demo")  # who installs the demo, in the audit log
 DEMO_EXPERIMENT = "contract-assistant-canary"
 DEMO_PROBE_SET = "contract-assistant-weaknesses"
 # Ports of the demo's model servers (bin/run-local starts them: `manage.py serve_model`).
@@ -107,7 +109,7 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
             "Trained on synthetic demo data.",
             status=ModelVersion.Status.PROMOTED,
             is_demo=True,
-            actor=None,
+            actor=DEMO,
         )
         v4 = ModelVersion.objects.filter(family=FAMILY, label="v4").first() or model_version_register(
             family=FAMILY,
@@ -118,14 +120,14 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
             description="Demo V4: classifier on the MiniLM encoder (transformers checkpoint). "
             "Trained on synthetic demo data.",
             is_demo=True,
-            actor=None,
+            actor=DEMO,
         )
         for name, (description, config) in DEMO_POLICIES.items():
             if gate_policy_get(name=name) is None:
-                gate_policy_save(name=name, config=config, description=description, actor=None, system="demo")
+                gate_policy_save(name=name, config=config, description=description, actor=DEMO)
         items = suite_items_parse(content=demo_suite_jsonl(items=dataset.eval).encode(), fmt="jsonl")
         suite, created = eval_suite_import(
-            name=FAMILY, items=items, description=SUITE_DESCRIPTION, is_demo=True, actor=None
+            name=FAMILY, items=items, description=SUITE_DESCRIPTION, is_demo=True, actor=DEMO
         )
     experiment = _demo_canary_install(v3=v3, v4=v4)
     log(f"versions: {v3.ref} ({v3.status}), {v4.ref} ({v4.status}, baseline {v3.ref})")
@@ -149,7 +151,7 @@ def _demo_canary_install(*, v3: ModelVersion, v4: ModelVersion):
 
     for version, port in zip((v3, v4), DEMO_SERVE_PORTS, strict=True):
         if not version.serving_url:
-            model_version_serving_set(version=version, serving_url=f"http://127.0.0.1:{port}/v1", actor=None)
+            model_version_serving_set(version=version, serving_url=f"http://127.0.0.1:{port}/v1", actor=DEMO)
     if not ProbeSet.objects.filter(name=DEMO_PROBE_SET).exists():
         probe_set_import(
             name=DEMO_PROBE_SET,
@@ -158,7 +160,7 @@ def _demo_canary_install(*, v3: ModelVersion, v4: ModelVersion):
             description="SYNTHETIC stress probes aimed at V3's weaknesses: a clause buried in a long "
             "contract (2 000+ tokens), English clauses in Chinese contracts, OCR noise, conflicting clauses.",
             is_demo=True,
-            actor=None,
+            actor=DEMO,
         )
     experiment = Experiment.objects.filter(name=DEMO_EXPERIMENT).first()
     if experiment is None:
@@ -170,13 +172,13 @@ def _demo_canary_install(*, v3: ModelVersion, v4: ModelVersion):
             # V4 is a transformer on the CPU, V3 a bag of words: V4's median answer took 14 times
             # as long (150 vs 10.6 ms, simulate_traffic), which the default 1.5 would roll back.
             guardrails={"max_latency_ratio": 100},
-            actor=None,
+            actor=DEMO,
         )
     if (
         experiment.status == Experiment.Status.DRAFT
         and not Experiment.objects.filter(family=FAMILY, status__in=Experiment.ACTIVE).exists()
     ):
-        experiment = experiment_start(experiment=experiment, actor=None, reason="demo set-up")
+        experiment = experiment_start(experiment=experiment, actor=DEMO, reason="demo set-up")
     return experiment
 
 

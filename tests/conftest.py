@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 from engines.model_server import model_server_create
 from gate.layers.registry import gate_policy_parse
 from gate.models import GateRun
+from registry.actors import SYSTEM, SystemActor
 from registry.models import ModelVersion
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import api_token_create, user_role_grant
@@ -85,7 +86,7 @@ def serve_versions():
                 label=label,
                 backend_kind="builtin",
                 backend_config={"path": str(path)},
-                actor=None,
+                actor=SYSTEM,
             )
             server = model_server_create(
                 backend=model_version_backend(version=version, cached=False), model_name=version.ref, port=0
@@ -126,7 +127,7 @@ def gate_run_finished(db):
     """`gate_run_finished(version, "fail")`: a succeeded gate run of `version` with that verdict,
     finished now, and the version settled as the gate service would (gate_passed / gate_failed)."""
     items = suite_items_parse(records=[{"input": "q", "label": "payment"}])
-    suite = eval_suite_import(name="decisions", items=items, actor=None)[0]
+    suite = eval_suite_import(name="decisions", items=items, actor=SYSTEM)[0]
 
     def finish(version: ModelVersion, verdict: str, *, policy_overrides: dict | None = None) -> GateRun:
         run = GateRun.objects.create(
@@ -139,8 +140,8 @@ def gate_run_finished(db):
             progress=100,
             finished_at=timezone.now(),
         )
-        model_version_transition(version=version, to_status=ModelVersion.Status.EVALUATING, actor=None)
-        model_version_transition(version=version, to_status=GATE_STATUS[verdict], actor=None, system="gate")
+        model_version_transition(version=version, to_status=ModelVersion.Status.EVALUATING, actor=SYSTEM)
+        model_version_transition(version=version, to_status=GATE_STATUS[verdict], actor=SystemActor("gate"))
         return run
 
     return finish

@@ -32,11 +32,12 @@ from engines.stats.comparisons import (
     rate_compare,
 )
 from engines.stats.sufficient import MeanStats, Proportion
+from registry.actors import SystemActor
 
 LATENCY_SAMPLE = 10_000
 # Turns per session may grow by this much (relative) before it counts against the candidate.
 MAX_TURNS_INCREASE = 0.2
-SYSTEM = "canary-analysis"
+ANALYSIS = SystemActor("canary-analysis")
 
 
 def _user_answers(experiment: Experiment):
@@ -143,14 +144,12 @@ def experiment_analyze(*, experiment: Experiment, act: bool = True) -> CanaryAna
         if verdict == "fail":
             failing = "; ".join(r for r in reasons if "[fail]" in r) or "; ".join(reasons)
             experiment_rollback(
-                experiment=experiment, actor=None, system=SYSTEM, reason=f"canary analysis failed: {failing}"
+                experiment=experiment, actor=ANALYSIS, reason=f"canary analysis failed: {failing}"
             )
             action = "rolled_back"
         elif verdict == "pass" and experiment.status == Experiment.Status.RUNNING:
             if experiment.ramp_auto and experiment.ramp_step + 1 < len(experiment.ramp):
-                experiment_ramp(
-                    experiment=experiment, actor=None, system=SYSTEM, reason="canary analysis passed"
-                )
+                experiment_ramp(experiment=experiment, actor=ANALYSIS, reason="canary analysis passed")
                 action = "ramped"
             else:
                 action = "waiting_for_release_manager"

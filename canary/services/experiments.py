@@ -17,12 +17,17 @@ from django.utils import timezone
 
 from canary.models import Experiment
 from engines.routing import BUCKETS, share_to_buckets
+from registry.actors import Actor, actor_name, actor_require_role, actor_user
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
+from registry.roles import CI, RELEASE_MANAGER
 from registry.services.audit import audit_record
 from registry.services.webhooks import webhook_send
 
 Status = Experiment.Status
+# Who may act on an experiment (system parts, such as the canary analysis, act on their own).
+CREATE_ROLES = frozenset({CI, RELEASE_MANAGER})
+LIFECYCLE_ROLES = frozenset({RELEASE_MANAGER})
 
 # Guardrail keys and their defaults; analysis reads them (see canary.analysis).
 GUARDRAIL_DEFAULTS: dict[str, float] = {
@@ -96,7 +101,7 @@ def experiment_create(
     name: str,
     baseline: ModelVersion,
     candidate: ModelVersion,
-    actor,
+    actor: Actor,
     traffic_percent: float | None = None,
     ramp: Sequence[float] | None = None,
     ramp_auto: bool = False,
@@ -104,6 +109,7 @@ def experiment_create(
     qa_tokens: Sequence[str] = (),
 ) -> Experiment:
     """A draft experiment. With a ramp plan, the share starts at its first step."""
+    actor_require_role(actor, CREATE_ROLES, action="create an experiment")
     if candidate.pk == baseline.pk:
         raise ApplicationError(
             "The candidate must differ from the baseline.", fields={"candidate": ["same as the baseline"]}
@@ -143,7 +149,7 @@ def experiment_create(
             ramp_auto=ramp_auto,
             guardrails=_guardrails_parse(guardrails),
             qa_token_hashes=[qa_token_hash(t) for t in qa_tokens],
-            created_by=actor if getattr(actor, "is_authenticated", False) else None,
+            created_by=actor_user(actor),
         )
         audit_record(
             actor=actor,
@@ -164,8 +170,9 @@ def _locked(experiment: Experiment) -> Experiment:
 
 
 def _status_set(
-    *, experiment: Experiment, to: str, actor, reason: str, system: str = "system", **changes
+    *, experiment: Experiment, to: str, actor: Actor, reason: str, **changes: object
 ) -> Experiment:
+    actor_require_role(actor, LIFECYCLE_ROLES, action=f"move an experiment to {to}")
     with transaction.atomic():
         locked = _locked(experiment)
         if to not in TRANSITIONS[locked.status]:
@@ -199,12 +206,11 @@ def _status_set(
             before=before,
             after={"status": locked.status, "traffic_percent": locked.traffic_percent},
             reason=reason,
-            system=system,
         )
     return locked
 
 
-def experiment_start(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
+def experiment_start(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
     now = timezone.now()
     return _status_set(
         experiment=experiment,
@@ -216,13 +222,13 @@ def experiment_start(*, experiment: Experiment, actor, reason: str = "") -> Expe
     )
 
 
-def experiment_pause(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
+def experiment_pause(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
     return _status_set(
         experiment=experiment, to=Status.PAUSED, actor=actor, reason=reason, paused_at=timezone.now()
     )
 
 
-def experiment_resume(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
+def experiment_resume(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
     # While paused everyone was on the baseline: the traffic layers count from the resume on.
     return _status_set(
         experiment=experiment,
@@ -234,8 +240,9 @@ def experiment_resume(*, experiment: Experiment, actor, reason: str = "") -> Exp
     )
 
 
-def experiment_rollback(*, experiment: Experiment, actor, reason: str, system: str = "system") -> Experiment:
+def experiment_rollback(*, experiment: Experiment, actor: Actor, reason: str) -> Experiment:
     """Everyone back on the baseline at once; the experiment ends; a webhook tells the world."""
+    actor_require_role(actor, LIFECYCLE_ROLES, action="roll an experiment back")
     if not reason.strip():
         raise ApplicationError("A rollback needs a reason.", fields={"reason": ["required"]})
     with transaction.atomic():
@@ -244,7 +251,6 @@ def experiment_rollback(*, experiment: Experiment, actor, reason: str, system: s
             to=Status.ROLLED_BACK,
             actor=actor,
             reason=reason,
-            system=system,
             traffic_buckets=0,
             ended_at=timezone.now(),
             end_reason=reason,
@@ -256,13 +262,13 @@ def experiment_rollback(*, experiment: Experiment, actor, reason: str, system: s
                 "baseline": rolled_back.baseline.ref,
                 "candidate": rolled_back.candidate.ref,
                 "reason": reason,
-                "by": actor.get_username() if getattr(actor, "is_authenticated", False) else system,
+                "by": actor_name(actor),
             },
         )
     return rolled_back
 
 
-def experiment_promote(*, experiment: Experiment, actor, reason: str = "") -> Experiment:
+def experiment_promote(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
     """The candidate takes all traffic and the experiment ends."""
     return _status_set(
         experiment=experiment,
@@ -278,12 +284,12 @@ def experiment_promote(*, experiment: Experiment, actor, reason: str = "") -> Ex
 def experiment_ramp(
     *,
     experiment: Experiment,
-    actor,
+    actor: Actor,
     traffic_percent: float | None = None,
     reason: str = "",
-    system: str = "system",
 ) -> Experiment:
     """Raise the candidate's share: to `traffic_percent`, or to the ramp plan's next step."""
+    actor_require_role(actor, LIFECYCLE_ROLES, action="ramp an experiment")
     with transaction.atomic():
         locked = _locked(experiment)
         if locked.status not in Experiment.ACTIVE:
@@ -322,6 +328,5 @@ def experiment_ramp(
             before=before,
             after={"traffic_percent": locked.traffic_percent, "ramp_step": step},
             reason=reason,
-            system=system,
         )
     return locked

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.db.models import Count, Q
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from canary.models import CanaryAnalysis, Experiment, OutcomeEvent, ProbeRun, ProbeSet, TurnEvent
-from canary.selectors import experiment_get, experiment_get_live, experiment_list
+from canary.models import CanaryAnalysis, ProbeRun
+from canary.selectors import (
+    analyses_latest,
+    experiment_get,
+    experiment_get_live,
+    experiment_list,
+    experiments_live,
+    probe_runs_list,
+    probe_sets_list,
+)
 from canary.services import experiments as lifecycle
 from canary.services.assignment import experiment_assign
 from canary.services.events import events_ingest
@@ -39,74 +46,48 @@ class ProbeRunOutputSerializer(serializers.ModelSerializer):
         fields = ["id", "probe_set", "status", "report", "error", "started_at", "finished_at"]
 
 
-class ExperimentOutputSerializer(serializers.ModelSerializer):
-    baseline = serializers.CharField(source="baseline.ref")
-    candidate = serializers.CharField(source="candidate.ref")
-    traffic_percent = serializers.FloatField()
-    created_by = serializers.CharField(source="created_by.username", default=None)
-    live = serializers.SerializerMethodField()
-    latest_analysis = serializers.SerializerMethodField()
+class ArmLiveSerializer(serializers.Serializer):
+    users = serializers.IntegerField()
+    sessions = serializers.IntegerField()
+    questions = serializers.IntegerField()
+    answers = serializers.IntegerField()
+    errors = serializers.IntegerField()
+    fallbacks = serializers.IntegerField()
+    outcomes = serializers.IntegerField()
 
-    class Meta:
-        model = Experiment
-        fields = [
-            "id",
-            "name",
-            "family",
-            "baseline",
-            "candidate",
-            "status",
-            "traffic_percent",
-            "ramp",
-            "ramp_step",
-            "ramp_auto",
-            "guardrails",
-            "end_reason",
-            "created_by",
-            "created_at",
-            "started_at",
-            "ended_at",
-            "live",
-            "latest_analysis",
-        ]
 
-    def get_latest_analysis(self, obj) -> dict | None:
-        analysis = obj.analyses.order_by("-created_at").first()
-        return AnalysisOutputSerializer(analysis).data if analysis else None
+class LiveSerializer(serializers.Serializer):
+    baseline = ArmLiveSerializer()
+    candidate = ArmLiveSerializer()
 
-    def get_live(self, obj) -> dict:
-        """Per arm: users, sessions, user turns, errors, fallbacks, outcomes (probe traffic apart)."""
-        turns = (
-            TurnEvent.objects.filter(experiment=obj)
-            .exclude(source=TurnEvent.Source.PROBE)
-            .values("arm")
-            .annotate(
-                users=Count("user_id", distinct=True, filter=~Q(user_id="")),
-                sessions=Count("session_id", distinct=True),
-                questions=Count("id", filter=Q(role="user")),
-                answers=Count("id", filter=Q(role="assistant")),
-                errors=Count("id", filter=Q(role="assistant") & ~Q(error="")),
-                fallbacks=Count("id", filter=Q(fallback=True)),
-            )
-        )
-        outcomes = OutcomeEvent.objects.filter(experiment=obj).values("arm").annotate(outcomes=Count("id"))
-        live = {
-            arm: {
-                "users": 0,
-                "sessions": 0,
-                "questions": 0,
-                "answers": 0,
-                "errors": 0,
-                "fallbacks": 0,
-                "outcomes": 0,
-            }
-            for arm in ARMS
-        }
-        for row in turns:
-            live[row.pop("arm")].update(row)
-        for row in outcomes:
-            live[row["arm"]]["outcomes"] = row["outcomes"]
-        return live
+
+class ExperimentOutputSerializer(serializers.Serializer):
+    """An experiment with its live figures per arm (users, sessions, questions, answers, errors,
+    fallbacks, outcomes; probe traffic apart) and its latest analysis. Serializes `ExperimentLive`."""
+
+    id = serializers.IntegerField(source="experiment.pk")
+    name = serializers.CharField(source="experiment.name")
+    family = serializers.CharField(source="experiment.family")
+    baseline = serializers.CharField(source="experiment.baseline.ref")
+    candidate = serializers.CharField(source="experiment.candidate.ref")
+    status = serializers.CharField(source="experiment.status")
+    traffic_percent = serializers.FloatField(source="experiment.traffic_percent")
+    ramp = serializers.ListField(child=serializers.FloatField(), source="experiment.ramp")
+    ramp_step = serializers.IntegerField(source="experiment.ramp_step")
+    ramp_auto = serializers.BooleanField(source="experiment.ramp_auto")
+    guardrails = serializers.DictField(source="experiment.guardrails")
+    end_reason = serializers.CharField(source="experiment.end_reason")
+    created_by = serializers.CharField(source="experiment.created_by.username", default=None)
+    created_at = serializers.DateTimeField(source="experiment.created_at")
+    started_at = serializers.DateTimeField(source="experiment.started_at")
+    ended_at = serializers.DateTimeField(source="experiment.ended_at")
+    live = LiveSerializer(source="arms")
+    latest_analysis = AnalysisOutputSerializer(allow_null=True)
+
+
+def experiment_output(experiment) -> dict:
+    """One experiment as the API answers it (its live figures read in a fixed number of queries)."""
+    return ExperimentOutputSerializer(experiments_live(experiments=[experiment])[0]).data
 
 
 class ExperimentListApi(APIView):
@@ -126,7 +107,9 @@ class ExperimentListApi(APIView):
 
     @extend_schema(responses=ExperimentOutputSerializer(many=True))
     def get(self, request):
-        return Response(ExperimentOutputSerializer(experiment_list(), many=True).data)
+        return Response(
+            ExperimentOutputSerializer(experiments_live(experiments=experiment_list()), many=True).data
+        )
 
     @extend_schema(request=InputSerializer, responses={201: ExperimentOutputSerializer})
     def post(self, request):
@@ -144,13 +127,13 @@ class ExperimentListApi(APIView):
             qa_tokens=data.get("qa_tokens", ()),
             actor=request.user,
         )
-        return Response(ExperimentOutputSerializer(experiment).data, status=status.HTTP_201_CREATED)
+        return Response(experiment_output(experiment), status=status.HTTP_201_CREATED)
 
 
 class ExperimentDetailApi(APIView):
     @extend_schema(responses=ExperimentOutputSerializer)
     def get(self, request, name: str):
-        return Response(ExperimentOutputSerializer(experiment_get(name=name)).data)
+        return Response(experiment_output(experiment_get(name=name)))
 
 
 class ExperimentActionApi(APIView):
@@ -176,7 +159,7 @@ class ExperimentActionApi(APIView):
             experiment = lifecycle.experiment_ramp(**common, traffic_percent=data.get("traffic_percent"))
         else:
             experiment = getattr(lifecycle, f"experiment_{action}")(**common)
-        return Response(ExperimentOutputSerializer(experiment).data)
+        return Response(experiment_output(experiment))
 
 
 def _assign_input(data: object) -> dict:
@@ -292,10 +275,8 @@ class ExperimentAnalysisApi(APIView):
 
     @extend_schema(responses=AnalysisOutputSerializer(many=True))
     def get(self, request, name: str):
-        experiment = experiment_get(name=name)
-        return Response(
-            AnalysisOutputSerializer(experiment.analyses.order_by("-created_at")[:50], many=True).data
-        )
+        analyses = analyses_latest(experiment=experiment_get(name=name), limit=50)
+        return Response(AnalysisOutputSerializer(analyses, many=True).data)
 
     @extend_schema(request=None, responses=AnalysisOutputSerializer)
     def post(self, request, name: str):
@@ -315,8 +296,7 @@ class ProbeRunListApi(APIView):
 
     @extend_schema(responses=ProbeRunOutputSerializer(many=True))
     def get(self, request, name: str):
-        experiment = experiment_get(name=name)
-        runs = experiment.probe_runs.select_related("probe_set").order_by("-started_at")[:50]
+        runs = probe_runs_list(experiment=experiment_get(name=name))
         return Response(ProbeRunOutputSerializer(runs, many=True).data)
 
     @extend_schema(request=InputSerializer, responses={202: None})
@@ -330,16 +310,17 @@ class ProbeRunListApi(APIView):
         return Response({"queued": [p.name for p in sets]}, status=status.HTTP_202_ACCEPTED)
 
 
-class ProbeSetOutputSerializer(serializers.ModelSerializer):
-    probes = serializers.IntegerField(source="probes.count")
-    weaknesses = serializers.SerializerMethodField()
+class ProbeSetOutputSerializer(serializers.Serializer):
+    """Serializes `ProbeSetSummary`: the set and its probe count per weakness."""
 
-    class Meta:
-        model = ProbeSet
-        fields = ["id", "name", "family", "description", "is_demo", "probes", "weaknesses", "created_at"]
-
-    def get_weaknesses(self, obj) -> dict[str, int]:
-        return dict(obj.probes.values_list("weakness").annotate(n=Count("id")).order_by("weakness"))
+    id = serializers.IntegerField(source="probe_set.pk")
+    name = serializers.CharField(source="probe_set.name")
+    family = serializers.CharField(source="probe_set.family")
+    description = serializers.CharField(source="probe_set.description")
+    is_demo = serializers.BooleanField(source="probe_set.is_demo")
+    probes = serializers.IntegerField()
+    weaknesses = serializers.DictField(child=serializers.IntegerField())
+    created_at = serializers.DateTimeField(source="probe_set.created_at")
 
 
 class ProbeSetListApi(APIView):
@@ -357,7 +338,7 @@ class ProbeSetListApi(APIView):
 
     @extend_schema(responses=ProbeSetOutputSerializer(many=True))
     def get(self, request):
-        return Response(ProbeSetOutputSerializer(ProbeSet.objects.order_by("name"), many=True).data)
+        return Response(ProbeSetOutputSerializer(probe_sets_list(), many=True).data)
 
     @extend_schema(
         request={"multipart/form-data": UploadSerializer}, responses={201: ProbeSetOutputSerializer}
@@ -381,4 +362,5 @@ class ProbeSetListApi(APIView):
             description=data.get("description", ""),
             actor=request.user,
         )
-        return Response(ProbeSetOutputSerializer(probe_set).data, status=status.HTTP_201_CREATED)
+        [summary] = probe_sets_list(ids=[probe_set.pk])
+        return Response(ProbeSetOutputSerializer(summary).data, status=status.HTTP_201_CREATED)

@@ -20,6 +20,7 @@ from gate.layers.base import ClaimLost, LayerContext, Progress
 from gate.layers.registry import LAYERS, gate_policy_parse
 from gate.models import GateRun
 from gate.services.policies import gate_policy_resolve
+from registry.actors import SystemActor
 from registry.dispatch import Task, task_send
 from registry.errors import ApplicationError
 from registry.models import EvalSuite, ModelVersion
@@ -193,8 +194,7 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
     run.finished_at = timezone.now()
     run.save(update_fields=["status", "verdict", "verdict_reasons", "progress", "finished_at"])
     audit_record(
-        actor=None,
-        system=f"worker {run.worker}",
+        actor=SystemActor(f"worker {run.worker}"),
         action="gate_run.finish",
         target=run,
         after={"verdict": verdict, "reasons": reasons},
@@ -231,8 +231,7 @@ def gate_run_fail(*, gate_run_id: int, status: str, reason: str) -> GateRun:
         run.finished_at = timezone.now()
         run.save(update_fields=["status", "verdict", "verdict_reasons", "error_message", "finished_at"])
         audit_record(
-            actor=None,
-            system="gate",
+            actor=SystemActor("gate"),
             action="gate_run.fail",
             target=run,
             after={"status": status},
@@ -257,8 +256,7 @@ def _candidate_settle(*, run: GateRun) -> None:
     model_version_transition(
         version=candidate,
         to_status=to_status,
-        actor=None,
-        system="gate",
+        actor=SystemActor("gate"),
         reason=f"gate run {run.pk}: {run.verdict}",
     )
 
@@ -284,8 +282,7 @@ def gate_run_reap_stale(*, now=None) -> dict[str, int]:
         ).update(status=Status.QUEUED, worker="")
         if requeued:
             audit_record(
-                actor=None,
-                system="reaper",
+                actor=SystemActor("reaper"),
                 action="gate_run.requeue",
                 target=run,
                 reason=f"worker {run.worker or '?'} stopped reporting",

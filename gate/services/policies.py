@@ -10,6 +10,7 @@ from gate.layers.registry import gate_policy_parse
 from gate.models import GatePolicy
 from gate.policy import GatePolicyConfig, PolicyError
 from gate.selectors.policies import gate_policy_get
+from registry.actors import Actor
 from registry.errors import ApplicationError
 from registry.services.audit import audit_record
 
@@ -47,9 +48,7 @@ def gate_policy_resolve(
 
 
 @transaction.atomic
-def gate_policy_save(
-    *, name: str, config: dict[str, Any], description: str = "", actor: Any, system: str = "system"
-) -> GatePolicy:
+def gate_policy_save(*, name: str, config: dict[str, Any], description: str = "", actor: Actor) -> GatePolicy:
     """Create or change a named policy. The config is checked against every layer's keys (errors name
     `config.<key>`); the change is audited with the config before and after. Runs keep the snapshot
     of the config they started with."""
@@ -72,7 +71,6 @@ def gate_policy_save(
     policy.save()
     audit_record(
         actor=actor,
-        system=system,
         action="gate_policy.create" if before is None else "gate_policy.change",
         target=policy,
         before=before,

@@ -2,24 +2,23 @@ from __future__ import annotations
 
 from django.db import models
 
+from registry.actors import Actor, actor_name, actor_user
 from registry.models import AuditLog
 
 
 def audit_record(
     *,
-    actor,
+    actor: Actor,
     action: str,
     target: models.Model,
     before: dict | None = None,
     after: dict | None = None,
     reason: str = "",
-    system: str = "system",
 ) -> AuditLog:
-    """Append one audit row. `actor` is a user, or None for a system part named by `system`."""
-    user = actor if getattr(actor, "is_authenticated", False) else None
+    """Append one audit row: who (a user, or the system part acting), what, on what, and why."""
     return AuditLog.objects.create(
-        actor=user,
-        actor_name=user.get_username() if user else system,
+        actor=actor_user(actor),
+        actor_name=actor_name(actor),
         action=action,
         target_type=target._meta.label_lower,
         target_id=str(target.pk),

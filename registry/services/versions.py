@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from engines.backends.config import BackendConfigError, backend_config_validate
+from registry.actors import Actor
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
 from registry.services.audit import audit_record
@@ -111,7 +112,7 @@ def model_version_register(
 
 @transaction.atomic
 def model_version_transition(
-    *, version: ModelVersion, to_status: str, actor, reason: str = "", system: str = "system"
+    *, version: ModelVersion, to_status: str, actor: Actor, reason: str = ""
 ) -> ModelVersion:
     """Move a version along its lifecycle; refuses any step not in TRANSITIONS."""
     locked = ModelVersion.objects.select_for_update().get(pk=version.pk)
@@ -137,15 +138,12 @@ def model_version_transition(
         before={"status": before},
         after={"status": to_status},
         reason=reason,
-        system=system,
     )
     version.status = locked.status
     return locked
 
 
-def model_version_serving_set(
-    *, version: ModelVersion, serving_url: str, actor, system: str = "system"
-) -> ModelVersion:
+def model_version_serving_set(*, version: ModelVersion, serving_url: str, actor: Actor) -> ModelVersion:
     """Point live traffic (the canary proxy) at `serving_url`, an OpenAI-compatible base URL."""
     from django.core.validators import URLValidator
 
@@ -165,7 +163,6 @@ def model_version_serving_set(
         target=version,
         before={"serving_url": before},
         after={"serving_url": serving_url},
-        system=system,
     )
     return version
 

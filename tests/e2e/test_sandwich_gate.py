@@ -119,10 +119,13 @@ def test_simulated_canary_traffic_feeds_all_three_layers_and_the_cli_exit_code(
             assert layer["reasons"] and not any("policy needs at least" in r for r in layer["reasons"])
             assert layer["ci_low"] <= layer["estimate"] <= layer["ci_high"], layer
         follow_ups = layers["follow_up_rate"]["details"]
-        assert follow_ups["candidate"]["answered"] >= 200 and follow_ups["baseline"]["answered"] >= 200
+        judged = follow_ups["judged"]
+        assert judged["candidate"]["answered"] >= 200 and judged["baseline"]["answered"] >= 200
         assert follow_ups["inputs"]["unjudged_turns"] == 0
         business = layers["business_value"]["details"]
-        assert business["srm"]["mismatch"] is False and business["inputs"]["metric"] == "review_hours"
+        assert (
+            business["judged"]["srm"]["mismatch"] is False and business["inputs"]["metric"] == "review_hours"
+        )
         expected, _ = gate_verdict(
             required_layers=list(layers), layer_verdicts={n: v["verdict"] for n, v in layers.items()}
         )

@@ -12,6 +12,7 @@ import pytest
 from engines.backends import backend_build
 from engines.demo.dataset import demo_dataset_build
 from engines.model_server import model_server_create
+from registry.actors import SYSTEM
 from registry.services.versions import model_version_backend, model_version_register
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def v3(small_bow):
     return model_version_register(
-        family="fam", label="v3", backend_kind="builtin", backend_config={"path": str(small_bow)}, actor=None
+        family="fam",
+        label="v3",
+        backend_kind="builtin",
+        backend_config={"path": str(small_bow)},
+        actor=SYSTEM,
     )
 
 
@@ -68,8 +73,8 @@ def test_serve_model_command_serves_over_http(small_bow, tmp_path):
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     register = (
-        "from registry.services.versions import model_version_backend, model_version_register as r; "
-        "r(family='fam', label='v3', backend_kind='builtin', actor=None, "
+        "from registry.actors import SYSTEM; from registry.services.versions import model_version_register as r; "
+        "r(family='fam', label='v3', backend_kind='builtin', actor=SYSTEM, "
         f"backend_config={{'path': {str(small_bow)!r}}})"
     )
     subprocess.run([*manage, "shell", "-c", register], cwd=ROOT, env=env, check=True)

@@ -24,6 +24,7 @@ from evalhub import cli
 from evalhub.devstack import port_free
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute
+from registry.actors import SYSTEM
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import api_token_create, user_role_grant
 from registry.services.versions import model_version_register
@@ -44,16 +45,21 @@ def family(transactional_db, small_bow):
     """fam:v2 (candidate) and fam:v1 (its baseline), both the small real model; suite `fam`."""
     config = {"path": str(small_bow)}
     v1 = model_version_register(
-        family="fam", label="v1", backend_kind="builtin", backend_config=config, status="promoted", actor=None
+        family="fam",
+        label="v1",
+        backend_kind="builtin",
+        backend_config=config,
+        status="promoted",
+        actor=SYSTEM,
     )
     model_version_register(
-        family="fam", label="v2", backend_kind="builtin", backend_config=config, baseline=v1, actor=None
+        family="fam", label="v2", backend_kind="builtin", backend_config=config, baseline=v1, actor=SYSTEM
     )
     records = [
         {"id": i.id, "input": i.input, "label": i.label, "tags": list(i.tags)}
         for i in demo_dataset_build(seed=0).eval[:60]
     ]
-    eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=None)
+    eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=SYSTEM)
 
 
 @pytest.fixture

@@ -21,10 +21,11 @@ from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import api_token_create, user_role_grant
 from evalhub.wsgi import application  # noqa: F401  (what gunicorn loads)
 import workers  # the Celery app, as the web process uses it to enqueue
+from registry.actors import SYSTEM
 
 user = get_user_model().objects.create_superuser("root", password="pw")
 _, key = api_token_create(user=user)
-eval_suite_import(name="fam", items=suite_items_parse(records=[{"input": "q", "label": "a"}]), actor=None)
+eval_suite_import(name="fam", items=suite_items_parse(records=[{"input": "q", "label": "a"}]), actor=SYSTEM)
 client = Client(HTTP_AUTHORIZATION=f"Token {key}")
 statuses = [
     client.post("/api/v1/model-versions/", {"family": "fam", "label": "v1", "backend_kind": "hf",

@@ -3,7 +3,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from canary.services.probes import probe_set_import_jsonl
+from registry.actors import SystemActor
 from registry.errors import ApplicationError
+
+COMMAND = SystemActor("manage.py import_probes")
 
 
 class Command(BaseCommand):
@@ -22,7 +25,11 @@ class Command(BaseCommand):
             raise CommandError(f"{file} is not a file")
         try:
             probe_set = probe_set_import_jsonl(
-                name=name, family=family, content=file.read_bytes(), description=description, actor=None
+                name=name,
+                family=family,
+                content=file.read_bytes(),
+                description=description,
+                actor=COMMAND,
             )
         except ApplicationError as exc:
             raise CommandError(f"{exc.message} {exc.fields}") from None

@@ -2,8 +2,11 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from registry.actors import SystemActor
 from registry.errors import ApplicationError
 from registry.services.suites import eval_suite_import, suite_items_parse
+
+COMMAND = SystemActor("manage.py import_suite")
 
 
 class Command(BaseCommand):
@@ -21,7 +24,7 @@ class Command(BaseCommand):
         fmt = format or ("csv" if path.suffix.lower() == ".csv" else "jsonl")
         try:
             items = suite_items_parse(content=path.read_bytes(), fmt=fmt, field=str(path))
-            suite, created = eval_suite_import(name=name, items=items, description=description, actor=None)
+            suite, created = eval_suite_import(name=name, items=items, description=description, actor=COMMAND)
         except ApplicationError as exc:
             details = "\n".join(f"  {key}: {'; '.join(msgs)}" for key, msgs in exc.fields.items())
             raise CommandError(f"{exc.message}\n{details}") from None

@@ -9,6 +9,7 @@ from canary.models import CanaryAnalysis, ProbeRun, ProbeSet, TurnEvent
 from canary.services.analysis import experiment_analyze
 from canary.services.events import events_ingest
 from canary.services.experiments import experiment_create, experiment_start
+from registry.actors import SYSTEM
 from registry.models import AuditLog
 from registry.services.versions import model_version_register
 
@@ -16,8 +17,8 @@ BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "contract-assis
 
 
 def versions():
-    v3 = model_version_register(family="fam", label="v3", actor=None, status="promoted", **BUILTIN)
-    v4 = model_version_register(family="fam", label="v4", actor=None, baseline=v3, **BUILTIN)
+    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     return v3, v4
 
 
@@ -74,9 +75,9 @@ def probe_report(experiment, *, candidate_only: int = 3, baseline_only: int = 2,
 def experiment(db):
     v3, v4 = versions()
     created = experiment_create(
-        name="exp", baseline=v3, candidate=v4, traffic_percent=5, ramp=[5, 25, 100], actor=None
+        name="exp", baseline=v3, candidate=v4, traffic_percent=5, ramp=[5, 25, 100], actor=SYSTEM
     )
-    return experiment_start(experiment=created, actor=None)
+    return experiment_start(experiment=created, actor=SYSTEM)
 
 
 @pytest.mark.django_db
@@ -162,9 +163,14 @@ def test_stopping_the_candidates_server_rolls_back_while_users_keep_answers(
     v3, v4 = serve_versions({"v3": small_bow, "v4": small_bow})
     v4_server = serve_versions.servers["v4"]
     created = experiment_create(
-        name="sim", baseline=v3, candidate=v4, traffic_percent=50, actor=None, guardrails={"min_requests": 50}
+        name="sim",
+        baseline=v3,
+        candidate=v4,
+        traffic_percent=50,
+        actor=SYSTEM,
+        guardrails={"min_requests": 50},
     )
-    experiment = experiment_start(experiment=created, actor=None)
+    experiment = experiment_start(experiment=created, actor=SYSTEM)
     v4_server.shutdown()  # the candidate goes down
     v4_server.server_close()
     call_command(

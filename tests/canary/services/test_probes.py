@@ -8,6 +8,7 @@ from canary.services.experiments import experiment_create, experiment_start
 from canary.services.probes import probe_run_execute, probe_runs_due, probe_set_import
 from engines.demo.dataset import demo_dataset_build
 from engines.training import bow_train
+from registry.actors import SYSTEM
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,14 +24,14 @@ def better_bow(tmp_path_factory):
 @pytest.fixture
 def experiment(small_bow, better_bow, serve_versions):
     v3, v4 = serve_versions({"v3": small_bow, "v4": better_bow})
-    created = experiment_create(name="exp", baseline=v3, candidate=v4, actor=None)
-    return experiment_start(experiment=created, actor=None)
+    created = experiment_create(name="exp", baseline=v3, candidate=v4, actor=SYSTEM)
+    return experiment_start(experiment=created, actor=SYSTEM)
 
 
 @pytest.fixture
 def probe_set():
     return probe_set_import(
-        name="weak-spots", family="contract-assistant", probes=demo_probes_build(per_weakness=8), actor=None
+        name="weak-spots", family="contract-assistant", probes=demo_probes_build(per_weakness=8), actor=SYSTEM
     )
 
 

@@ -8,6 +8,7 @@ from django.conf import settings as django_settings
 from canary.models import TurnEvent
 from canary.services import telemetry
 from canary.services.experiments import experiment_create, experiment_start
+from registry.actors import SYSTEM
 from registry.services.tokens import api_token_create, user_role_grant
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,8 +30,10 @@ def token(django_user_model):
 
 def running(versions, percent=50.0, name="exp"):
     v3, v4 = versions
-    experiment = experiment_create(name=name, baseline=v3, candidate=v4, traffic_percent=percent, actor=None)
-    return experiment_start(experiment=experiment, actor=None)
+    experiment = experiment_create(
+        name=name, baseline=v3, candidate=v4, traffic_percent=percent, actor=SYSTEM
+    )
+    return experiment_start(experiment=experiment, actor=SYSTEM)
 
 
 def proxy_url(live_server, name="exp"):

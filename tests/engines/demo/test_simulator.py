@@ -8,6 +8,7 @@ from django.core.management import call_command
 
 from canary.models import OutcomeEvent, TurnEvent
 from canary.services.experiments import experiment_create, experiment_start
+from registry.actors import SYSTEM
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -15,8 +16,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def experiment(small_bow, serve_versions):
     v3, v4 = serve_versions({"v3": small_bow, "v4": small_bow})
-    created = experiment_create(name="sim", baseline=v3, candidate=v4, traffic_percent=30, actor=None)
-    return experiment_start(experiment=created, actor=None)
+    created = experiment_create(name="sim", baseline=v3, candidate=v4, traffic_percent=30, actor=SYSTEM)
+    return experiment_start(experiment=created, actor=SYSTEM)
 
 
 def simulate(live_server, **options) -> dict:

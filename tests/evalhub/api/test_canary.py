@@ -7,6 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from canary.models import Experiment, OutcomeEvent, Probe, ProbeSet, TurnEvent
+from registry.actors import SYSTEM
 from registry.models import AuditLog
 from registry.services.versions import model_version_register
 from tests.evalhub.api.test_core import assert_error
@@ -19,8 +20,8 @@ QA_TOKEN = "qa-token-0123456789abcdef"
 
 @pytest.fixture
 def versions():
-    v3 = model_version_register(family="ca", label="v3", actor=None, status="promoted", **BUILTIN)
-    v4 = model_version_register(family="ca", label="v4", actor=None, baseline=v3, **BUILTIN)
+    v3 = model_version_register(family="ca", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v4 = model_version_register(family="ca", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     return v3, v4
 
 
@@ -145,7 +146,7 @@ class TestExperiments:
 
     def test_small_shares_and_other_families(self, ci_client, versions):
         assert create(ci_client, traffic_percent=0.01).json()["traffic_percent"] == 0.01
-        model_version_register(family="other", label="x", actor=None, **BUILTIN)
+        model_version_register(family="other", label="x", actor=SYSTEM, **BUILTIN)
         assert_error(create(ci_client, name="cross", candidate="other:x"), 400, "candidate")
 
     def test_roles(self, ci_client, app, versions):
@@ -378,3 +379,51 @@ class TestProbeSets:
         out = io.StringIO()
         call_command("import_probes", str(path), name="cmd", family="ca", stdout=out)
         assert "1 probes" in out.getvalue() and ProbeSet.objects.get(name="cmd").probes.count() == 1
+
+
+class TestListQueries:
+    """List endpoints read their rows and figures in a fixed number of queries, whatever the size."""
+
+    def experiments(self, count: int, versions) -> None:
+        from canary.models import CanaryAnalysis
+        from canary.services.experiments import experiment_create
+
+        v3, v4 = versions
+        for i in range(count):
+            experiment = experiment_create(name=f"e{i}", baseline=v3, candidate=v4, actor=SYSTEM)
+            CanaryAnalysis.objects.create(experiment=experiment, verdict="pass", reasons=[], metrics={})
+            TurnEvent.objects.create(
+                experiment=experiment,
+                event_id=f"t{i}",
+                session_id="s",
+                user_id="u",
+                arm="baseline",
+                turn_index=0,
+                role="user",
+                text="q",
+                occurred_at=experiment.created_at,
+            )
+
+    @pytest.mark.parametrize("count", [1, 6])
+    def test_experiments(self, ci_client, versions, count, django_assert_num_queries):
+        self.experiments(count, versions)
+        ci_client.get("/api/v1/canary/experiments/")  # the token's first use is recorded once
+        # token, roles, experiments, turn figures, outcome figures, latest analyses
+        with django_assert_num_queries(6):
+            response = ci_client.get("/api/v1/canary/experiments/")
+        body = response.json()
+        assert len(body) == count and body[0]["live"]["baseline"]["questions"] == 1
+        assert body[0]["latest_analysis"]["verdict"] == "pass"
+
+    @pytest.mark.parametrize("count", [1, 6])
+    def test_probe_sets(self, ci_client, count, django_assert_num_queries):
+        for i in range(count):
+            probe_set = ProbeSet.objects.create(name=f"ps{i}", family="ca")
+            Probe.objects.create(
+                probe_set=probe_set, external_id="p", input="x", expected_label="y", weakness="w"
+            )
+        ci_client.get("/api/v1/canary/probe-sets/")  # the token's first use is recorded once
+        # token, roles, probe sets, probe counts
+        with django_assert_num_queries(4):
+            body = ci_client.get("/api/v1/canary/probe-sets/").json()
+        assert [s["probes"] for s in body] == [1] * count and body[0]["weaknesses"] == {"w": 1}

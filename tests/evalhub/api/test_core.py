@@ -7,6 +7,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from gate.models import GateRun
+from registry.actors import SYSTEM
 from registry.models import AuditLog, EvalSuite, ModelVersion
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
@@ -27,13 +28,13 @@ def assert_error(response, status: int, field: str | None = None):
 
 @pytest.fixture
 def v3():
-    return model_version_register(family="ca", label="v3", actor=None, status="promoted", **BUILTIN)
+    return model_version_register(family="ca", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
 
 
 @pytest.fixture
 def suite():
     items = suite_items_parse(records=[{"input": f"q{i}", "label": "payment"} for i in range(40)])
-    return eval_suite_import(name="ca", items=items, actor=None)[0]
+    return eval_suite_import(name="ca", items=items, actor=SYSTEM)[0]
 
 
 class TestModelVersions:
@@ -119,7 +120,7 @@ class TestModelVersions:
 
     def test_legal_transition_is_audited(self, make_client):
         manager = make_client("release_manager")
-        version = model_version_register(family="ca", label="v5", actor=None, **BUILTIN)
+        version = model_version_register(family="ca", label="v5", actor=SYSTEM, **BUILTIN)
         response = manager.post(
             "/api/v1/model-versions/ca:v5/transition/",
             {"status": "evaluating", "reason": "manual"},
@@ -239,7 +240,7 @@ class TestGateRuns:
     def test_start_answers_202_and_enqueues_on_commit(
         self, ci_client, v3, suite, django_capture_on_commit_callbacks
     ):
-        model_version_register(family="ca", label="v4", baseline=v3, actor=None, **BUILTIN)
+        model_version_register(family="ca", label="v4", baseline=v3, actor=SYSTEM, **BUILTIN)
         with django_capture_on_commit_callbacks() as callbacks:
             response = ci_client.post("/api/v1/gate-runs/", {"candidate": "ca:v4"}, format="json")
         assert response.status_code == 202, response.content

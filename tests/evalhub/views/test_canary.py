@@ -19,6 +19,7 @@ from engines.stats.sufficient import RatioStats
 from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
 from gate.models import GatePolicy
 from gate.services.gate_runs import gate_run_start
+from registry.actors import SYSTEM
 from registry.models import AuditLog
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
@@ -36,10 +37,10 @@ SESSIONS = 240
 
 @pytest.fixture
 def experiment():
-    v3 = model_version_register(family="fam", label="v3", actor=None, status="promoted", **BUILTIN)
-    v4 = model_version_register(family="fam", label="v4", actor=None, baseline=v3, is_demo=True, **BUILTIN)
-    created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=None)
-    started = experiment_start(experiment=created, actor=None)
+    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, is_demo=True, **BUILTIN)
+    created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
+    started = experiment_start(experiment=created, actor=SYSTEM)
     # The traffic below happened over the last three days (the window is just under three days).
     Experiment.objects.filter(pk=started.pk).update(share_since=timezone.now() - timedelta(days=3, hours=-1))
     started.refresh_from_db()
@@ -145,7 +146,7 @@ def test_pages_and_actions_need_a_login(experiment):
 
 def test_list_shows_every_experiment_with_its_latest_verdict(experiment, traffic, viewer):
     v3, v4 = experiment.baseline, experiment.candidate
-    experiment_create(name="draft-one", baseline=v3, candidate=v4, traffic_percent=1, actor=None)
+    experiment_create(name="draft-one", baseline=v3, candidate=v4, traffic_percent=1, actor=SYSTEM)
     analysis = experiment_analyze(experiment=experiment, act=False)
 
     response = viewer.get("/canary/")
@@ -273,9 +274,9 @@ def test_probe_report_and_gate_runs_of_the_experiment(experiment, viewer):
     suite = eval_suite_import(
         name="fam",
         items=suite_items_parse(records=[{"id": "a", "input": "x", "label": "payment"}]),
-        actor=None,
+        actor=SYSTEM,
     )[0]
-    run = gate_run_start(candidate=experiment.candidate, suite=suite, actor=None)
+    run = gate_run_start(candidate=experiment.candidate, suite=suite, actor=SYSTEM)
     assert run.experiment_id == experiment.pk
 
     response = viewer.get("/canary/exp/")
@@ -289,7 +290,9 @@ def test_probe_report_and_gate_runs_of_the_experiment(experiment, viewer):
 
 
 def test_an_experiment_without_traffic_renders(experiment, manager):
-    experiment_create(name="empty", baseline=experiment.baseline, candidate=experiment.candidate, actor=None)
+    experiment_create(
+        name="empty", baseline=experiment.baseline, candidate=experiment.candidate, actor=SYSTEM
+    )
     response = manager.get("/canary/empty/")
     assert response.status_code == 200
     html = response.content.decode()
@@ -339,7 +342,7 @@ def test_actions_need_the_csrf_token(experiment, manager):
 
 def test_start_and_promote_from_the_page(experiment, manager):
     draft = experiment_create(
-        name="next", baseline=experiment.baseline, candidate=experiment.candidate, ramp=[1, 5], actor=None
+        name="next", baseline=experiment.baseline, candidate=experiment.candidate, ramp=[1, 5], actor=SYSTEM
     )
     Experiment.objects.filter(pk=experiment.pk).update(status="promoted")  # frees the family
     assert manager.post("/canary/next/start/", {"reason": "go"}).status_code == 302

@@ -11,6 +11,7 @@ from gate.models import Decision, GateRun
 from gate.selectors.decisions import override_request_open
 from gate.services import decisions as decisions_service
 from gate.services.decisions import decision_record
+from registry.actors import SYSTEM
 from registry.dispatch import Task
 from registry.errors import ApplicationError
 from registry.models import AuditLog, ModelVersion
@@ -283,7 +284,7 @@ def test_two_confirmations_at_once_only_one_lands(decision_user, version_gated):
 
 def test_a_pass_of_a_weakened_gate_needs_an_override(gate_run_finished, decision_user):
     version = model_version_register(
-        family="fam", label="weak", backend_kind="builtin", backend_config={"path": "x"}, actor=None
+        family="fam", label="weak", backend_kind="builtin", backend_config={"path": "x"}, actor=SYSTEM
     )
     run = gate_run_finished(version, "pass", policy_overrides={"required_layers": ["clean_accuracy"]})
     first, second = decision_user(), decision_user()
@@ -302,7 +303,7 @@ def test_an_inconclusive_gate_can_still_be_rejected_or_approved_by_override(gate
     manager, other = decision_user(), decision_user()
     for label, action in (("short", "reject"), ("short-2", "override_request")):
         version = model_version_register(
-            family="fam", label=label, backend_kind="builtin", backend_config={"path": "x"}, actor=None
+            family="fam", label=label, backend_kind="builtin", backend_config={"path": "x"}, actor=SYSTEM
         )
         run = gate_run_finished(version, "pass")
         GateRun.objects.filter(pk=run.pk).update(verdict="insufficient_data")

@@ -15,6 +15,7 @@ from gate.services.gate_runs import (
     gate_run_reap_stale,
     gate_run_start,
 )
+from registry.actors import SYSTEM
 from registry.models import AuditLog, ModelVersion
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
@@ -29,7 +30,7 @@ def suite():
         {"id": i.id, "input": i.input, "label": i.label, "language": i.language, "tags": list(i.tags)}
         for i in items
     ]
-    return eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=None)[0]
+    return eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=SYSTEM)[0]
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def versions(small_bow):
         backend_kind="builtin",
         backend_config={"path": str(small_bow)},
         status="promoted",
-        actor=None,
+        actor=SYSTEM,
     )
     candidate = model_version_register(
         family="fam",
@@ -48,7 +49,7 @@ def versions(small_bow):
         backend_kind="builtin",
         backend_config={"path": str(small_bow)},
         baseline=baseline,
-        actor=None,
+        actor=SYSTEM,
     )
     return candidate, baseline
 
@@ -56,7 +57,7 @@ def versions(small_bow):
 def start(candidate, suite, **overrides):
     """A run of the clean-accuracy layer only, unless the overrides name other layers."""
     overrides = {"required_layers": ["clean_accuracy"], **overrides}
-    return gate_run_start(candidate=candidate, suite=suite, actor=None, policy_overrides=overrides)
+    return gate_run_start(candidate=candidate, suite=suite, actor=SYSTEM, policy_overrides=overrides)
 
 
 def test_execute_stores_clean_accuracy_from_the_models(versions, suite):
@@ -129,7 +130,7 @@ def test_unreachable_endpoint_is_transient(versions, suite):
         family="fam",
         label="remote",
         backend_kind="openai",
-        actor=None,
+        actor=SYSTEM,
         backend_config={"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 0, "timeout_s": 1},
     )
     run = start(candidate, suite)
@@ -282,7 +283,11 @@ def test_a_crashed_run_resumes_without_recomputing_finished_chunks(versions, sui
     assert len(asked) - first_attempt == 100
 
     other = model_version_register(
-        family="fam", label="v9", backend_kind="builtin", backend_config=candidate.backend_config, actor=None
+        family="fam",
+        label="v9",
+        backend_kind="builtin",
+        backend_config=candidate.backend_config,
+        actor=SYSTEM,
     )
     uninterrupted = gate_run_execute(gate_run_id=start(other, suite, **overrides).pk, worker="w3")
     a, b = robustness_of(resumed), robustness_of(uninterrupted)
@@ -359,7 +364,7 @@ def test_attack_mode_refuses_a_model_without_class_scores(versions, suite):
         label="remote",
         backend_kind="openai",
         backend_config={"base_url": "http://127.0.0.1:9/v1", "model": "m"},
-        actor=None,
+        actor=SYSTEM,
     )
     run = start(remote, suite, **{**ROBUST, "required_layers": ["robustness"]}, attack_recipe="deepwordbug")
     layer = robustness_of(gate_run_execute(gate_run_id=run.pk, worker="w"))
@@ -387,7 +392,7 @@ def test_reference_only_items_are_judged_by_similarity(versions):
     records = [
         {"id": i.id, "input": i.input, "reference": typo(i.reference), "language": i.language} for i in items
     ]
-    suite = eval_suite_import(name="free-text", items=suite_items_parse(records=records), actor=None)[0]
+    suite = eval_suite_import(name="free-text", items=suite_items_parse(records=records), actor=SYSTEM)[0]
     run = gate_run_execute(gate_run_id=start(candidate, suite, run_baseline=False).pk, worker="w")
     samples = SampleResult.objects.filter(layer_result__gate_run=run).select_related("item")
     assert samples.count() == 40

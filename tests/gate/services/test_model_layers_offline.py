@@ -34,15 +34,16 @@ from engines.demo.dataset import demo_dataset_build
 from gate.services.gate_runs import gate_run_execute, gate_run_start
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
+from registry.actors import SYSTEM
 
 items = demo_dataset_build(seed=0).eval[::8]
 records = [{"id": i.id, "input": i.input, "label": i.label, "language": i.language} for i in items]
-suite, _ = eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=None)
+suite, _ = eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=SYSTEM)
 version = model_version_register(family="fam", label="v1", backend_kind="builtin",
-                                 backend_config={"path": sys.argv[1]}, actor=None)
+                                 backend_config={"path": sys.argv[1]}, actor=SYSTEM)
 overrides = {"required_layers": ["robustness"], "robustness_samples": 120, "robustness_min_samples": 100,
              "attack_recipe": "deepwordbug", "attack_items": 8}
-run = gate_run_start(candidate=version, suite=suite, actor=None, policy_overrides=overrides)
+run = gate_run_start(candidate=version, suite=suite, actor=SYSTEM, policy_overrides=overrides)
 run = gate_run_execute(gate_run_id=run.pk, worker="offline")
 layer = run.layers.get(layer="robustness")
 attacked = layer.details["attack"]["versions"][version.ref]["items_sampled"]

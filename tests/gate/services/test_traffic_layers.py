@@ -17,6 +17,7 @@ from engines.stats.sufficient import RatioStats
 from gate.layers.registry import layer_get
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute, gate_run_start
+from registry.actors import SYSTEM
 from registry.dispatch import Task
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
@@ -40,10 +41,10 @@ WRONG = {"payment": "termination", "termination": "confidentiality", "confidenti
 
 @pytest.fixture
 def experiment():
-    v3 = model_version_register(family="fam", label="v3", actor=None, status="promoted", **BUILTIN)
-    v4 = model_version_register(family="fam", label="v4", actor=None, baseline=v3, **BUILTIN)
-    created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=None)
-    started = experiment_start(experiment=created, actor=None)
+    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
+    created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
+    started = experiment_start(experiment=created, actor=SYSTEM)
     # The traffic below happened in the last hour.
     Experiment.objects.filter(pk=started.pk).update(share_since=timezone.now() - timedelta(hours=1))
     started.refresh_from_db()
@@ -53,7 +54,7 @@ def experiment():
 @pytest.fixture
 def suite():
     records = [{"id": "a", "input": "x", "label": "payment"}]
-    return eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=None)[0]
+    return eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=SYSTEM)[0]
 
 
 def sessions(*, arm: str, count: int, accuracy: float, follow_up_if_wrong: float, follow_up_if_right: float):
@@ -99,7 +100,7 @@ def details_of(layer):
 
 
 def run_layers(candidate, suite, **overrides):
-    run = gate_run_start(candidate=candidate, suite=suite, actor=None, policy_overrides=overrides)
+    run = gate_run_start(candidate=candidate, suite=suite, actor=SYSTEM, policy_overrides=overrides)
     gate_run_execute(gate_run_id=run.pk, worker="test")
     return GateRun.objects.get(pk=run.pk)
 
@@ -185,8 +186,8 @@ def test_traffic_before_the_last_share_change_is_not_counted(experiment, suite):
 
 
 def test_without_an_experiment_the_traffic_layers_are_insufficient_data(suite):
-    v3 = model_version_register(family="fam", label="v3", actor=None, status="promoted", **BUILTIN)
-    v4 = model_version_register(family="fam", label="v4", actor=None, baseline=v3, **BUILTIN)
+    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     run = run_layers(v4, suite, required_layers=["follow_up_rate", "business_value"])
     assert {layer.layer: layer.verdict for layer in run.layers.all()} == {
         "follow_up_rate": "insufficient_data",
@@ -398,7 +399,7 @@ def test_a_rolled_back_experiment_is_still_checked_against_the_split_it_ran(expe
         + outcomes(arm="candidate", users=200, hours=2.0, seed=0)[0]
     )
     ingest(user_turns(arm="baseline", users=400) + user_turns(arm="candidate", users=200))
-    rolled_back = experiment_rollback(experiment=experiment, actor=None, reason="guardrail")
+    rolled_back = experiment_rollback(experiment=experiment, actor=SYSTEM, reason="guardrail")
     assert rolled_back.traffic_buckets == 0 and rolled_back.window_buckets == 5000
     run = run_layers(
         experiment.candidate, suite, required_layers=["business_value"], business_metric="review_hours"
@@ -410,10 +411,10 @@ def test_a_rolled_back_experiment_is_still_checked_against_the_split_it_ran(expe
 def test_a_pause_ends_the_window_and_a_resume_starts_a_new_one(experiment):
     from canary.services.experiments import experiment_pause, experiment_resume
 
-    paused = experiment_pause(experiment=experiment, actor=None)
+    paused = experiment_pause(experiment=experiment, actor=SYSTEM)
     window = traffic_window_get(experiment=paused)
     assert (window.start, window.end) == (experiment.share_since, paused.paused_at)
-    resumed = experiment_resume(experiment=paused, actor=None)
+    resumed = experiment_resume(experiment=paused, actor=SYSTEM)
     window = traffic_window_get(experiment=resumed)
     assert resumed.paused_at is None and window.start == resumed.share_since > paused.paused_at
     assert resumed.window_buckets == resumed.traffic_buckets == 5000
@@ -422,12 +423,12 @@ def test_a_pause_ends_the_window_and_a_resume_starts_a_new_one(experiment):
 def test_every_layer_compares_the_same_two_versions(experiment, suite):
     from registry.errors import ApplicationError
 
-    v2 = model_version_register(family="fam", label="v2", actor=None, status="promoted", **BUILTIN)
+    v2 = model_version_register(family="fam", label="v2", actor=SYSTEM, status="promoted", **BUILTIN)
     with pytest.raises(ApplicationError) as refused:
         gate_run_start(
-            candidate=experiment.candidate, baseline=v2, suite=suite, actor=None, experiment_name="exp"
+            candidate=experiment.candidate, baseline=v2, suite=suite, actor=SYSTEM, experiment_name="exp"
         )
     assert list(refused.value.fields) == ["experiment"]
     # Unnamed, the experiment against another baseline is not picked.
-    run = gate_run_start(candidate=experiment.candidate, baseline=v2, suite=suite, actor=None)
+    run = gate_run_start(candidate=experiment.candidate, baseline=v2, suite=suite, actor=SYSTEM)
     assert run.experiment is None

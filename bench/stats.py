@@ -591,7 +591,7 @@ def layer_summary(name: str, result, sql_log: SqlLog) -> list[str]:
         lines.append(
             f"      {judged.method}: improvement {_f(improvement and improvement.estimate)} h "
             f"[{_f(improvement and improvement.ci_low)}, {_f(improvement and improvement.ci_high)}]; "
-            f"control {judged.control}, treatment {judged.treatment}"
+            f"control {judged.baseline}, treatment {judged.candidate}"
         )
         lines.append(f"      assigned units {details.inputs.assigned_units}, SRM p {_f(srm and srm.p_value)}")
     lines.append(

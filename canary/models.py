@@ -112,7 +112,7 @@ class TurnEvent(models.Model):
     # The candidate failed and the baseline answered instead (proxy only).
     fallback = models.BooleanField(default=False)
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.CLIENT)
-    # User turns only, set by the follow-up detector (`engines.followup.detector.KINDS`); null until judged.
+    # User turns only, set by the follow-up detector (`engines.follow_up.detector.KINDS`); null until judged.
     follow_up_kind = models.CharField(max_length=12, null=True, blank=True)
     occurred_at = models.DateTimeField()
     received_at = models.DateTimeField(auto_now_add=True)
@@ -137,7 +137,7 @@ class TurnEvent(models.Model):
 
 
 class FollowUpDetectorConfig(models.Model):
-    """A family's follow-up detector thresholds (`engines.followup.detector.FollowUpThresholds`); a family
+    """A family's follow-up detector thresholds (`engines.follow_up.detector.FollowUpThresholds`); a family
     without a row uses the defaults tuned on the bundled labelled set."""
 
     family = models.CharField(max_length=100, unique=True)

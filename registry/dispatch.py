@@ -32,7 +32,7 @@ class Task(StrEnum):
     GATE_RUN_EXECUTE = "workers.tasks.gate_run_execute_task"
     GATE_RUN_REAP_STALE = "workers.tasks.gate_run_reap_stale_task"
     TURN_STREAM_DRAIN = "workers.tasks.turn_stream_drain_task"
-    FOLLOW_UPS_LABEL = "workers.tasks.followups_label_task"
+    FOLLOW_UPS_LABEL = "workers.tasks.follow_ups_label_task"
     WEBHOOK_DELIVER = "workers.tasks.webhook_deliver_task"
     CANARY_ANALYSIS = "workers.tasks.canary_analysis_task"
     PROBE_RUNS = "workers.tasks.probe_runs_task"
@@ -72,7 +72,7 @@ app.conf.beat_schedule = {
         "schedule": _every("EVALHUB_TELEMETRY_DRAIN_SECONDS", 2),
         "options": {"expires": 10},
     },
-    "canary-followups-label": {
+    "canary-follow-ups-label": {
         "task": Task.FOLLOW_UPS_LABEL.value,
         "schedule": _every("EVALHUB_FOLLOWUP_LABEL_SECONDS", 30),
         "options": {"expires": 60},

@@ -21,7 +21,7 @@ PURE = (
     "engines.embeddings",
     "engines.training",
     "engines.model_server",
-    "engines.followup",
+    "engines.follow_up",
     "engines.demo",
     "engines.device",
     "gate.judges",

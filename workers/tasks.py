@@ -15,7 +15,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.db import InterfaceError, OperationalError
 
 from canary.services.analysis import experiments_analyze
-from canary.services.followups import followups_label
+from canary.services.follow_ups import follow_ups_label
 from canary.services.probes import probe_run_execute_by_id, probe_runs_due
 from canary.services.telemetry import turn_stream_drain
 from engines.backends import BackendError
@@ -97,10 +97,10 @@ def turn_stream_drain_task() -> int:
 
 
 @app.task(name=Task.FOLLOW_UPS_LABEL, soft_time_limit=120, time_limit=150)
-def followups_label_task() -> dict:
+def follow_ups_label_task() -> dict:
     """Judge the user turns not judged yet (follow-up, deepening or new) for gate layer 2."""
 
-    return followups_label(max_seconds=60)
+    return follow_ups_label(max_seconds=60)
 
 
 @app.task(

@@ -3,8 +3,8 @@ from django.contrib import admin, messages
 
 from canary.models import Experiment, FollowUpDetectorConfig, OutcomeEvent, TurnEvent
 from canary.services.experiments import experiment_pause, experiment_rollback
-from canary.services.followups import followup_thresholds_set
-from engines.followup.detector import FollowUpThresholds
+from canary.services.follow_ups import follow_up_thresholds_set
+from engines.follow_up.detector import FollowUpThresholds
 from evalhub.admin.base import ReadOnlyAdmin
 from registry.errors import ApplicationError
 
@@ -69,7 +69,7 @@ class FollowUpDetectorConfigForm(forms.ModelForm):
         model = FollowUpDetectorConfig
         fields = ["family", "thresholds"]
         help_texts = {
-            "thresholds": "Keys of engines.followup.detector.FollowUpThresholds; missing keys keep "
+            "thresholds": "Keys of engines.follow_up.detector.FollowUpThresholds; missing keys keep "
             "their defaults: " + ", ".join(f"{k}={v}" for k, v in FollowUpThresholds().as_dict().items())
         }
 
@@ -89,7 +89,7 @@ class FollowUpDetectorConfigAdmin(admin.ModelAdmin):
     list_display = ["family", "thresholds", "updated_at"]
 
     def save_model(self, request, obj, form, change):
-        saved = followup_thresholds_set(family=obj.family, thresholds=obj.thresholds, actor=request.user)
+        saved = follow_up_thresholds_set(family=obj.family, thresholds=obj.thresholds, actor=request.user)
         obj.pk = saved.pk
 
     def get_readonly_fields(self, request, obj=None):

@@ -93,7 +93,7 @@ def aa_false_positive_rates(
             control = _arm(cumulative[:, run, 0, size - 1], size)
             treatment = _arm(cumulative[:, run, 1, size - 1], size)
             # Every look is judged: the sample-size guard is not what is studied here.
-            common = dict(control=control, treatment=treatment, direction=DECREASE, alpha=alpha, min_units=2)
+            common = dict(baseline=control, candidate=treatment, direction=DECREASE, alpha=alpha, min_units=2)
             fixed = business_value_judge(**common)
             sequential = business_value_judge(**common, sequential_tau=tau)
             fixed_any |= fixed.verdict == PASS

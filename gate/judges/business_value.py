@@ -1,20 +1,21 @@
 """Layer 3, business value: does the candidate improve the policy's outcome metric in a user-randomised
-A/B test by at least the minimum effect? Pure, no Django; the statistics come from `ab_stats`.
+A/B test by at least the minimum effect? Pure, no Django; the statistics come from `engines.stats`
+(which, as statistics do, calls the arms control and treatment: here the baseline and the candidate).
 
-Inputs are per-arm sufficient statistics, control = baseline version, treatment = candidate:
+Inputs are per-arm sufficient statistics of the baseline and the candidate:
 - `RatioStats` when outcomes cluster in users (the randomisation unit): per user x = Σ metric values
   (review hours), y = number of outcomes (contracts), metric Σx/Σy, delta-method variance (`ratio_effect`);
 - `MeanStats` when every outcome is its own independent unit: Welch's t-test (`mean_effect`).
 
-Decision: a one-sided test at level `alpha`. The improvement is control − treatment when `direction` is
-"decrease" (less is better) and treatment − control when "increase", in the metric's unit. The two-sided
+Decision: a one-sided test at level `alpha`. The improvement is baseline − candidate when `direction` is
+"decrease" (less is better) and candidate − baseline when "increase", in the metric's unit. The two-sided
 (1 − 2·alpha) interval of the effect gives, at its improvement-side lower end, the one-sided (1 − alpha)
 lower confidence bound; pass when that bound is ≥ `min_effect` (> 0 when `min_effect` is 0). Under an A/A
 test the bound clears 0 with probability about alpha (the normal approximation), so false passes come at
 rate alpha; `aa_simulation` checks this.
 
 Sequential (`sequential_tau` set): the interval is the always-valid normal-mixture confidence sequence
-(`ab_stats.sequential_interval`, Howard et al. 2021; Johari et al., "Always valid inference") at
+(`engines.stats.effects.sequential_interval`, Howard et al. 2021; Johari et al., "Always valid inference") at
 confidence 1 − 2·alpha, and its improvement-side lower end decides, so the layer may be recomputed at
 every look without inflating the false-positive rate. The mixture is symmetric, so each side is crossed
 with probability about alpha (at most alpha plus half the chance of crossing both sides, which is
@@ -101,7 +102,7 @@ class Improvement:
     ci_high: float
     confidence: float  # 1 − 2·alpha, two-sided
     one_sided_level: float  # 1 − alpha
-    # When a larger sample would likely pass: units per arm ("control", "treatment").
+    # When a larger sample would likely pass: units per arm ("baseline", "candidate").
     units_needed: dict[str, int] | None = None
 
 
@@ -116,7 +117,7 @@ class BusinessValueResult:
     """The layer's verdict and its report.
 
     `method`: the test that decided ("ratio_delta", "welch_t", or "normal_mixture_sequential" with
-    `sequential` True). `effect`: the fixed-horizon treatment − control `Effect` at the same confidence,
+    `sequential` True). `effect`: the fixed-horizon candidate − baseline `Effect` at the same confidence,
     with the relative lift. `srm`: None when not checked."""
 
     verdict: str
@@ -127,29 +128,29 @@ class BusinessValueResult:
     alpha: float
     improvement: Improvement | None
     effect: Effect
-    control: ArmValue
-    treatment: ArmValue
+    baseline: ArmValue
+    candidate: ArmValue
     srm: SrmResult | None
     sequential: bool
 
 
 def _check_settings(
     *,
-    control: RatioStats | MeanStats,
-    treatment: RatioStats | MeanStats,
+    baseline: RatioStats | MeanStats,
+    candidate: RatioStats | MeanStats,
     direction: str,
     min_effect: float,
     alpha: float,
     min_units: int,
     assigned_units: tuple[int, int] | None,
-    expected_treatment_share: float | None,
+    expected_candidate_share: float | None,
     srm_alpha: float,
     sequential_tau: float | None,
 ) -> None:
-    if not isinstance(control, (RatioStats, MeanStats)) or type(treatment) is not type(control):
+    if not isinstance(baseline, (RatioStats, MeanStats)) or type(candidate) is not type(baseline):
         raise TypeError(
-            "control and treatment must both be RatioStats or both MeanStats, got "
-            f"{type(control).__name__} and {type(treatment).__name__}"
+            "baseline and candidate must both be RatioStats or both MeanStats, got "
+            f"{type(baseline).__name__} and {type(candidate).__name__}"
         )
     if direction not in BUSINESS_DIRECTIONS:
         raise ValueError(f"direction={direction!r} must be one of {BUSINESS_DIRECTIONS}")
@@ -159,8 +160,8 @@ def _check_settings(
         raise ValueError(f"alpha={alpha} outside (0, 0.5)")
     if isinstance(min_units, bool) or not isinstance(min_units, int) or min_units < 2:
         raise ValueError(f"min_units={min_units!r} must be an integer of at least 2")
-    if expected_treatment_share is not None and not 0 < expected_treatment_share < 1:
-        raise ValueError(f"expected_treatment_share={expected_treatment_share} outside (0, 1)")
+    if expected_candidate_share is not None and not 0 < expected_candidate_share < 1:
+        raise ValueError(f"expected_candidate_share={expected_candidate_share} outside (0, 1)")
     if assigned_units is not None and (
         len(assigned_units) != 2 or any(isinstance(n, bool) or int(n) != n or n < 0 for n in assigned_units)
     ):
@@ -171,14 +172,14 @@ def _check_settings(
         raise ValueError(f"sequential_tau={sequential_tau} must be positive and finite")
 
 
-def _difference_variance(*, control: RatioStats | MeanStats, treatment: RatioStats | MeanStats) -> float:
-    """Variance of the estimate of treatment − control (delta method for ratios)."""
-    if isinstance(control, RatioStats):
-        assert isinstance(treatment, RatioStats)
-        parts = (control.ratio_variance, treatment.ratio_variance)
+def _difference_variance(*, baseline: RatioStats | MeanStats, candidate: RatioStats | MeanStats) -> float:
+    """Variance of the estimate of candidate − baseline (delta method for ratios)."""
+    if isinstance(baseline, RatioStats):
+        assert isinstance(candidate, RatioStats)
+        parts = (baseline.ratio_variance, candidate.ratio_variance)
     else:
-        assert control.variance is not None and treatment.variance is not None
-        parts = (control.variance / control.n, treatment.variance / treatment.n)
+        assert baseline.variance is not None and candidate.variance is not None
+        parts = (baseline.variance / baseline.n, candidate.variance / candidate.n)
     assert parts[0] is not None and parts[1] is not None
     return parts[0] + parts[1]
 
@@ -212,44 +213,44 @@ def _value(stats: RatioStats | MeanStats) -> float | None:
 
 def business_value_judge(
     *,
-    control: RatioStats | MeanStats,
-    treatment: RatioStats | MeanStats,
+    baseline: RatioStats | MeanStats,
+    candidate: RatioStats | MeanStats,
     direction: str,
     min_effect: float = 0.0,
     alpha: float = 0.05,
     min_units: int = 100,
     assigned_units: tuple[int, int] | None = None,
-    expected_treatment_share: float | None = None,
+    expected_candidate_share: float | None = None,
     srm_alpha: float = 0.001,
     sequential_tau: float | None = None,
 ) -> BusinessValueResult:
-    """Pass when the treatment's improvement over control is at least `min_effect` with one-sided
+    """Pass when the candidate's improvement over baseline is at least `min_effect` with one-sided
     confidence 1 − alpha (fixed horizon, or always valid with `sequential_tau`); see the module docstring.
 
-    `assigned_units` = (control, treatment) units assigned, checked against the shares
-    (1 − expected_treatment_share, expected_treatment_share) for a sample ratio mismatch when both are
+    `assigned_units` = (baseline, candidate) units assigned, checked against the shares
+    (1 − expected_candidate_share, expected_candidate_share) for a sample ratio mismatch when both are
     given (an all-or-nothing split has no share to check: pass None and `srm` is None)."""
     _check_settings(
-        control=control,
-        treatment=treatment,
+        baseline=baseline,
+        candidate=candidate,
         direction=direction,
         min_effect=min_effect,
         alpha=alpha,
         min_units=min_units,
         assigned_units=assigned_units,
-        expected_treatment_share=expected_treatment_share,
+        expected_candidate_share=expected_candidate_share,
         srm_alpha=srm_alpha,
         sequential_tau=sequential_tau,
     )
     confidence = 1 - 2 * alpha
     level = f"{confidence * 100:g} %"
-    compare = ratio_effect if isinstance(control, RatioStats) else mean_effect
-    effect = compare(control=control, treatment=treatment, confidence=confidence)
+    compare = ratio_effect if isinstance(baseline, RatioStats) else mean_effect
+    effect = compare(control=baseline, treatment=candidate, confidence=confidence)
     srm = None
-    if assigned_units is not None and expected_treatment_share is not None:
+    if assigned_units is not None and expected_candidate_share is not None:
         srm = srm_check(
             counts=[int(units) for units in assigned_units],
-            expected_shares=(1 - expected_treatment_share, expected_treatment_share),
+            expected_shares=(1 - expected_candidate_share, expected_candidate_share),
             alpha=srm_alpha,
         )
     sequential = sequential_tau is not None
@@ -267,8 +268,8 @@ def business_value_judge(
             alpha=alpha,
             improvement=improvement,
             effect=effect,
-            control=ArmValue(units=control.n, value=_value(control)),
-            treatment=ArmValue(units=treatment.n, value=_value(treatment)),
+            baseline=ArmValue(units=baseline.n, value=_value(baseline)),
+            candidate=ArmValue(units=candidate.n, value=_value(candidate)),
             srm=srm,
             sequential=sequential,
         )
@@ -276,15 +277,15 @@ def business_value_judge(
     if srm is not None and srm.mismatch:
         test = f"chi-square {srm.chi_square:.2f}" if srm.chi_square is not None else "exact binomial test"
         reason = (
-            f"sample ratio mismatch: {assigned_units[0]} control and {assigned_units[1]} treatment units "
-            f"assigned against an expected treatment share {expected_treatment_share:g} ({test}, "
+            f"sample ratio mismatch: {assigned_units[0]} baseline and {assigned_units[1]} candidate units "
+            f"assigned against an expected candidate share {expected_candidate_share:g} ({test}, "
             f"p = {srm.p_value:.3g} < {srm_alpha:g}): the assignment or logging is broken, the effect is "
             "not trusted"
         )
         return result(ERROR, [reason])
     too_few = [
         f"{arm} has {stats.n} units, the policy needs at least {min_units}"
-        for arm, stats in (("control", control), ("treatment", treatment))
+        for arm, stats in (("baseline", baseline), ("candidate", candidate))
         if stats.n < min_units
     ]
     if too_few:
@@ -294,20 +295,20 @@ def business_value_judge(
 
     decision: Effect = effect
     if sequential_tau is not None:
-        if isinstance(control, RatioStats):
-            assert isinstance(treatment, RatioStats)
-            control_units, treatment_units = control.linearised(), treatment.linearised()
+        if isinstance(baseline, RatioStats):
+            assert isinstance(candidate, RatioStats)
+            baseline_units, candidate_units = baseline.linearised(), candidate.linearised()
         else:
-            control_units, treatment_units = control, treatment
+            baseline_units, candidate_units = baseline, candidate
         decision = sequential_interval(
-            control=control_units, treatment=treatment_units, tau=sequential_tau, confidence=confidence
+            control=baseline_units, treatment=candidate_units, tau=sequential_tau, confidence=confidence
         )
         if decision.error is not None:
             reason = f"the sequential interval cannot be computed: {decision.error}"
             return result(INSUFFICIENT, [reason])
     assert decision.estimate is not None and decision.ci_low is not None and decision.ci_high is not None
 
-    # Turn "treatment − control" into "improvement": positive is better.
+    # Turn "candidate − baseline" into "improvement": positive is better.
     if direction == DECREASE:
         estimate, low, high = -decision.estimate, -decision.ci_high, -decision.ci_low
     else:
@@ -328,16 +329,16 @@ def business_value_judge(
     reasons = [f"{summary}: lower bound {low:.4g} {shortfall}"]
     if estimate > min_effect:
         factor = _units_factor(
-            variance=_difference_variance(control=control, treatment=treatment),
+            variance=_difference_variance(baseline=baseline, candidate=candidate),
             gap=estimate - min_effect,
             alpha=alpha,
             tau=sequential_tau,
         )
-        needed = {"control": math.ceil(control.n * factor), "treatment": math.ceil(treatment.n * factor)}
+        needed = {"baseline": math.ceil(baseline.n * factor), "candidate": math.ceil(candidate.n * factor)}
         improvement = replace(improvement, units_needed=needed)
         reasons.append(
             f"not shown yet: the estimate clears {target} but the bound does not; about "
-            f"{needed['control']} control and {needed['treatment']} treatment units would show it if the "
+            f"{needed['baseline']} baseline and {needed['candidate']} candidate units would show it if the "
             "effect held at its estimate"
         )
         return result(INSUFFICIENT, reasons, improvement)

@@ -41,7 +41,7 @@ NEWCOMBE = "newcombe_hybrid_score"
 # Judged on the Wilson upper bound (the data must show the rate is under the bar) or on the rate.
 UPPER_BOUND, POINT = "upper_bound", "point"
 FOLLOW_UP_DECIDE_ON = (UPPER_BOUND, POINT)
-# Detector kinds that a policy may count (`engines.followup.detector.KINDS` less "new").
+# Detector kinds that a policy may count (`engines.follow_up.detector.KINDS` less "new").
 FOLLOW_UP_KINDS = ("follow_up", "deepening")
 # Share of user turns the detector may still owe (their answers not stored yet) before the layer waits.
 MAX_UNJUDGED_SHARE = 0.05

@@ -36,7 +36,7 @@ from gate.reporting import Attribution, AttributionLevel, Table
 def outcome_stats(
     *, window: TrafficWindow, policy: BusinessValuePolicy, metric: str
 ) -> tuple[RatioStats | MeanStats, RatioStats | MeanStats]:
-    """(control, treatment) sufficient statistics of `metric` over a window, as layer 3 judges them:
+    """(baseline, candidate) sufficient statistics of `metric` over a window, as layer 3 judges them:
     RatioStats per user, or MeanStats per outcome (`business_per`)."""
     kind: type[RatioStats] | type[MeanStats] = RatioStats if policy.business_per == "user" else MeanStats
     stats = outcome_stats_by_arm(window=window, metric=metric, per=policy.business_per)
@@ -48,16 +48,16 @@ def business_value_measure(
 ) -> BusinessValueResult:
     """Layer 3's judgement of `metric` over a window, with the policy's direction, minimum effect and
     tau, and the split checked on `units` (`assigned_units_by_arm`). The layer and the dashboards call it."""
-    control, treatment = outcome_stats(window=window, policy=policy, metric=metric)
+    baseline, candidate = outcome_stats(window=window, policy=policy, metric=metric)
     return business_value_judge(
-        control=control,
-        treatment=treatment,
+        baseline=baseline,
+        candidate=candidate,
         direction=policy.business_direction,
         min_effect=policy.business_min_effect,
         alpha=policy.business_alpha,
         min_units=policy.business_min_units,
         assigned_units=(units[BASELINE], units[CANDIDATE]),
-        expected_treatment_share=window.candidate_share,
+        expected_candidate_share=window.candidate_share,
         srm_alpha=policy.business_srm_alpha,
         sequential_tau=policy.business_sequential_tau,
     )

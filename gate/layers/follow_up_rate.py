@@ -15,7 +15,7 @@ from canary.selectors import (
     follow_ups_by_hour,
     traffic_window_get,
 )
-from canary.services.followups import followup_thresholds_get, followups_label
+from canary.services.follow_ups import follow_up_thresholds_get, follow_ups_label
 from engines.routing import BASELINE, CANDIDATE
 from gate.judges.follow_up_rate import (
     FollowUpCounts,
@@ -137,7 +137,7 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
             )
         window = traffic_window_get(experiment=experiment)
         mark = time.perf_counter()
-        labelled = followups_label(experiment=experiment, until=window.end)
+        labelled = follow_ups_label(experiment=experiment, until=window.end)
         label_seconds = time.perf_counter() - mark
         mark = time.perf_counter()
         result = follow_up_rate_measure(window=window, policy=ctx.policy)
@@ -145,7 +145,7 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
         inputs = FollowUpInputs(
             **vars(traffic_inputs(window)),
             counted_kinds=list(section.follow_up_kinds),
-            detector_thresholds=followup_thresholds_get(family=experiment.family).as_dict(),
+            detector_thresholds=follow_up_thresholds_get(family=experiment.family).as_dict(),
             unjudged_turns=result.unjudged,
         )
         details = FollowUpRateDetails(

@@ -77,11 +77,11 @@ class FollowUpPanel:
 class DailyRow:
     day: int
     until: datetime
-    control_units: int
-    treatment_units: int
+    baseline_units: int
+    candidate_units: int
     error: str = ""
-    control_value: float | None = None
-    treatment_value: float | None = None
+    baseline_value: float | None = None
+    candidate_value: float | None = None
     estimate: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
@@ -312,17 +312,17 @@ def _daily(
     """Per day, cumulative from the window's start: the always-valid interval of the improvement."""
     rows, lowest_p = [], 1.0
     for day, until in _day_ends(start=window.start, end=window.end):
-        control, treatment = outcome_stats(window=window.until(until), policy=policy, metric=metric)
-        row = DailyRow(day=day, until=until, control_units=control.n, treatment_units=treatment.n)
-        if isinstance(control, RatioStats) and isinstance(treatment, RatioStats):
+        baseline, candidate = outcome_stats(window=window.until(until), policy=policy, metric=metric)
+        row = DailyRow(day=day, until=until, baseline_units=baseline.n, candidate_units=candidate.n)
+        if isinstance(baseline, RatioStats) and isinstance(candidate, RatioStats):
             try:
-                control, treatment = control.linearised(), treatment.linearised()
+                baseline, candidate = baseline.linearised(), candidate.linearised()
             except ValueError:
                 rows.append(replace(row, error="too few units"))
                 continue
-        assert not isinstance(control, RatioStats) and not isinstance(treatment, RatioStats)
+        assert not isinstance(baseline, RatioStats) and not isinstance(candidate, RatioStats)
         effect = sequential_interval(
-            control=control, treatment=treatment, tau=tau, confidence=1 - 2 * policy.business_alpha
+            control=baseline, treatment=candidate, tau=tau, confidence=1 - 2 * policy.business_alpha
         )
         if effect.error is not None:
             rows.append(replace(row, error=effect.error))
@@ -342,8 +342,8 @@ def _daily(
         rows.append(
             replace(
                 row,
-                control_value=effect.control_value,
-                treatment_value=effect.treatment_value,
+                baseline_value=effect.control_value,
+                candidate_value=effect.treatment_value,
                 estimate=sign * effect.estimate,
                 ci_low=low,
                 ci_high=high,

@@ -73,7 +73,8 @@ def test_serve_model_command_serves_over_http(small_bow, tmp_path):
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     register = (
-        "from registry.actors import SYSTEM; from registry.services.versions import model_version_register as r; "
+        "from registry.actors import SYSTEM; "
+        "from registry.services.versions import model_version_register as r; "
         "r(family='fam', label='v3', backend_kind='builtin', actor=SYSTEM, "
         f"backend_config={{'path': {str(small_bow)!r}}})"
     )

@@ -2,13 +2,14 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from engines.followup.detector import KINDS, FollowUpThresholds, followup_evaluate, followup_set_load
+from engines.follow_up.detector import KINDS, FollowUpThresholds, follow_up_evaluate, follow_up_set_load
 
 
 class Command(BaseCommand):
     help = (
         "Measure the follow-up detector (gate layer 2) on the hand-labelled set "
-        "engines/followup/data/followup_pairs.jsonl: precision/recall/F1 of 'is a follow-up', per language, "
+        "engines/follow_up/data/follow_up_pairs.jsonl: precision/recall/F1 of 'is a follow-up', per "
+        "language, "
         "and the 3-way confusion matrix. Tune on --split dev, report on --split test."
     )
 
@@ -23,10 +24,10 @@ class Command(BaseCommand):
 
         try:
             chosen = FollowUpThresholds.from_dict(_json_object(thresholds))
-            rows = [row for row in followup_set_load() if split in ("all", row["split"])]
+            rows = [row for row in follow_up_set_load() if split in ("all", row["split"])]
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-        report = {"split": split, **followup_evaluate(rows=rows, embed=sentence_embed, thresholds=chosen)}
+        report = {"split": split, **follow_up_evaluate(rows=rows, embed=sentence_embed, thresholds=chosen)}
         if options["json"]:
             if not options["mistakes"]:
                 report.pop("mistakes")

@@ -194,9 +194,9 @@ def test_dashboard_numbers_are_the_selectors_and_the_gate_judges(experiment, tra
     assert list(metrics) == ["csat", "review_hours"]
     stats = outcome_stats_by_arm(window=window, metric="review_hours", per="user")
     review = metrics["review_hours"].result
-    for arm, side in (("baseline", "control"), ("candidate", "treatment")):
+    for arm in ("baseline", "candidate"):
         ratio = RatioStats(**stats[arm]).ratio
-        assert getattr(review, side).value == pytest.approx(ratio)
+        assert getattr(review, arm).value == pytest.approx(ratio)
         assert f"{ratio:.3f}" in html
     assert review.direction == "decrease" and review.improvement.estimate > 0
     assert metrics["csat"].result.verdict == "insufficient_data"
@@ -234,7 +234,7 @@ def test_daily_table_gives_cumulative_always_valid_intervals(experiment, traffic
         window=window.until(start + timedelta(days=2)), metric="review_hours", per="user"
     )
     control, treatment = RatioStats(**stats["baseline"]), RatioStats(**stats["candidate"])
-    assert (day.control_units, day.treatment_units) == (control.n, treatment.n)
+    assert (day.baseline_units, day.candidate_units) == (control.n, treatment.n)
     expected = sequential_interval(
         control=control.linearised(),
         treatment=treatment.linearised(),
@@ -243,7 +243,7 @@ def test_daily_table_gives_cumulative_always_valid_intervals(experiment, traffic
     )
     assert day.estimate == pytest.approx(-expected.estimate)  # decrease is better
     assert (day.ci_low, day.ci_high) == pytest.approx((-expected.ci_high, -expected.ci_low))
-    assert [row.treatment_units for row in daily] == sorted(row.treatment_units for row in daily)
+    assert [row.candidate_units for row in daily] == sorted(row.candidate_units for row in daily)
     # The last day is the whole window: the interval layer 3 judges on (sequential, as the policy says).
     improvement = review.result.improvement
     assert review.result.sequential is True

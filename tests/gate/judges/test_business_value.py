@@ -29,8 +29,8 @@ RATIO_TREATMENT = RatioStats.of([(1.0, 1), (4.0, 3), (2.5, 2), (3.5, 3), (2.0, 2
 
 
 def judge(**settings):
-    settings.setdefault("control", CONTROL)
-    settings.setdefault("treatment", TREATMENT)
+    settings.setdefault("baseline", CONTROL)
+    settings.setdefault("candidate", TREATMENT)
     settings.setdefault("direction", "decrease")
     return business_value_judge(**settings)
 
@@ -51,8 +51,8 @@ class TestFixedHorizon:
             "improvement (decrease is better) 0.3, 90 % interval [0.1351, 0.4649]: lower bound 0.1351 >= the "
             "minimum effect 0.1 (one-sided test at alpha 0.05)"
         ]
-        assert asdict(result.control) == {"units": 200, "value": approx(2.0)}
-        assert asdict(result.treatment) == {"units": 200, "value": approx(1.7)}
+        assert asdict(result.baseline) == {"units": 200, "value": approx(2.0)}
+        assert asdict(result.candidate) == {"units": 200, "value": approx(1.7)}
         assert result.srm is None
 
     def test_raw_effect_and_lift(self):
@@ -77,12 +77,12 @@ class TestFixedHorizon:
         # per arm for the bound to reach 0.2 are 200·(1.644854·0.1/(0.3 − 0.2))² = 200·2.705544 = 541.1 → 542.
         result = judge(min_effect=0.2)
         assert result.verdict == INSUFFICIENT
-        assert result.improvement.units_needed == {"control": 542, "treatment": 542}
+        assert result.improvement.units_needed == {"baseline": 542, "candidate": 542}
         assert result.reasons == [
             "improvement (decrease is better) 0.3, 90 % interval [0.1351, 0.4649]: lower bound 0.1351 is "
             "below the minimum effect 0.2",
             "not shown yet: the estimate clears the minimum effect 0.2 but the bound does not; about 542 "
-            "control and 542 treatment units would show it if the effect held at its estimate",
+            "baseline and 542 candidate units would show it if the effect held at its estimate",
         ]
 
     def test_wrong_direction_fails_without_a_sample_size(self):
@@ -108,15 +108,15 @@ class TestFixedHorizon:
         # Difference −0.736111, SE sqrt(0.094784 + 0.003877) = 0.314103, z_0.95 = 1.644854: improvement
         # 0.736111 ± 0.516656 = [0.219455, 1.252767], above 0.2. Lift −0.378571 with the delta-method SE
         # 0.103473 (from the 95 % interval in test_ab_stats) ± 1.644854·0.103473 = ± 0.170198.
-        result = judge(control=RATIO_CONTROL, treatment=RATIO_TREATMENT, min_effect=0.2, min_units=2)
+        result = judge(baseline=RATIO_CONTROL, candidate=RATIO_TREATMENT, min_effect=0.2, min_units=2)
         assert result.verdict == PASS and result.method == "ratio_delta"
         assert result.improvement.estimate == approx(0.736111)
         assert result.improvement.ci_low == approx(0.219457)
         assert result.improvement.ci_high == approx(1.252765)
         assert result.effect.relative == approx(-0.378571)
         assert result.effect.relative_ci_low == approx(-0.548769)
-        assert asdict(result.control) == {"units": 5, "value": approx(1.944444)}
-        assert asdict(result.treatment) == {"units": 6, "value": approx(1.208333)}
+        assert asdict(result.baseline) == {"units": 5, "value": approx(1.944444)}
+        assert asdict(result.candidate) == {"units": 6, "value": approx(1.208333)}
 
 
 class TestSequential:
@@ -139,7 +139,7 @@ class TestSequential:
         result = judge(min_effect=0.1, sequential_tau=0.2)
         assert result.verdict == INSUFFICIENT
         # Units needed: the n at which the mixture half-width shrinks to 0.3 − 0.1 = 0.2, V falling as 1/n.
-        needed = result.improvement.units_needed["control"]
+        needed = result.improvement.units_needed["baseline"]
         assert needed == 383
         assert sequential_half_width(variance=0.01 * 200 / needed, tau=0.2, confidence=0.9) <= 0.2
         assert sequential_half_width(variance=0.01 * 200 / (needed - 1), tau=0.2, confidence=0.9) > 0.2
@@ -152,7 +152,7 @@ class TestSequential:
             assert units.n == stats.n and units.mean == pytest.approx(stats.ratio, rel=1e-12)
             assert units.variance / units.n == pytest.approx(stats.ratio_variance, rel=1e-9)
         result = judge(
-            control=RATIO_CONTROL, treatment=RATIO_TREATMENT, min_units=2, sequential_tau=0.5, min_effect=0.2
+            baseline=RATIO_CONTROL, candidate=RATIO_TREATMENT, min_units=2, sequential_tau=0.5, min_effect=0.2
         )
         half = sequential_half_width(variance=0.0986613, tau=0.5, confidence=0.9)
         assert result.improvement.estimate == approx(0.736111)
@@ -167,7 +167,7 @@ class TestSequential:
         # [−0.162421, 1.634643] holds 0.2 while the estimate clears it: not shown yet, with a larger
         # sample per arm suggested.
         assert result.verdict == INSUFFICIENT
-        assert result.improvement.units_needed["control"] > RATIO_CONTROL.n
+        assert result.improvement.units_needed["baseline"] > RATIO_CONTROL.n
 
     def test_linearising_refuses_undefined_ratios(self):
         with pytest.raises(ValueError):
@@ -177,40 +177,40 @@ class TestSequential:
 class TestSampleRatioMismatch:
     def test_mismatch_is_an_error_whatever_the_effect(self):
         # 5400 vs 4600 against 50/50: chi² = 2·400²/5000 = 64 on 1 df, p = 2·(1 − Φ(8)) = 1.24e-15.
-        result = judge(min_effect=0.1, assigned_units=(5400, 4600), expected_treatment_share=0.5)
+        result = judge(min_effect=0.1, assigned_units=(5400, 4600), expected_candidate_share=0.5)
         assert result.verdict == ERROR
         assert result.improvement is None
         assert result.srm.chi_square == approx(64.0)
         assert result.srm.p_value == pytest.approx(2 * scipy_stats.norm.sf(8), rel=1e-6)
         assert result.srm.mismatch is True
         assert result.reasons == [
-            "sample ratio mismatch: 5400 control and 4600 treatment units assigned against an expected "
-            "treatment share 0.5 (chi-square 64.00, p = 1.24e-15 < 0.001): the assignment or logging is "
+            "sample ratio mismatch: 5400 baseline and 4600 candidate units assigned against an expected "
+            "candidate share 0.5 (chi-square 64.00, p = 1.24e-15 < 0.001): the assignment or logging is "
             "broken, the effect is not trusted"
         ]
 
     def test_within_chance_is_reported_and_does_not_decide(self):
         # 5050 vs 4950: chi² = 1, p = 0.317311.
-        result = judge(min_effect=0.1, assigned_units=(5050, 4950), expected_treatment_share=0.5)
+        result = judge(min_effect=0.1, assigned_units=(5050, 4950), expected_candidate_share=0.5)
         assert result.verdict == PASS
         assert result.srm.p_value == approx(0.317311) and result.srm.mismatch is False
         assert result.srm.counts == (5050, 4950)
 
     def test_canary_split(self):
         # 90/10 split, 9000/1000 exactly as expected: chi² 0.
-        result = judge(assigned_units=(9000, 1000), expected_treatment_share=0.1)
+        result = judge(assigned_units=(9000, 1000), expected_candidate_share=0.1)
         assert result.srm.expected_counts == (pytest.approx(9000.0), pytest.approx(1000.0))
         assert result.srm.chi_square == approx(0.0)
 
     @pytest.mark.parametrize(
-        "settings", [{"assigned_units": (5400, 4600)}, {"expected_treatment_share": 0.5}]
+        "settings", [{"assigned_units": (5400, 4600)}, {"expected_candidate_share": 0.5}]
     )
     def test_not_checked_without_both_counts_and_share(self, settings):
         result = judge(min_effect=0.1, **settings)
         assert result.verdict == PASS and result.srm is None
 
     def test_mismatch_outranks_too_few_units(self):
-        result = judge(min_units=1000, assigned_units=(5400, 4600), expected_treatment_share=0.5)
+        result = judge(min_units=1000, assigned_units=(5400, 4600), expected_candidate_share=0.5)
         assert result.verdict == ERROR
 
 
@@ -219,35 +219,35 @@ class TestInsufficientData:
         result = judge(min_units=300)
         assert result.verdict == INSUFFICIENT and result.improvement is None
         assert result.reasons == [
-            "control has 200 units, the policy needs at least 300",
-            "treatment has 200 units, the policy needs at least 300",
+            "baseline has 200 units, the policy needs at least 300",
+            "candidate has 200 units, the policy needs at least 300",
         ]
 
     def test_default_minimum(self):
-        result = judge(control=RATIO_CONTROL, treatment=RATIO_TREATMENT)
+        result = judge(baseline=RATIO_CONTROL, candidate=RATIO_TREATMENT)
         assert result.verdict == INSUFFICIENT
-        assert result.reasons[0] == "control has 5 units, the policy needs at least 100"
+        assert result.reasons[0] == "baseline has 5 units, the policy needs at least 100"
 
     def test_zero_variance(self):
         constant = MeanStats(n=150, total=300.0, total_squares=600.0)
-        result = judge(control=constant, treatment=MeanStats(n=150, total=150.0, total_squares=150.0))
+        result = judge(baseline=constant, candidate=MeanStats(n=150, total=150.0, total_squares=150.0))
         assert result.verdict == INSUFFICIENT
         assert result.reasons == ["the effect cannot be estimated: zero variance"]
         assert result.effect.error == "zero variance"
 
     def test_zero_denominator(self):
         empty = RatioStats(n=150, sum_x=0.0, sum_y=0.0, sum_x2=0.0, sum_y2=0.0, sum_xy=0.0)
-        result = judge(control=empty, treatment=RATIO_TREATMENT, min_units=2, sequential_tau=0.2)
+        result = judge(baseline=empty, candidate=RATIO_TREATMENT, min_units=2, sequential_tau=0.2)
         assert result.verdict == INSUFFICIENT
         assert result.reasons == ["the effect cannot be estimated: denominator mean is zero"]
 
 
 class TestReport:
     def test_as_dict_is_json(self):
-        result = judge(min_effect=0.2, assigned_units=(5050, 4950), expected_treatment_share=0.5)
+        result = judge(min_effect=0.2, assigned_units=(5050, 4950), expected_candidate_share=0.5)
         data = json.loads(json.dumps(asdict(result)))
         assert data["verdict"] == INSUFFICIENT
-        assert data["improvement"]["units_needed"] == {"control": 542, "treatment": 542}
+        assert data["improvement"]["units_needed"] == {"baseline": 542, "candidate": 542}
         assert set(data) == {
             "verdict",
             "reasons",
@@ -257,8 +257,8 @@ class TestReport:
             "alpha",
             "improvement",
             "effect",
-            "control",
-            "treatment",
+            "baseline",
+            "candidate",
             "srm",
             "sequential",
         }
@@ -267,7 +267,7 @@ class TestReport:
         # A zero control mean leaves the lift undefined but the difference, and so the verdict, intact.
         zero = MeanStats(n=150, total=0.0, total_squares=150.0)
         result = judge(
-            control=zero, treatment=MeanStats(n=150, total=75.0, total_squares=187.5), direction="increase"
+            baseline=zero, candidate=MeanStats(n=150, total=75.0, total_squares=187.5), direction="increase"
         )
         assert result.verdict == PASS
         assert result.effect.relative is None and result.effect.relative_error == "control mean is zero"
@@ -284,9 +284,9 @@ class TestValidation:
             ({"alpha": 0.5}, "alpha"),
             ({"min_units": 1}, "min_units"),
             ({"min_units": 10.5}, "min_units"),
-            ({"assigned_units": (10, 10), "expected_treatment_share": 1.0}, "expected_treatment_share"),
-            ({"assigned_units": (10, -1), "expected_treatment_share": 0.5}, "assigned_units"),
-            ({"assigned_units": (10, 10, 10), "expected_treatment_share": 0.5}, "assigned_units"),
+            ({"assigned_units": (10, 10), "expected_candidate_share": 1.0}, "expected_candidate_share"),
+            ({"assigned_units": (10, -1), "expected_candidate_share": 0.5}, "assigned_units"),
+            ({"assigned_units": (10, 10, 10), "expected_candidate_share": 0.5}, "assigned_units"),
             ({"srm_alpha": 0.0}, "srm_alpha"),
             ({"sequential_tau": 0.0}, "sequential_tau"),
             ({"sequential_tau": math.inf}, "sequential_tau"),
@@ -298,11 +298,11 @@ class TestValidation:
 
     def test_refuses_mixed_statistics(self):
         with pytest.raises(TypeError, match="RatioStats"):
-            judge(control=CONTROL, treatment=RATIO_TREATMENT)
+            judge(baseline=CONTROL, candidate=RATIO_TREATMENT)
 
     def test_ratio_effect_agrees(self):
         # The judge's interval is ratio_effect's at 1 − 2·alpha, turned around for "decrease".
         effect = ratio_effect(control=RATIO_CONTROL, treatment=RATIO_TREATMENT, confidence=0.9)
-        result = judge(control=RATIO_CONTROL, treatment=RATIO_TREATMENT, min_units=2)
+        result = judge(baseline=RATIO_CONTROL, candidate=RATIO_TREATMENT, min_units=2)
         assert result.improvement.ci_low == pytest.approx(-effect.ci_high)
         assert result.effect == effect

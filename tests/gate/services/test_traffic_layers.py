@@ -12,7 +12,7 @@ from canary.models import Experiment, TurnEvent
 from canary.selectors import TrafficWindow, follow_up_counts_by_arm, outcome_stats_by_arm, traffic_window_get
 from canary.services.events import events_ingest
 from canary.services.experiments import experiment_create, experiment_start
-from canary.services.followups import followups_label
+from canary.services.follow_ups import follow_ups_label
 from engines.stats.sufficient import RatioStats
 from gate.layers.registry import layer_get
 from gate.models import GateRun
@@ -228,7 +228,7 @@ def test_the_detector_waits_for_a_missing_answer_and_ignores_probe_traffic(exper
         source="probe",
         occurred_at=now,
     )
-    counts = followups_label(experiment=experiment, embed=lambda texts: pytest.fail("nothing to embed"))
+    counts = follow_ups_label(experiment=experiment, embed=lambda texts: pytest.fail("nothing to embed"))
     assert counts == {"waiting": 1, "new": 1}
     kinds = dict(TurnEvent.objects.values_list("event_id", "follow_up_kind"))
     assert kinds == {"recent": None, "old": "new", "probe": None}
@@ -381,7 +381,7 @@ def test_a_retry_after_a_failed_answer_is_not_a_follow_up_but_after_a_fallback_i
             turn("fallback", 2, "user", "And what if the buyer pays late?"),
         ]
     )
-    followups_label(experiment=experiment)
+    follow_ups_label(experiment=experiment)
     kinds = dict(
         TurnEvent.objects.filter(role="user", turn_index=2).values_list("session_id", "follow_up_kind")
     )

@@ -1,4 +1,4 @@
-"""The follow-up detector of gate layer 2 (engines.followup.detector): rules, similarity, scores,
+"""The follow-up detector of gate layer 2 (engines.follow_up.detector): rules, similarity, scores,
 the labelled set.
 
 All but the last test are pure: a fake `embed` returns hand-made unit vectors, the previous question
@@ -12,16 +12,16 @@ import math
 import numpy as np
 import pytest
 
-from engines.followup.detector import (
+from engines.follow_up.detector import (
     KINDS,
     FollowUpJudgement,
     FollowUpThresholds,
     TurnPair,
     bigram_similarity,
-    followup_evaluate,
-    followup_scores,
-    followup_set_load,
-    followups_detect,
+    follow_up_evaluate,
+    follow_up_scores,
+    follow_up_set_load,
+    follow_ups_detect,
     is_mostly_cjk,
 )
 
@@ -65,7 +65,7 @@ def judge(
         next_turn=turn,
         gap_seconds=gap,
     )
-    (judgement,) = followups_detect(pairs=[pair], embed=fake_embed({turn: (q, a)}), thresholds=thresholds)
+    (judgement,) = follow_ups_detect(pairs=[pair], embed=fake_embed({turn: (q, a)}), thresholds=thresholds)
     return judgement
 
 
@@ -242,7 +242,7 @@ def test_detect_embeds_each_distinct_text_once():
         TurnPair(QUESTION_ZH, ANSWER_ZH, "为什么？", None),
     ]
     embed = fake_embed({})
-    judgements = followups_detect(pairs=pairs, embed=embed)
+    judgements = follow_ups_detect(pairs=pairs, embed=embed)
     assert [j.kind for j in judgements] == ["follow_up", "new", "follow_up"]
     assert [j.is_follow_up for j in judgements] == [True, False, True]
     question_en, question_zh = [QUESTION_EN, ANSWER_EN], [QUESTION_ZH, ANSWER_ZH]
@@ -251,10 +251,10 @@ def test_detect_embeds_each_distinct_text_once():
 
 def test_detect_nothing_and_bad_embed():
     embed = fake_embed({})
-    assert followups_detect(pairs=[], embed=embed) == []
+    assert follow_ups_detect(pairs=[], embed=embed) == []
     assert embed.calls == []
     with pytest.raises(ValueError, match="embed returned 2 rows for 3 texts"):
-        followups_detect(pairs=[TurnPair("q", "a", "t")], embed=lambda texts: np.eye(3)[:2])
+        follow_ups_detect(pairs=[TurnPair("q", "a", "t")], embed=lambda texts: np.eye(3)[:2])
 
 
 # --- thresholds ---
@@ -315,7 +315,7 @@ def test_scores_hand_checked():
         "deepening",
         "new",
     ]
-    scores = followup_scores(truth=truth, predicted=predicted)
+    scores = follow_up_scores(truth=truth, predicted=predicted)
     # tp 3 (first three), fn 1 (follow_up -> new), fp 2 (both deepening), tn 4 (the news)
     assert (scores["tp"], scores["fp"], scores["fn"], scores["tn"]) == (3, 2, 1, 4)
     assert scores["precision"] == pytest.approx(3 / 5)
@@ -331,15 +331,15 @@ def test_scores_hand_checked():
 
 
 def test_scores_edge_cases():
-    none_found = followup_scores(truth=["follow_up", "new"], predicted=["new", "new"])
+    none_found = follow_up_scores(truth=["follow_up", "new"], predicted=["new", "new"])
     assert (none_found["precision"], none_found["recall"], none_found["f1"]) == (0.0, 0.0, 0.0)
-    perfect = followup_scores(truth=list(KINDS), predicted=list(KINDS))
+    perfect = follow_up_scores(truth=list(KINDS), predicted=list(KINDS))
     assert (perfect["precision"], perfect["recall"], perfect["f1"], perfect["kind_accuracy"]) == (1, 1, 1, 1)
-    assert followup_scores(truth=[], predicted=[])["kind_accuracy"] == 0.0
+    assert follow_up_scores(truth=[], predicted=[])["kind_accuracy"] == 0.0
     with pytest.raises(ValueError, match="2 truth labels but 1 predictions"):
-        followup_scores(truth=["new", "new"], predicted=["new"])
+        follow_up_scores(truth=["new", "new"], predicted=["new"])
     with pytest.raises(ValueError, match=r"predicted: unknown kinds \['followup'\]"):
-        followup_scores(truth=["new"], predicted=["followup"])
+        follow_up_scores(truth=["new"], predicted=["followup"])
 
 
 # --- the labelled set ---
@@ -380,7 +380,7 @@ def test_set_load_errors_name_line_and_field(tmp_path, second_line, message):
     path = tmp_path / "pairs.jsonl"
     path.write_text(json.dumps(GOOD_ROW) + "\n" + second_line + "\n", encoding="utf-8")
     with pytest.raises(ValueError) as error:
-        followup_set_load(path)
+        follow_up_set_load(path)
     assert str(error.value).startswith(message)
 
 
@@ -388,11 +388,11 @@ def test_set_load_skips_blank_lines(tmp_path):
     path = tmp_path / "pairs.jsonl"
     other = {**GOOD_ROW, "id": "zh-001", "language": "zh", "gap_seconds": None, "note": "gap unknown"}
     path.write_text(f"{json.dumps(GOOD_ROW)}\n\n{json.dumps(other, ensure_ascii=False)}\n", encoding="utf-8")
-    assert [row["id"] for row in followup_set_load(path)] == ["en-001", "zh-001"]
+    assert [row["id"] for row in follow_up_set_load(path)] == ["en-001", "zh-001"]
 
 
 def test_shipped_set_properties():
-    rows = followup_set_load()
+    rows = follow_up_set_load()
     assert len(rows) >= 200
     by_language = {language: [r for r in rows if r["language"] == language] for language in ("en", "zh")}
     assert all(len(language_rows) >= 90 for language_rows in by_language.values())
@@ -419,7 +419,7 @@ def test_evaluate_with_fake_embed():
         {**GOOD_ROW, "id": "b", "next_turn": "thanks", "label": "new"},
         {**GOOD_ROW, "id": "c", "next_turn": "ok", "label": "deepening", "language": "zh"},
     ]
-    report = followup_evaluate(rows=rows, embed=fake_embed({}), thresholds=FollowUpThresholds())
+    report = follow_up_evaluate(rows=rows, embed=fake_embed({}), thresholds=FollowUpThresholds())
     assert report["n"] == 3
     assert report["overall"]["confusion"]["deepening"]["new"] == 1
     assert report["languages"]["en"]["kind_accuracy"] == 1.0
@@ -444,8 +444,8 @@ def test_minilm_on_the_test_split_reaches_f1():
     0.85 overall and in each language (measured 0.93 overall, 0.95 en, 0.92 zh)."""
     from engines.embeddings import sentence_embed
 
-    rows = [row for row in followup_set_load() if row["split"] == "test"]
-    report = followup_evaluate(rows=rows, embed=sentence_embed, thresholds=FollowUpThresholds())
+    rows = [row for row in follow_up_set_load() if row["split"] == "test"]
+    report = follow_up_evaluate(rows=rows, embed=sentence_embed, thresholds=FollowUpThresholds())
     assert report["overall"]["f1"] >= 0.85, report["overall"]
     for language, scores in report["languages"].items():
         assert scores["f1"] >= 0.85, (language, scores)

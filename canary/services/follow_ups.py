@@ -1,4 +1,5 @@
-"""Follow-up labels on stored user turns: the detector (`engines.followup.detector`) run over the event store.
+"""Follow-up labels on stored user turns: the detector (`engines.follow_up.detector`) run over the
+event store.
 
 A user turn is judged once, against the previous user question and the assistant's answer in the
 same session (turn indexes k − 2 and k − 1), and its kind is written to `TurnEvent.follow_up_kind`.
@@ -22,7 +23,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from canary.models import Experiment, FollowUpDetectorConfig, TurnEvent
-from engines.followup.detector import FollowUpThresholds, TurnPair, followups_detect
+from engines.follow_up.detector import FollowUpThresholds, TurnPair, follow_ups_detect
 from registry.errors import ApplicationError
 from registry.services.audit import audit_record
 
@@ -40,12 +41,12 @@ def _thresholds_parse(*, family: str, data: dict | None) -> FollowUpThresholds:
         ) from None
 
 
-def followup_thresholds_get(*, family: str) -> FollowUpThresholds:
+def follow_up_thresholds_get(*, family: str) -> FollowUpThresholds:
     config = FollowUpDetectorConfig.objects.filter(family=family).first()
     return _thresholds_parse(family=family, data=config.thresholds if config else None)
 
 
-def followup_thresholds_set(*, family: str, thresholds: dict, actor) -> FollowUpDetectorConfig:
+def follow_up_thresholds_set(*, family: str, thresholds: dict, actor) -> FollowUpDetectorConfig:
     """Set a family's detector thresholds (validated; audited). Turns judged before keep their kind."""
     parsed = _thresholds_parse(family=family, data=thresholds)
     config, _ = FollowUpDetectorConfig.objects.get_or_create(family=family)
@@ -54,7 +55,7 @@ def followup_thresholds_set(*, family: str, thresholds: dict, actor) -> FollowUp
     config.save()
     audit_record(
         actor=actor,
-        action="followup_detector.thresholds_set",
+        action="follow_up_detector.thresholds_set",
         target=config,
         before=before,
         after=parsed.as_dict(),
@@ -85,7 +86,7 @@ def _context(turns: list[TurnEvent]) -> dict[tuple[int, str, int], TurnEvent]:
     return {key: t for t in rows if (key := (t.experiment_id, t.session_id, t.turn_index)) in wanted}
 
 
-def followups_label(
+def follow_ups_label(
     *,
     experiment: Experiment | None = None,
     until: datetime | None = None,
@@ -144,8 +145,8 @@ def followups_label(
             by_experiment.setdefault(turn.experiment_id, []).append((turn, pair))
         for experiment_id, group in by_experiment.items():
             if experiment_id not in thresholds:
-                thresholds[experiment_id] = followup_thresholds_get(family=group[0][0].experiment.family)
-            judgements = followups_detect(
+                thresholds[experiment_id] = follow_up_thresholds_get(family=group[0][0].experiment.family)
+            judgements = follow_ups_detect(
                 pairs=[pair for _, pair in group], embed=embed, thresholds=thresholds[experiment_id]
             )
             for (turn, _), judgement in zip(group, judgements, strict=True):

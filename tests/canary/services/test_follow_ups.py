@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from canary.models import FollowUpDetectorConfig
-from canary.services.followups import followup_thresholds_get, followup_thresholds_set
+from canary.services.follow_ups import follow_up_thresholds_get, follow_up_thresholds_set
 from registry.errors import ApplicationError
 from registry.models import AuditLog
 
@@ -13,13 +13,13 @@ pytestmark = pytest.mark.django_db
 
 def test_thresholds_are_validated_audited_and_read_back():
     admin = get_user_model().objects.create_user(username="ops")
-    assert followup_thresholds_get(family="fam").window_seconds == 600.0
-    followup_thresholds_set(family="fam", thresholds={"window_seconds": 120}, actor=admin)
-    assert followup_thresholds_get(family="fam").window_seconds == 120.0
-    [row] = AuditLog.objects.filter(action="followup_detector.thresholds_set")
+    assert follow_up_thresholds_get(family="fam").window_seconds == 600.0
+    follow_up_thresholds_set(family="fam", thresholds={"window_seconds": 120}, actor=admin)
+    assert follow_up_thresholds_get(family="fam").window_seconds == 120.0
+    [row] = AuditLog.objects.filter(action="follow_up_detector.thresholds_set")
     assert row.actor == admin and row.after["window_seconds"] == 120.0 and row.before == {}
     with pytest.raises(ApplicationError) as refused:
-        followup_thresholds_set(family="fam", thresholds={"window_seconds": -1}, actor=admin)
+        follow_up_thresholds_set(family="fam", thresholds={"window_seconds": -1}, actor=admin)
     assert list(refused.value.fields) == ["thresholds.window_seconds"]
     assert FollowUpDetectorConfig.objects.get(family="fam").thresholds == {"window_seconds": 120}
 
@@ -33,5 +33,5 @@ def test_the_admin_refuses_bad_thresholds_and_saves_good_ones_through_the_servic
     assert not FollowUpDetectorConfig.objects.exists()
     good = client.post(url, {"family": "fam", "thresholds": '{"related_similarity": 0.2}'})
     assert good.status_code == 302
-    assert followup_thresholds_get(family="fam").related_similarity == 0.2
-    assert AuditLog.objects.filter(action="followup_detector.thresholds_set", actor=admin).exists()
+    assert follow_up_thresholds_get(family="fam").related_similarity == 0.2
+    assert AuditLog.objects.filter(action="follow_up_detector.thresholds_set", actor=admin).exists()

@@ -29,11 +29,12 @@ English pairs use the cosine of MiniLM sentence embeddings. MiniLM knows only ~2
 (Chinese text mostly becomes [UNK], so all Chinese sentences look alike to it), so pairs written
 mostly in CJK characters use `bigram_weight` x character-bigram overlap + the rest x cosine, with
 their own cut-offs. Thresholds and marker lists were tuned on the dev split of the hand-labelled set
-`engines/followup/data/followup_pairs.jsonl`; `followup_evaluate` measures them (`manage.py followup_eval`).
+`engines/follow_up/data/follow_up_pairs.jsonl`; `follow_up_evaluate` measures them
+(`manage.py followup_eval`).
 
 Pure: no Django. `embed` is any callable mapping texts to L2-normalised rows (engines.embeddings).
 
-    judgements = followups_detect(pairs=pairs, embed=sentence_embed)
+    judgements = follow_ups_detect(pairs=pairs, embed=sentence_embed)
     rate = sum(j.is_follow_up for j in judgements) / len(judgements)
 """
 
@@ -56,7 +57,7 @@ KINDS = ("follow_up", "deepening", "new")
 FOLLOW_UP, DEEPENING, NEW = KINDS
 SPLITS = ("dev", "test")
 LANGUAGES = ("en", "zh")
-SET_PATH = Path(__file__).resolve().parent / "data" / "followup_pairs.jsonl"
+SET_PATH = Path(__file__).resolve().parent / "data" / "follow_up_pairs.jsonl"
 
 # Markers, matched on the NFKC-normalised, lower-cased turn. "^" anchors a marker at the start of the
 # turn, "…" stands for a short gap; a marker that starts or ends with a Latin letter or digit must
@@ -273,7 +274,7 @@ def _similarity(*, cosine: float, turn: str, other: str, cjk: bool, thresholds: 
     return weight * bigram_similarity(turn, other) + (1 - weight) * cosine
 
 
-def followup_judge(
+def follow_up_judge(
     *, pair: TurnPair, question_cosine: float, answer_cosine: float, thresholds: FollowUpThresholds
 ) -> FollowUpJudgement:
     """The kind of one pair's next turn, given the embedding cosines of the next turn to the previous
@@ -335,7 +336,7 @@ def followup_judge(
     return judged(NEW, f"no marker, unrelated: {measure} < {related:g}")
 
 
-def followups_detect(
+def follow_ups_detect(
     *,
     pairs: Sequence[TurnPair],
     embed: Callable[[list[str]], np.ndarray],
@@ -359,7 +360,7 @@ def followups_detect(
         question = vectors[row[pair.previous_question]]
         answer, turn = vectors[row[pair.previous_answer]], vectors[row[pair.next_turn]]
         judgements.append(
-            followup_judge(
+            follow_up_judge(
                 pair=pair,
                 question_cosine=float(turn @ question),
                 answer_cosine=float(turn @ answer),
@@ -369,7 +370,7 @@ def followups_detect(
     return judgements
 
 
-def followup_scores(*, truth: Sequence[str], predicted: Sequence[str]) -> dict:
+def follow_up_scores(*, truth: Sequence[str], predicted: Sequence[str]) -> dict:
     """Precision, recall and F1 of "is a follow-up" (deepening and new are negatives; 0.0 where a
     ratio is 0/0, as scikit-learn's zero_division=0), its tp/fp/fn/tn, the 3-way confusion matrix
     (`confusion[truth][predicted]`) and the 3-way kind accuracy."""
@@ -437,7 +438,7 @@ def _row_validate(row: object, *, line: int, seen: set[str]) -> dict:
     return row
 
 
-def followup_set_load(path: Path | str | None = None) -> list[dict]:
+def follow_up_set_load(path: Path | str | None = None) -> list[dict]:
     """The hand-labelled pairs (default: the set shipped next to this module), validated: a bad line
     raises ValueError "line N: field: problem"."""
     rows: list[dict] = []
@@ -455,10 +456,10 @@ def followup_set_load(path: Path | str | None = None) -> list[dict]:
     return rows
 
 
-def followup_evaluate(
+def follow_up_evaluate(
     *, rows: Sequence[dict], embed: Callable[[list[str]], np.ndarray], thresholds: FollowUpThresholds
 ) -> dict:
-    """Runs the detector on labelled rows (as `followup_set_load` gives them): scores overall and per
+    """Runs the detector on labelled rows (as `follow_up_set_load` gives them): scores overall and per
     language, the thresholds used, the seconds taken (embedding included) and every misjudged row."""
 
     started = time.perf_counter()
@@ -471,7 +472,7 @@ def followup_evaluate(
         )
         for row in rows
     ]
-    judgements = followups_detect(pairs=pairs, embed=embed, thresholds=thresholds)
+    judgements = follow_ups_detect(pairs=pairs, embed=embed, thresholds=thresholds)
     seconds = time.perf_counter() - started
     predicted = [judgement.kind for judgement in judgements]
     truth = [row["label"] for row in rows]
@@ -479,12 +480,12 @@ def followup_evaluate(
     for language in LANGUAGES:
         picked = [i for i, row in enumerate(rows) if row["language"] == language]
         if picked:
-            languages[language] = followup_scores(
+            languages[language] = follow_up_scores(
                 truth=[truth[i] for i in picked], predicted=[predicted[i] for i in picked]
             )
     return {
         "n": len(rows),
-        "overall": followup_scores(truth=truth, predicted=predicted),
+        "overall": follow_up_scores(truth=truth, predicted=predicted),
         "languages": languages,
         "thresholds": thresholds.as_dict(),
         "seconds": seconds,

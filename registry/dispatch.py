@@ -74,7 +74,7 @@ app.conf.beat_schedule = {
     },
     "canary-follow-ups-label": {
         "task": Task.FOLLOW_UPS_LABEL.value,
-        "schedule": _every("EVALHUB_FOLLOWUP_LABEL_SECONDS", 30),
+        "schedule": _every("EVALHUB_FOLLOW_UP_LABEL_SECONDS", 30),
         "options": {"expires": 60},
     },
     "canary-analysis": {

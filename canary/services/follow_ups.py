@@ -6,7 +6,7 @@ same session (turn indexes k − 2 and k − 1), and its kind is written to `Tur
 The first question of a session is `new`, and so is a turn after an answer that failed (a retry;
 an answer the baseline gave as the candidate's fallback counts as an answer). A turn whose answer
 has not arrived yet is left for a later pass, unless it is older than
-EVALHUB_FOLLOWUP_GRACE_SECONDS (then it is judged `new`: a follow-up of an answer nobody recorded
+EVALHUB_FOLLOW_UP_GRACE_SECONDS (then it is judged `new`: a follow-up of an answer nobody recorded
 cannot be counted). Probe traffic is never judged.
 
 It runs on the cpu queue every few seconds, and a gate run calls it before it counts, so layer 2
@@ -100,7 +100,7 @@ def follow_ups_label(
     if embed is None:
         from engines.embeddings import sentence_embed as embed
     started = time.monotonic()
-    grace_before = timezone.now() - timedelta(seconds=settings.EVALHUB_FOLLOWUP_GRACE_SECONDS)
+    grace_before = timezone.now() - timedelta(seconds=settings.EVALHUB_FOLLOW_UP_GRACE_SECONDS)
     thresholds: dict[int, FollowUpThresholds] = {}
     # A session's first question follows no answer: one UPDATE, no model.
     first = _unjudged(experiment=experiment, until=until).filter(turn_index=0).update(follow_up_kind=NEW)

@@ -176,7 +176,7 @@ EVALHUB_DECISIONS_FORBID_SELF_APPROVAL = env_bool("EVALHUB_DECISIONS_FORBID_SELF
 EVALHUB_AUTH_CACHE_SECONDS = float(os.environ.get("EVALHUB_AUTH_CACHE_SECONDS", 10))
 EVALHUB_CANARY_CACHE_SECONDS = float(os.environ.get("EVALHUB_CANARY_CACHE_SECONDS", 1))
 # Follow-up detector: a user turn whose answer is still missing this long after it is judged `new`.
-EVALHUB_FOLLOWUP_GRACE_SECONDS = int(os.environ.get("EVALHUB_FOLLOWUP_GRACE_SECONDS", 300))
+EVALHUB_FOLLOW_UP_GRACE_SECONDS = int(os.environ.get("EVALHUB_FOLLOW_UP_GRACE_SECONDS", 300))
 # Canary telemetry: the most events one POST /api/v1/events may carry.
 EVALHUB_EVENTS_MAX_BATCH = int(os.environ.get("EVALHUB_EVENTS_MAX_BATCH", 5000))
 # Canary proxy: seconds to wait for a version's answer before the baseline stands in.

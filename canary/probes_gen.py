@@ -125,7 +125,9 @@ def _mixed_contract(*, rng: random.Random, clause: str) -> tuple[str, dict]:
     """The English clause in an article of a Chinese contract (beside one Chinese sentence, as the
     dataset builds it), with 0-4 more Chinese articles around it."""
     article = _mixed_build(rng=rng, clause=clause, clause_language="en")  # "第N条 ..." (N >= 3)
-    number = int(re.match(r"第(\d+)条", article).group(1))
+    heading = re.match(r"第(\d+)条", article)
+    assert heading is not None
+    number = int(heading.group(1))
     before, after = rng.randint(0, 2), rng.randint(0, 2)
     pool = [sentence for sentence in _BOILERPLATE["zh"] if sentence not in article]
     others = iter(rng.sample(pool, before + after))

@@ -112,7 +112,7 @@ def _number(value) -> int | float:
 
 
 def _arms(rows, names: tuple[str, ...]) -> dict[str, dict]:
-    out = {arm: dict.fromkeys(names, 0) for arm in ARMS}
+    out: dict[str, dict[str, int | float]] = {arm: dict.fromkeys(names, 0) for arm in ARMS}
     for arm, *values in rows:
         out[arm] = {name: _number(value) for name, value in zip(names, values, strict=True)}
     return out
@@ -182,7 +182,7 @@ def outcome_stats_by_arm(*, window: TrafficWindow, metric: str, per: str) -> dic
     params = [window.experiment.pk, metric, window.start, window.end]
     if per == "outcome":
         sql = f"SELECT arm, COUNT(*), SUM(value), SUM(value * value) FROM {table} WHERE {where} GROUP BY arm"
-        names = MEAN_FIELDS
+        names: tuple[str, ...] = MEAN_FIELDS
     else:
         sql = f"""
             SELECT arm, COUNT(*), SUM(x), SUM(y), SUM(x * x), SUM(y * y), SUM(x * y)

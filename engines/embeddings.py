@@ -34,7 +34,8 @@ def _model_load(device: str) -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
     from transformers import AutoModel, AutoTokenizer
 
     path = str(get_model_path())
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    # transformers leaves AutoTokenizer.from_pretrained unannotated.
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)  # type: ignore[no-untyped-call]
     model = AutoModel.from_pretrained(path, local_files_only=True).to(device)
     model.eval()
     return tokenizer, model

@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from engines.backends import ModelBackend
 
@@ -29,10 +30,10 @@ def model_server_create(
         # client's delayed ACK, about 40 ms per answer (measured by bench/router.py).
         disable_nagle_algorithm = True
 
-        def log_message(self, format, *args):  # quiet: one line per request is noise
+        def log_message(self, format: str, *args: Any) -> None:  # quiet: one line per request is noise
             pass
 
-        def _send(self, status: int, body: dict) -> None:
+        def _send(self, status: int, body: dict[str, Any]) -> None:
             payload = json.dumps(body, ensure_ascii=False).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -43,7 +44,7 @@ def model_server_create(
         def _error(self, status: int, message: str, code: str) -> None:
             self._send(status, {"error": {"message": message, "type": "invalid_request_error", "code": code}})
 
-        def do_GET(self):
+        def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/v1/models", "/models"):
                 self._send(
                     200,
@@ -57,7 +58,7 @@ def model_server_create(
             else:
                 self._error(404, f"no route {self.path}", "not_found")
 
-        def do_POST(self):
+        def do_POST(self) -> None:
             if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
                 return self._error(404, f"no route {self.path}", "not_found")
             length = int(self.headers.get("Content-Length") or 0)

@@ -19,13 +19,16 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
 
 from engines.backends.builtin import BowClassifier, bow_encode, bow_tokenize
 from engines.demo.dataset import ANSWERS
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 TRAIN_THREADS = 2  # fixed, so results do not depend on the machine's core count
 
@@ -72,7 +75,7 @@ def bow_train(
     dim: int = 64,
     lr: float = 0.02,
     batch_size: int = 32,
-) -> dict:
+) -> dict[str, float]:
     """Train V3 into `out_dir` (config.json, vocab.json, model.pt, answers.json); its metrics."""
     started = time.perf_counter()
     out_dir = Path(out_dir)
@@ -127,19 +130,20 @@ def bow_train(
     }
 
 
-def _unknown_chars(*, tokenizer, texts: Sequence[str]) -> list[str]:
+def _unknown_chars(*, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> list[str]:
     """Non-ASCII characters of `texts` that the tokenizer can only map to [UNK]."""
     chars = sorted({ch for text in texts for ch in text if not ch.isascii() and not ch.isspace()})
     return [ch for ch in chars if tokenizer.tokenize(ch) == [tokenizer.unk_token]]
 
 
-def unk_fraction(*, tokenizer, texts: Sequence[str]) -> float:
+def unk_fraction(*, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> float:
     """Share of the tokens of `texts` that are [UNK]."""
     ids = [i for text in texts for i in tokenizer(text, add_special_tokens=False)["input_ids"]]
     return sum(1 for i in ids if i == tokenizer.unk_token_id) / max(len(ids), 1)
 
 
-def _mean_pooling_layer_append(model) -> None:
+# `model` is a BertForSequenceClassification; Any, as torch types the submodules walked here Tensor | Module.
+def _mean_pooling_layer_append(model: Any) -> None:
     """Append a frozen encoder layer whose [CLS] output is the layer-normed mean of all tokens.
 
     all-MiniLM-L6-v2 was trained to be read by mean pooling, while BertForSequenceClassification
@@ -182,7 +186,7 @@ def minilm_train(
     head_lr: float = 1e-3,
     frozen_layers: int = 2,
     unk_rate: float = 0.1,
-) -> dict:
+) -> dict[str, float]:
     """Fine-tune V4 into `out_dir` as a transformers checkpoint (+ evalhub_answers.json); metrics.
 
     - Chinese: MiniLM's WordPiece vocabulary knows only ~244 CJK characters, so Chinese text would
@@ -212,7 +216,8 @@ def minilm_train(
     texts = [item.input for item in items]
     targets = torch.tensor([label_ids[item.label] for item in items])
 
-    tokenizer = AutoTokenizer.from_pretrained(base)
+    # transformers leaves AutoTokenizer.from_pretrained and get_linear_schedule_with_warmup unannotated.
+    tokenizer = AutoTokenizer.from_pretrained(base)  # type: ignore[no-untyped-call]
     base_vocab_size = len(tokenizer)
     new_tokens = _unknown_chars(tokenizer=tokenizer, texts=texts)
     tokenizer.add_tokens(new_tokens)
@@ -247,7 +252,7 @@ def minilm_train(
         )
         batches_per_epoch = -(-len(texts) // batch_size)
         steps = epochs * batches_per_epoch
-        schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
+        schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)  # type: ignore[no-untyped-call]
         order_rng = torch.Generator().manual_seed(seed)
         model.train()
         correct = 0
@@ -285,14 +290,15 @@ def minilm_train(
     tokenizer.save_pretrained(out_dir)
     _json_write(out_dir / "evalhub_answers.json", _answers_for(labels))
     # What a loader sees: the saved tokenizer must keep Chinese mostly out of [UNK].
-    saved = AutoTokenizer.from_pretrained(str(out_dir))
+    saved = AutoTokenizer.from_pretrained(str(out_dir))  # type: ignore[no-untyped-call]
     chinese = [item.input for item in items if any("\u4e00" <= ch <= "\u9fff" for ch in item.input)]
     return {
         "train_items": len(items),
         "train_accuracy_last_epoch": round(correct / max(len(texts), 1), 4),
         "added_tokens": len(new_tokens),
         "zh_unk_fraction_before": round(
-            unk_fraction(tokenizer=AutoTokenizer.from_pretrained(base), texts=chinese), 4
+            unk_fraction(tokenizer=AutoTokenizer.from_pretrained(base), texts=chinese),  # type: ignore[no-untyped-call]
+            4,
         ),
         "zh_unk_fraction": round(unk_fraction(tokenizer=saved, texts=chinese), 4),
         "seconds": round(time.perf_counter() - started, 2),

@@ -40,8 +40,13 @@ def setting(
     """A policy key: its default, its help, and what values it takes. Numbers are checked against
     [low, high], strings (and the items of a list) against `choices`; `check(key, value)` validates
     (and may normalise) anything else, raising PolicyError."""
-    metadata = {"help": help, "low": low, "high": high, "choices": tuple(choices) if choices else None}
-    metadata["check"] = check
+    metadata: dict[str, object] = {
+        "help": help,
+        "low": low,
+        "high": high,
+        "choices": tuple(choices) if choices else None,
+        "check": check,
+    }
     if isinstance(default, (dict, list)):
         raise TypeError("mutable defaults: use None or a tuple")
     return field(default=default, metadata=metadata)

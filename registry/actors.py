@@ -28,7 +28,7 @@ def actor_user(actor: Actor) -> AbstractBaseUser | None:
     """The signed-in user behind `actor`, None for a system part (or an anonymous request)."""
     if isinstance(actor, SystemActor) or not getattr(actor, "is_authenticated", False):
         return None
-    return actor  # type: ignore[return-value]
+    return actor
 
 
 def actor_name(actor: Actor) -> str:

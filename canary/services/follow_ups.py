@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.utils import timezone
@@ -26,6 +27,9 @@ from canary.models import Experiment, FollowUpDetectorConfig, TurnEvent
 from engines.follow_up.detector import FollowUpThresholds, TurnPair, follow_ups_detect
 from registry.errors import ApplicationError
 from registry.services.audit import audit_record
+
+if TYPE_CHECKING:
+    import numpy as np
 
 NEW = "new"
 Role = TurnEvent.Role
@@ -92,13 +96,15 @@ def follow_ups_label(
     until: datetime | None = None,
     batch_size: int = 256,
     max_seconds: float | None = None,
-    embed: Callable | None = None,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
 ) -> dict[str, int]:
     """Judge the user turns not judged yet (of one experiment, up to `until`), oldest first.
 
     Returns counts by kind, plus `waiting` (turns whose answer is not stored yet)."""
     if embed is None:
-        from engines.embeddings import sentence_embed as embed
+        from engines.embeddings import sentence_embed
+
+        embed = sentence_embed
     started = time.monotonic()
     grace_before = timezone.now() - timedelta(seconds=settings.EVALHUB_FOLLOW_UP_GRACE_SECONDS)
     thresholds: dict[int, FollowUpThresholds] = {}

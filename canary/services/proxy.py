@@ -112,6 +112,7 @@ def chat_completion_proxy(
     qa_token: str | None = None,
 ) -> ProxyAnswer:
     messages = _validate(body)
+    assert isinstance(body, dict)  # _validate refuses anything else
     user_id = body.get("user") if isinstance(body.get("user"), str) and body.get("user") else user_id
     if not user_id and not session_id:
         raise ApplicationError(

@@ -9,14 +9,16 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable
 from pathlib import Path
+from typing import Any
 
 from .base import BackendError, ModelBackend, Prediction
 from .config import backend_config_validate
 
 __all__ = ["BackendError", "ModelBackend", "Prediction", "backend_build", "backend_cached", "backend_device"]
 
-_cache: OrderedDict[tuple, ModelBackend] = OrderedDict()
+_cache: OrderedDict[tuple[Hashable, ...], ModelBackend] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -40,7 +42,7 @@ def backend_device(kind: str) -> str:
 
 
 def backend_build(
-    *, kind: str, config: dict, api_key: str = "", model_dir: Path | None = None
+    *, kind: str, config: dict[str, Any], api_key: str = "", model_dir: Path | None = None
 ) -> ModelBackend:
     config = backend_config_validate(kind=kind, config=config)
     if kind == "openai":
@@ -66,7 +68,12 @@ def backend_build(
 
 
 def backend_cached(
-    *, key: tuple, kind: str, config: dict, api_key: str = "", model_dir: Path | None = None
+    *,
+    key: tuple[Hashable, ...],
+    kind: str,
+    config: dict[str, Any],
+    api_key: str = "",
+    model_dir: Path | None = None,
 ) -> ModelBackend:
     """A loaded backend, kept in a bounded LRU per process (EVALHUB_MODEL_CACHE_SIZE, default 4).
     `key` must change whenever the version's config does."""

@@ -54,7 +54,8 @@ class BowClassifier(nn.Module):
         self.head = nn.Linear(dim, num_labels)
 
     def forward(self, ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        return self.head(self.embedding(ids, offsets))
+        logits: torch.Tensor = self.head(self.embedding(ids, offsets))  # nn.Module calls are typed Any
+        return logits
 
 
 class BowBackend:
@@ -109,7 +110,8 @@ class BowBackend:
     def _logits(self, texts: list[str]) -> torch.Tensor:
         ids, offsets = bow_encode(texts=texts, vocab=self.vocab)
         with torch.inference_mode():
-            return self.model(ids.to(self.device), offsets.to(self.device))
+            logits: torch.Tensor = self.model(ids.to(self.device), offsets.to(self.device))
+            return logits
 
     def class_scores(self, inputs: Sequence[str]) -> list[list[float]]:
         """Class probabilities per input, in the order of `labels` (for attack mode)."""

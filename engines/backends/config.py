@@ -4,6 +4,7 @@ version is registered, so a bad config is refused there and not discovered by a 
 from __future__ import annotations
 
 import re
+from typing import Any, TypeAlias
 from urllib.parse import urlparse
 
 DEFAULT_LABEL_REGEX = r"^\s*\[(?P<label>[^\]\n]+)\]\s*"
@@ -16,8 +17,12 @@ class BackendConfigError(ValueError):
         self.message = message
 
 
+# The type(s) a key's value may have. `type[Any]`: a value that passes isinstance stays a JSON value
+# (Any), which LIMITS then compares with numbers.
+_ValueType: TypeAlias = type[Any] | tuple[type[Any], ...]
+
 # kind -> {key: (type, default, required)}
-SCHEMAS: dict[str, dict[str, tuple[type | tuple[type, ...], object, bool]]] = {
+SCHEMAS: dict[str, dict[str, tuple[_ValueType, object, bool]]] = {
     "openai": {
         "base_url": (str, None, True),
         "model": (str, None, True),
@@ -51,14 +56,14 @@ LIMITS = {
 }
 
 
-def backend_config_validate(*, kind: str, config: object) -> dict:
+def backend_config_validate(*, kind: str, config: object) -> dict[str, Any]:
     """Return the config with defaults filled; raise BackendConfigError naming the field."""
     if kind not in SCHEMAS:
         raise BackendConfigError("backend_kind", f"unknown kind {kind!r}; one of {sorted(SCHEMAS)}")
     if not isinstance(config, dict):
         raise BackendConfigError("backend_config", "must be an object")
     schema = SCHEMAS[kind]
-    result: dict = {}
+    result: dict[str, Any] = {}
     for key in config:
         if key not in schema:
             if key == "api_key":
@@ -96,5 +101,6 @@ def backend_config_validate(*, kind: str, config: object) -> dict:
     return result
 
 
-def _type_name(kind_of) -> str:
-    return {str: "string", int: "integer"}.get(kind_of, "number")
+def _type_name(kind_of: _ValueType) -> str:
+    names: dict[_ValueType, str] = {str: "string", int: "integer"}
+    return names.get(kind_of, "number")

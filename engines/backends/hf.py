@@ -12,11 +12,15 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from .base import BackendError, Prediction, answer_text
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 ANSWERS_FILE = "evalhub_answers.json"
 
@@ -25,8 +29,8 @@ class HFClassifierBackend:
     def __init__(
         self,
         *,
-        model,
-        tokenizer,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
         labels: list[str],
         answers: dict[str, dict[str, str]] | None,
         device: str,
@@ -51,7 +55,8 @@ class HFClassifierBackend:
         if not (path / "config.json").is_file():
             raise BackendError(f"{path} is not a transformers checkpoint: no config.json")
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            # transformers leaves AutoTokenizer.from_pretrained unannotated.
+            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)  # type: ignore[no-untyped-call]
             model = AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True)
             answers = None
             if (path / ANSWERS_FILE).is_file():
@@ -78,7 +83,8 @@ class HFClassifierBackend:
             texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
         ).to(self.device)
         with torch.inference_mode():
-            return self.model(**encoded).logits
+            logits: torch.Tensor = self.model(**encoded).logits
+            return logits
 
     def _by_length(self, inputs: Sequence[str]) -> list[list[int]]:
         """Batches of input indices; similar lengths together, so batches pad less."""
@@ -105,4 +111,4 @@ class HFClassifierBackend:
                 label = self.labels[index]
                 answer = answer_text(self.answers, label, text) if self.answers else label
                 predictions[i] = Prediction(label=label, text=answer, latency_ms=latency_ms)
-        return predictions
+        return cast(list[Prediction], predictions)  # the batches cover every input: no slot is None

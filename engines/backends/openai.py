@@ -12,8 +12,9 @@ import os
 import random
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 
@@ -27,7 +28,9 @@ class _Transient(Exception):
 
 
 class OpenAIBackend:
-    def __init__(self, *, config: dict, api_key: str = "", sleep=time.sleep):
+    def __init__(
+        self, *, config: dict[str, Any], api_key: str = "", sleep: Callable[[float], None] = time.sleep
+    ):
         self.config = config
         self.api_key = api_key or (os.environ.get(config["api_key_env"], "") if config["api_key_env"] else "")
         self.label_pattern = re.compile(config["label_regex"])
@@ -54,8 +57,8 @@ class OpenAIBackend:
             raise BackendError(f"{self.url}: {unreachable[0].error}", transient=True)
         return predictions
 
-    def _request_body(self, text: str) -> dict:
-        messages = []
+    def _request_body(self, text: str) -> dict[str, Any]:
+        messages: list[dict[str, str]] = []
         if self.config["system_prompt"]:
             messages.append({"role": "system", "content": self.config["system_prompt"]})
         messages.append({"role": "user", "content": text})
@@ -88,7 +91,7 @@ class OpenAIBackend:
             return Prediction(label=label, text=answer, latency_ms=self._ms(started))
         return self._failed(last_error, started)
 
-    def _post(self, body: dict) -> str:
+    def _post(self, body: dict[str, Any]) -> str:
         try:
             response = self.client.post(self.url, json=body)
         except (httpx.TransportError, httpx.TimeoutException) as exc:

@@ -1078,11 +1078,11 @@ def _slots_draw(*, rng: random.Random, language: str, split: str) -> dict[str, s
         "days": str(rng.choice(values["days"])),
         "years": str(rng.choice(values["years"])),
         "months": str(rng.choice(values["months"])),
-        "pct": rng.choice(values["pct"]),
-        "pct2": rng.choice(values["pct2"]),
-        "law": rng.choice(values[f"law_{language}"]),
-        "city": rng.choice(values[f"city_{language}"]),
-        "agr": rng.choice(values[f"agr_{language}"]),
+        "pct": str(rng.choice(values["pct"])),
+        "pct2": str(rng.choice(values["pct2"])),
+        "law": str(rng.choice(values[f"law_{language}"])),
+        "city": str(rng.choice(values[f"city_{language}"])),
+        "agr": str(rng.choice(values[f"agr_{language}"])),
     }
 
 

@@ -23,9 +23,11 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
 from engines.demo.dataset import demo_dataset_build
 
@@ -73,14 +75,14 @@ class SimulationReport:
     fallbacks: int = 0
     follow_ups: int = 0
     outcomes_sent: int = 0
-    users_per_arm: Counter = field(default_factory=Counter)
-    correct_per_arm: Counter = field(default_factory=Counter)
-    questions_per_arm: Counter = field(default_factory=Counter)
+    users_per_arm: Counter[str] = field(default_factory=Counter)
+    correct_per_arm: Counter[str] = field(default_factory=Counter)
+    questions_per_arm: Counter[str] = field(default_factory=Counter)
     users_on_both_arms: int = 0
     seconds: float = 0.0
     stopped_early: bool = False
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             **{k: v for k, v in self.__dict__.items() if not isinstance(v, Counter)},
             "users_per_arm": dict(self.users_per_arm),
@@ -95,7 +97,7 @@ class Simulation:
         self.bank = [i for i in demo_dataset_build(seed=0).eval if i.label]
         self.report = SimulationReport()
         self.lock = threading.Lock()
-        self.outcomes: list[dict] = []
+        self.outcomes: list[dict[str, str | float]] = []  # outcome events, as POST /events takes them
         base = f"{config.server.rstrip('/')}/api/v1"
         self.http = httpx.Client(
             base_url=base, headers={"Authorization": f"Bearer {config.token}"}, timeout=60
@@ -115,7 +117,9 @@ class Simulation:
         self.report.seconds = time.perf_counter() - started
         return self.report
 
-    def _ask(self, *, user_id: str, session_id: str, messages: list[dict]) -> tuple[str, str, bool] | None:
+    def _ask(
+        self, *, user_id: str, session_id: str, messages: list[ChatCompletionMessageParam]
+    ) -> tuple[str, str, bool] | None:
         """(answer, arm, fallback), or None when the request failed."""
         with self.lock:
             self.report.requests += 1
@@ -144,18 +148,18 @@ class Simulation:
         config = self.config
         rng = random.Random(f"{config.seed}:{index}")
         user_id = f"sim-{config.seed}-{index:06d}"
-        arms = set()
+        arms: set[str] = set()
         for contract in range(rng.randint(*config.contracts_per_user)):
             item = rng.choice(self.bank)
             session_id = f"{user_id}-s{contract}"
-            messages = [{"role": "user", "content": item.input}]
+            messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": item.input}]
             reply = self._ask(user_id=user_id, session_id=session_id, messages=messages)
             if reply is None:
                 continue
             answer, arm, _ = reply
             arms.add(arm)
             found = LABEL.match(answer)
-            correct = bool(found) and found.group("label") == item.label
+            correct = found is not None and found.group("label") == item.label
             if rng.random() < (config.follow_up_if_wrong if not correct else config.follow_up_base):
                 language = "zh" if item.language == "zh" else "en"
                 follow_up = rng.choice(FOLLOW_UPS[language])

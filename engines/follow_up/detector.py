@@ -48,7 +48,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -135,7 +135,7 @@ class FollowUpThresholds:
     # is a follow-up whatever its similarity ("Why?", "为什么？")
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> FollowUpThresholds:
+    def from_dict(cls, data: dict[str, Any] | None) -> FollowUpThresholds:
         """Thresholds from a per-family dict (JSON), missing keys at their defaults. A wrong key, type or
         range raises ValueError starting with the field name (construction checks ranges too)."""
         if data is not None and not isinstance(data, dict):
@@ -151,9 +151,11 @@ class FollowUpThresholds:
                 raise ValueError(f"{key}: must be {'an integer' if is_int else 'a number'}")
             if not math.isfinite(value):
                 raise ValueError(f"{key}: must be finite")
-        return cls(
-            **{key: (value if known[key].type == "int" else float(value)) for key, value in data.items()}
-        )
+        # Checked above: an int for an int field, a number (made a float) for the others.
+        values: dict[str, Any] = {
+            key: (value if known[key].type == "int" else float(value)) for key, value in data.items()
+        }
+        return cls(**values)
 
     def __post_init__(self) -> None:
         if self.window_seconds <= 0:
@@ -171,7 +173,7 @@ class FollowUpThresholds:
         if self.short_turn_words < 0:
             raise ValueError("short_turn_words: must be 0 or more")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -370,7 +372,7 @@ def follow_ups_detect(
     return judgements
 
 
-def follow_up_scores(*, truth: Sequence[str], predicted: Sequence[str]) -> dict:
+def follow_up_scores(*, truth: Sequence[str], predicted: Sequence[str]) -> dict[str, Any]:
     """Precision, recall and F1 of "is a follow-up" (deepening and new are negatives; 0.0 where a
     ratio is 0/0, as scikit-learn's zero_division=0), its tp/fp/fn/tn, the 3-way confusion matrix
     (`confusion[truth][predicted]`) and the 3-way kind accuracy."""
@@ -408,7 +410,7 @@ def follow_up_scores(*, truth: Sequence[str], predicted: Sequence[str]) -> dict:
 _TEXT_FIELDS = ("previous_question", "previous_answer", "next_turn")
 
 
-def _row_validate(row: object, *, line: int, seen: set[str]) -> dict:
+def _row_validate(row: object, *, line: int, seen: set[str]) -> dict[str, Any]:
     def fail(field: str, problem: str) -> ValueError:
         return ValueError(f"line {line}: {field}: {problem}")
 
@@ -438,10 +440,10 @@ def _row_validate(row: object, *, line: int, seen: set[str]) -> dict:
     return row
 
 
-def follow_up_set_load(path: Path | str | None = None) -> list[dict]:
+def follow_up_set_load(path: Path | str | None = None) -> list[dict[str, Any]]:
     """The hand-labelled pairs (default: the set shipped next to this module), validated: a bad line
     raises ValueError "line N: field: problem"."""
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     with open(path or SET_PATH, encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
@@ -457,8 +459,11 @@ def follow_up_set_load(path: Path | str | None = None) -> list[dict]:
 
 
 def follow_up_evaluate(
-    *, rows: Sequence[dict], embed: Callable[[list[str]], np.ndarray], thresholds: FollowUpThresholds
-) -> dict:
+    *,
+    rows: Sequence[dict[str, Any]],
+    embed: Callable[[list[str]], np.ndarray],
+    thresholds: FollowUpThresholds,
+) -> dict[str, Any]:
     """Runs the detector on labelled rows (as `follow_up_set_load` gives them): scores overall and per
     language, the thresholds used, the seconds taken (embedding included) and every misjudged row."""
 
@@ -476,7 +481,7 @@ def follow_up_evaluate(
     seconds = time.perf_counter() - started
     predicted = [judgement.kind for judgement in judgements]
     truth = [row["label"] for row in rows]
-    languages = {}
+    languages: dict[str, dict[str, Any]] = {}
     for language in LANGUAGES:
         picked = [i for i, row in enumerate(rows) if row["language"] == language]
         if picked:

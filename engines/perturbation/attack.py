@@ -26,9 +26,17 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+
+from engines.backends.base import ModelBackend
 
 from .recipes import RECIPES_UNAVAILABLE, PerturbationResourceError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from textattack import Attack
+    from textattack.attack_results import AttackResult
+    from textattack.models.wrappers import ModelWrapper
 
 ATTACK_RECIPES = ("deepwordbug", "pwws")
 EXAMPLES_SHOWN = 10
@@ -64,9 +72,9 @@ class AttackReport:
     average_queries: float | None
     average_words_changed: float | None
     seconds: float
-    examples: list[dict]  # successful attacks: item, label before and after, original and perturbed
+    examples: list[dict[str, Any]]  # successful attacks: item, label before and after, original and perturbed
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -101,7 +109,7 @@ def attack_recipe_check(*, recipe: str) -> None:
         _wordnet_check()
 
 
-def attack_recipe_build(*, recipe: str, model_wrapper):
+def attack_recipe_build(*, recipe: str, model_wrapper: ModelWrapper) -> Attack:
     """The TextAttack `Attack` for an offline recipe."""
     attack_recipe_check(recipe=recipe)
     if recipe.lower() == "deepwordbug":
@@ -113,14 +121,14 @@ def attack_recipe_build(*, recipe: str, model_wrapper):
     return PWWSRen2019.build(model_wrapper)
 
 
-def _wrapper_for(backend: ScoringBackend):
+def _wrapper_for(backend: ScoringBackend) -> ModelWrapper:
     from textattack.models.wrappers import ModelWrapper
 
     class BackendWrapper(ModelWrapper):
         def __init__(self) -> None:
             self.model = backend  # TextAttack reads `.model` for logging only
 
-        def __call__(self, text_input_list, **kwargs):
+        def __call__(self, text_input_list: list[str], **kwargs: Any) -> np.ndarray:
             import numpy as np
 
             return np.asarray(backend.class_scores(list(text_input_list)), dtype=np.float32)
@@ -128,17 +136,26 @@ def _wrapper_for(backend: ScoringBackend):
     return BackendWrapper()
 
 
-def attack_sample(items: Sequence[tuple[str, str, str, str]], *, spec: AttackSpec) -> list:
+def attack_sample(
+    items: Sequence[tuple[str, str, str, str]], *, spec: AttackSpec
+) -> list[tuple[str, str, str, str]]:
     """A seeded sample of `spec.items` items, independent of the input order."""
     ranked = sorted(items, key=lambda item: hashlib.sha256(f"{spec.seed}\x1f{item[0]}".encode()).hexdigest())
     return ranked[: spec.items]
 
 
+def _scores_classes(backend: object) -> TypeGuard[ScoringBackend]:
+    return callable(getattr(backend, "class_scores", None)) and bool(getattr(backend, "labels", None))
+
+
 def attack_run(
-    *, backend: ScoringBackend, items: Sequence[tuple[str, str, str, str]], spec: AttackSpec
+    *,
+    backend: ModelBackend | ScoringBackend,
+    items: Sequence[tuple[str, str, str, str]],
+    spec: AttackSpec,
 ) -> AttackReport:
     """Attack a seeded sample of `items` (item_id, text, label, language) with `spec.recipe`."""
-    if not callable(getattr(backend, "class_scores", None)) or not getattr(backend, "labels", None):
+    if not _scores_classes(backend):
         raise AttackUnavailableError(
             "attack mode needs a classifier that returns class scores (backends 'hf' and 'builtin'); "
             "this backend only returns answers"
@@ -152,7 +169,7 @@ def attack_run(
     sampled = attack_sample([item for item in items if item[2] in index], spec=spec)
     english = [item for item in sampled if item[3] == "en"]
     dataset = textattack.datasets.Dataset([(text, index[label]) for _, text, label, _ in english])
-    results = []
+    results: list[AttackResult] = []
     if english:
         args = textattack.AttackArgs(
             num_examples=len(english),
@@ -170,7 +187,7 @@ def attack_run(
     succeeded = [r for r in results if isinstance(r, SuccessfulAttackResult)]
     attacked = [r for r in results if isinstance(r, SuccessfulAttackResult | FailedAttackResult)]
     n = len(results)
-    examples = []
+    examples: list[dict[str, Any]] = []
     for (item_id, *_), result in zip(english, results, strict=True):
         if isinstance(result, SuccessfulAttackResult) and len(examples) < EXAMPLES_SHOWN:
             examples.append(

@@ -24,6 +24,7 @@ import ast
 import importlib.util
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 STOPWORDS_PATH = DATA_DIR / "nltk_data" / "corpora" / "stopwords" / "english"
@@ -44,8 +45,9 @@ def _package_dir(*, name: str) -> Path:
     return Path(spec.origin).parent
 
 
-def _literal_assigned(*, path: Path, target: str) -> object:
-    """The literal value assigned to `target` (a name or `self.<attr>`) in a Python source file."""
+def _literal_assigned(*, path: Path, target: str) -> Any:
+    """The literal value assigned to `target` (a name or `self.<attr>`) in a Python source file, of
+    whatever type the file gives it."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if not isinstance(node, ast.Assign):
             continue

@@ -199,7 +199,8 @@ class _Builder:
     ) -> list[tuple[Site, str]]:
         """About `rate` of the item's words, at sites drawn in a seeded order, one candidate each."""
         wanted = max(1, math.ceil(self.rate * len(self.texts[item_id].words)))
-        edits, taken = [], set()
+        edits: list[tuple[Site, str]] = []
+        taken: set[int] = set()
         for site in rng.sample(sites, len(sites)):
             if len(edits) == wanted:
                 break

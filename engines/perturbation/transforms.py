@@ -198,8 +198,10 @@ class Perturber:
         ]
 
     def candidates(self, *, phrase: str, rng: random.Random) -> list[str]:
+        assert self.transformation is not None  # the types without one override this
         self.transformation.rng = rng  # read only by the types that draw letters or numbers
-        return self.transformation._get_replacement_words(phrase)
+        words: list[str] = self.transformation._get_replacement_words(phrase)  # textattack is untyped
+        return words
 
     def valid(self, *, phrase: str, candidate: str) -> bool:
         # No new stopword ("note" → "not") and no digit (control_delete may insert one).
@@ -234,6 +236,7 @@ class _NumberPerturber(Perturber):
         return [Site(i, i + 1, w) for i, w in enumerate(item.words) if w.isascii() and w.isdigit()]
 
     def candidates(self, *, phrase: str, rng: random.Random) -> list[str]:
+        assert self.transformation is not None
         self.transformation.rng = rng
         return [str(n) for n in self.transformation._get_new_number(phrase)]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -128,7 +128,7 @@ def baseline_pairs(*, count: int = BASELINE_PAIRS, seed: int = BASELINE_SEED) ->
     """`count` random (reference, candidate) pairs of clauses of different clause types."""
     sentences = baseline_sentences()
     rng = random.Random(seed)
-    pairs = []
+    pairs: list[tuple[str, str]] = []
     while len(pairs) < count:
         (type_a, a), (type_b, b) = rng.sample(sentences, 2)
         if type_a != type_b:
@@ -262,7 +262,7 @@ def measurement_print(*, scorer: BERTScorer) -> None:
             others = scaled["c_other_type"]
             ranked = statistics.fmean(p > o for p in scaled["b_paraphrase"] for o in others)
             print(f"layer {layer}: {cells}  gap {gap:5.2f}  paraphrase>other {ranked:.3f}")
-        metrics = {
+        metrics: dict[str, Callable[[list[tuple[str, str]]], list[float]]] = {
             "bertscore": lambda pairs: bertscore_f1(
                 references=[r for r, _ in pairs], candidates=[c for _, c in pairs]
             ),

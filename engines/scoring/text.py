@@ -127,7 +127,8 @@ def bertscore_f1(
     if not references:
         return []
     _, _, f1 = bertscorer_load(device=device).score(list(candidates), list(references), batch_size=batch_size)
-    return f1.tolist()
+    scores: list[float] = f1.tolist()  # bert_score is untyped: f1 is a torch tensor
+    return scores
 
 
 def text_scores(

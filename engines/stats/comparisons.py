@@ -26,6 +26,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any, TypedDict
 
 from engines.stats.hypothesis import mcnemar_exact, welch_t
 from engines.stats.sufficient import MeanStats, Proportion
@@ -62,11 +63,32 @@ class ComparisonResult:
     min_n: int
     test: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (reasons as a list)."""
         data = asdict(self)
         data["reasons"] = list(self.reasons)
         return data
+
+
+class _Common(TypedDict):
+    """The `ComparisonResult` fields a comparison fixes before it knows the outcome."""
+
+    metric: str
+    candidate_estimate: float | None
+    baseline_estimate: float | None
+    difference_kind: str
+    candidate_n: int
+    baseline_n: int
+    threshold: float
+    alpha: float
+    min_n: int
+    test: str
+
+
+class _CommonWithDifference(_Common):
+    """The same, for comparisons whose difference is known before the test."""
+
+    difference: float | None
 
 
 def _settings_check(*, alpha: float, min_n: int, threshold: float, threshold_name: str) -> None:
@@ -125,7 +147,7 @@ def rate_compare(
     _settings_check(alpha=alpha, min_n=min_n, threshold=max_increase, threshold_name="max_increase")
     candidate_rate, baseline_rate = candidate.rate, baseline.rate
     difference = None if candidate_rate is None or baseline_rate is None else candidate_rate - baseline_rate
-    common = dict(
+    common: _CommonWithDifference = dict(
         metric=metric,
         candidate_estimate=candidate_rate,
         baseline_estimate=baseline_rate,
@@ -211,7 +233,7 @@ def latency_compare(
             raise ValueError(f"{arm} latencies contain a non-finite value")
     candidate_median = float(statistics.median(candidate)) if len(candidate) else None
     baseline_median = float(statistics.median(baseline)) if len(baseline) else None
-    common = dict(
+    common: _Common = dict(
         metric=metric,
         candidate_estimate=candidate_median,
         baseline_estimate=baseline_median,
@@ -272,7 +294,7 @@ def mean_compare(
     )
     required = max(min_n, 2)
     candidate_mean, baseline_mean = candidate.mean, baseline.mean
-    common = dict(
+    common: _Common = dict(
         metric=metric,
         candidate_estimate=candidate_mean,
         baseline_estimate=baseline_mean,
@@ -344,7 +366,7 @@ def probes_compare(
     candidate_accuracy = (only_candidate_correct + both_correct) / pairs if pairs else None
     baseline_accuracy = (only_baseline_correct + both_correct) / pairs if pairs else None
     difference = (only_candidate_correct - only_baseline_correct) / pairs if pairs else None
-    common = dict(
+    common: _CommonWithDifference = dict(
         metric=metric,
         candidate_estimate=candidate_accuracy,
         baseline_estimate=baseline_accuracy,

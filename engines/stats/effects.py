@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from engines.stats.intervals import welch_df, z_for
 from engines.stats.sufficient import MIN_UNITS, CupedStats, MeanStats, Proportion, RatioStats
@@ -57,7 +58,7 @@ class Effect:
     error: str | None = None
     relative_error: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

@@ -24,7 +24,8 @@ def mcnemar_exact(*, only_first: int, only_second: int) -> float:
     if n == 0:
         return 1.0
     tail = sum(math.comb(n, k) for k in range(min(only_first, only_second) + 1))
-    return min(1.0, 2 * tail / 2**n)
+    p_value: float = 2 * tail / 2**n  # int ** int is typed Any (a negative power is a float)
+    return min(1.0, p_value)
 
 
 def welch_t(*, first: MeanStats, second: MeanStats) -> tuple[float, float]:

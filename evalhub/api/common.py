@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
@@ -11,6 +13,10 @@ from rest_framework.views import APIView
 from registry.errors import NotFoundError
 from registry.selectors.suites import eval_suite_get
 from registry.selectors.versions import model_version_get
+
+if TYPE_CHECKING:
+    from rest_framework.authentication import BaseAuthentication
+    from rest_framework.permissions import BasePermission
 
 
 class StrictSerializer(serializers.Serializer):
@@ -83,8 +89,8 @@ def paginated(request, view, queryset, serializer_class) -> Response:
 # ---------------------------------------------------------------------------------------------
 @extend_schema(exclude=True)
 class ApiNotFound(APIView):
-    permission_classes = []
-    authentication_classes = []
+    permission_classes: list[type[BasePermission]] = []
+    authentication_classes: list[type[BaseAuthentication]] = []
 
     def get(self, request, *args, **kwargs):
         raise NotFoundError(f"No API endpoint at {request.path}.")

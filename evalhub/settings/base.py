@@ -90,7 +90,7 @@ if DATABASE_URL.startswith("sqlite:///"):
     Path(DATABASE_URL.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
 
 
-def database_config(url: str) -> dict:
+def database_config(url: str) -> dj_database_url.DBConfig:
     config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # Web server and worker write the same file: WAL lets readers go on during a write,

@@ -31,6 +31,8 @@ sizes (its rate is well below alpha).
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from engines.stats.sufficient import RatioStats
@@ -74,7 +76,7 @@ def aa_false_positive_rates(
     looks: int = 10,
     alpha: float = 0.05,
     tau: float | None = None,
-) -> dict:
+) -> dict[str, float]:
     """Simulate `runs` A/A experiments and return the layer's false-positive rates (module docstring).
 
     Returns runs, seed, users_per_arm, looks, alpha, tau and the rates named in RATES."""
@@ -93,9 +95,16 @@ def aa_false_positive_rates(
             control = _arm(cumulative[:, run, 0, size - 1], size)
             treatment = _arm(cumulative[:, run, 1, size - 1], size)
             # Every look is judged: the sample-size guard is not what is studied here.
-            common = dict(baseline=control, candidate=treatment, direction=DECREASE, alpha=alpha, min_units=2)
-            fixed = business_value_judge(**common)
-            sequential = business_value_judge(**common, sequential_tau=tau)
+            judge = partial(
+                business_value_judge,
+                baseline=control,
+                candidate=treatment,
+                direction=DECREASE,
+                alpha=alpha,
+                min_units=2,
+            )
+            fixed = judge()
+            sequential = judge(sequential_tau=tau)
             fixed_any |= fixed.verdict == PASS
             sequential_any |= sequential.verdict == PASS
         # After the loop `fixed` / `sequential` hold the last look, on all users.

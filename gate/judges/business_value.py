@@ -178,6 +178,7 @@ def _difference_variance(*, baseline: RatioStats | MeanStats, candidate: RatioSt
         assert isinstance(candidate, RatioStats)
         parts = (baseline.ratio_variance, candidate.ratio_variance)
     else:
+        assert isinstance(candidate, MeanStats)
         assert baseline.variance is not None and candidate.variance is not None
         parts = (baseline.variance / baseline.n, candidate.variance / candidate.n)
     assert parts[0] is not None and parts[1] is not None
@@ -204,7 +205,8 @@ def _units_factor(*, variance: float, gap: float, alpha: float, tau: float | Non
     smallest = variance * 1e-12
     if excess(smallest) >= 0:  # a negligible gap: report the cap rather than search further
         return 1e12
-    return variance / brentq(excess, smallest, variance, rtol=1e-10)
+    root: float = brentq(excess, smallest, variance, rtol=1e-10)  # scipy is untyped
+    return variance / root
 
 
 def _value(stats: RatioStats | MeanStats) -> float | None:
@@ -244,8 +246,12 @@ def business_value_judge(
     )
     confidence = 1 - 2 * alpha
     level = f"{confidence * 100:g} %"
-    compare = ratio_effect if isinstance(baseline, RatioStats) else mean_effect
-    effect = compare(control=baseline, treatment=candidate, confidence=confidence)
+    if isinstance(baseline, RatioStats):
+        assert isinstance(candidate, RatioStats)
+        effect = ratio_effect(control=baseline, treatment=candidate, confidence=confidence)
+    else:
+        assert isinstance(candidate, MeanStats)
+        effect = mean_effect(control=baseline, treatment=candidate, confidence=confidence)
     srm = None
     if assigned_units is not None and expected_candidate_share is not None:
         srm = srm_check(
@@ -275,6 +281,7 @@ def business_value_judge(
         )
 
     if srm is not None and srm.mismatch:
+        assert assigned_units is not None  # srm is only checked on assigned units
         test = f"chi-square {srm.chi_square:.2f}" if srm.chi_square is not None else "exact binomial test"
         reason = (
             f"sample ratio mismatch: {assigned_units[0]} baseline and {assigned_units[1]} candidate units "
@@ -299,6 +306,7 @@ def business_value_judge(
             assert isinstance(candidate, RatioStats)
             baseline_units, candidate_units = baseline.linearised(), candidate.linearised()
         else:
+            assert isinstance(candidate, MeanStats)
             baseline_units, candidate_units = baseline, candidate
         decision = sequential_interval(
             control=baseline_units, treatment=candidate_units, tau=sequential_tau, confidence=confidence

@@ -83,7 +83,8 @@ def _adapter(kind: type) -> TypeAdapter[Any]:
 
 def to_json(value: object) -> Any:
     """A dataclass (or anything pydantic can dump) as plain JSON values."""
-    return _adapter(type(value)).dump_python(value, mode="json")
+    kind: type = type(value)  # as a plain `type`: mypy reads type[object] as unhashable for the cache
+    return _adapter(kind).dump_python(value, mode="json")
 
 
 class GateLayer(ABC, Generic[D]):
@@ -116,7 +117,7 @@ class GateLayer(ABC, Generic[D]):
         if not result.details:
             return None
         try:
-            return _adapter(self.details_type).validate_python(result.details)  # type: ignore[no-any-return]
+            return _adapter(self.details_type).validate_python(result.details)
         except ValidationError as exc:
             logger.warning("%s of run %s: details unreadable: %s", self.name, result.gate_run_id, exc)
             return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 from canary.selectors import (
     TrafficWindow,
@@ -39,7 +40,10 @@ def outcome_stats(
     """(baseline, candidate) sufficient statistics of `metric` over a window, as layer 3 judges them:
     RatioStats per user, or MeanStats per outcome (`business_per`)."""
     kind: type[RatioStats] | type[MeanStats] = RatioStats if policy.business_per == "user" else MeanStats
-    stats = outcome_stats_by_arm(window=window, metric=metric, per=policy.business_per)
+    # The stats class's keyword arguments: `n` an int, the sums numbers.
+    stats: dict[str, dict[str, Any]] = outcome_stats_by_arm(
+        window=window, metric=metric, per=policy.business_per
+    )
     return kind(**stats[BASELINE]), kind(**stats[CANDIDATE])
 
 

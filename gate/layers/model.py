@@ -16,9 +16,14 @@ from gate.reporting import Attribution, AttributionLevel, Table
 
 
 class Expectation(Protocol):
-    label: str
-    reference: str
-    language: str
+    """What an answer is judged against (read only: a suite item, or a frozen `Expected`)."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def reference(self) -> str: ...
+    @property
+    def language(self) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ def _gate_run_resolve(*, version: ModelVersion, gate_run: GateRun | None) -> Gat
         return latest
     if gate_run.candidate_id != version.pk or not gate_run.is_finished:
         raise _refuse(f"Gate run {gate_run.pk} is not a finished run of {version.ref}.", field="gate_run")
+    assert latest is not None  # there is one finished run of the version: `gate_run`
     if gate_run.pk != latest.pk:
         raise _refuse(
             f"Gate run {gate_run.pk} is not the latest finished run of {version.ref} (run {latest.pk} is).",
@@ -191,6 +192,7 @@ def decision_record(
                 decided_by=actor,
             )
     except IntegrityError:  # the one-to-one `confirms`: another confirmation got there first
+        assert confirms is not None
         raise _refuse(
             f"Override request {confirms.pk} is already confirmed.",
             field="confirms",

@@ -23,8 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from registry.actors import SYSTEM
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -60,6 +58,7 @@ def main() -> None:
     from evalhub.demo import demo_install, demo_suite_get
     from gate.layers.registry import gate_policy_parse
     from gate.services.gate_runs import gate_run_execute, gate_run_start
+    from registry.actors import SYSTEM
     from registry.selectors.versions import model_version_get
     from registry.services.versions import model_version_backend
 

@@ -47,8 +47,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from registry.actors import SYSTEM
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -100,6 +98,7 @@ def fixtures_get_or_create():
     """Two versions of a family of its own, a tiny suite and a running experiment at 10 %."""
     from canary.models import Experiment
     from canary.services.experiments import experiment_create, experiment_start
+    from registry.actors import SYSTEM
     from registry.models import ModelVersion
     from registry.services.suites import eval_suite_import
     from registry.services.versions import model_version_register
@@ -404,6 +403,7 @@ def gate_run_prepare(*, candidate, suite):
     """A gate run requiring the two traffic layers, claimed by this process as a worker claims it."""
     from gate.layers.registry import gate_policy_parse
     from gate.services.gate_runs import gate_run_claim, gate_run_start
+    from registry.actors import SYSTEM
 
     run = gate_run_start(
         candidate=candidate,

@@ -20,6 +20,8 @@ class ModelVersion(models.Model):
         CANARY = "canary"
         PROMOTED = "promoted"
         ROLLED_BACK = "rolled_back"
+        # Was serving production, until another version of its family was promoted.
+        RETIRED = "retired"
 
     class BackendKind(models.TextChoices):
         OPENAI = "openai", "OpenAI-compatible chat endpoint"
@@ -41,6 +43,10 @@ class ModelVersion(models.Model):
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="challengers"
     )
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.REGISTERED)
+    # The latest gate run (under its family's policy, not weakened) whose offline layers, clean
+    # accuracy and robustness, both passed: what a canary needs to go above its ungated share.
+    offline_gate_run_id = models.PositiveBigIntegerField(null=True, blank=True)
+    offline_gate_passed_at = models.DateTimeField(null=True, blank=True)
     is_demo = models.BooleanField(default=False, help_text="Part of the synthetic demo.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -175,3 +175,17 @@ def sent_tasks(monkeypatch) -> list[tuple[str, list]]:
         dispatch.app, "send_task", lambda name, args=(), **options: sent.append((name, list(args)))
     )
     return sent
+
+
+@pytest.fixture
+def approve(gate_run_finished, decision_user):
+    """`approve(version)`: a passing gate run and a release manager's approval, as the release rules
+    want before a promotion."""
+    from gate.services.decisions import decision_record
+
+    def make(version: ModelVersion) -> None:
+        gate_run_finished(version, "pass")
+        decision_record(version=version, action="approve", reason="the gate passed", actor=decision_user())
+        version.refresh_from_db()
+
+    return make

@@ -33,6 +33,7 @@ from engines.stats.comparisons import (
 )
 from engines.stats.sufficient import MeanStats, Proportion
 from registry.actors import SystemActor
+from registry.errors import ApplicationError
 
 LATENCY_SAMPLE = 10_000
 # Turns per session may grow by this much (relative) before it counts against the candidate.
@@ -149,8 +150,14 @@ def experiment_analyze(*, experiment: Experiment, act: bool = True) -> CanaryAna
             action = "rolled_back"
         elif verdict == "pass" and experiment.status == Experiment.Status.RUNNING:
             if experiment.ramp_auto and experiment.ramp_step + 1 < len(experiment.ramp):
-                experiment_ramp(experiment=experiment, actor=ANALYSIS, reason="canary analysis passed")
-                action = "ramped"
+                try:
+                    ramped = experiment_ramp(
+                        experiment=experiment, actor=ANALYSIS, reason="canary analysis passed"
+                    )
+                    action = "promoted" if ramped.status == Experiment.Status.PROMOTED else "ramped"
+                except ApplicationError as exc:  # not approved, or above the ungated share
+                    action = "waiting_for_release_manager"
+                    reasons = (*reasons, f"the next ramp step waits: {exc.message}")
             else:
                 action = "waiting_for_release_manager"
     return CanaryAnalysis.objects.create(

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Sequence
 from itertools import pairwise
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -22,6 +23,7 @@ from registry.errors import ApplicationError
 from registry.models import ModelVersion
 from registry.roles import CI, RELEASE_MANAGER
 from registry.services.audit import audit_record
+from registry.services.versions import model_version_promote
 from registry.services.webhooks import webhook_send
 
 Status = Experiment.Status
@@ -210,7 +212,22 @@ def _status_set(
     return locked
 
 
+def _share_cap_check(*, experiment: Experiment, buckets: int, field: str) -> None:
+    """Above the ungated share the candidate needs a gate run whose offline layers passed (the
+    traffic layers need this canary's own traffic, so they cannot come first)."""
+    cap = share_to_buckets(settings.EVALHUB_CANARY_UNGATED_MAX_PERCENT)
+    if buckets > cap and experiment.candidate.offline_gate_passed_at is None:
+        raise ApplicationError(
+            f"{experiment.candidate.ref} has no gate run whose clean accuracy and robustness passed: "
+            f"its share may not go above {cap * 100 / BUCKETS:g} %.",
+            code="gate_required",
+            fields={field: [f"at most {cap * 100 / BUCKETS:g} % until an offline gate passes"]},
+            status_code=409,
+        )
+
+
 def experiment_start(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
+    _share_cap_check(experiment=experiment, buckets=experiment.traffic_buckets, field="traffic_percent")
     now = timezone.now()
     return _status_set(
         experiment=experiment,
@@ -269,16 +286,35 @@ def experiment_rollback(*, experiment: Experiment, actor: Actor, reason: str) ->
 
 
 def experiment_promote(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
-    """The candidate takes all traffic and the experiment ends."""
-    return _status_set(
-        experiment=experiment,
-        to=Status.PROMOTED,
-        actor=actor,
-        reason=reason,
-        traffic_buckets=BUCKETS,
-        ended_at=timezone.now(),
-        end_reason=reason,
-    )
+    """The candidate takes all traffic and the experiment ends, in one transaction with the registry:
+    the candidate becomes `promoted`, the version it replaces `retired`. Only an approved candidate
+    (an approval decision, or a confirmed two-person override) is promoted: 409 otherwise."""
+    with transaction.atomic():
+        promoted = _status_set(
+            experiment=experiment,
+            to=Status.PROMOTED,
+            actor=actor,
+            reason=reason,
+            traffic_buckets=BUCKETS,
+            ended_at=timezone.now(),
+            end_reason=reason,
+        )
+        candidate = ModelVersion.objects.select_for_update().get(pk=promoted.candidate_id)
+        retired = model_version_promote(
+            version=candidate, actor=actor, reason=f"experiment {promoted.name} promoted"
+        )
+        promoted.candidate = candidate
+        webhook_send(
+            event="experiment.promoted",
+            payload={
+                "experiment": promoted.name,
+                "promoted": candidate.ref,
+                "retired": [v.ref for v in retired],
+                "reason": reason,
+                "by": actor_name(actor),
+            },
+        )
+    return promoted
 
 
 def experiment_ramp(
@@ -288,7 +324,8 @@ def experiment_ramp(
     traffic_percent: float | None = None,
     reason: str = "",
 ) -> Experiment:
-    """Raise the candidate's share: to `traffic_percent`, or to the ramp plan's next step."""
+    """Raise the candidate's share: to `traffic_percent`, or to the ramp plan's next step. Above the
+    ungated share it needs an offline gate pass; to 100 % it is a promotion (`experiment_promote`)."""
     actor_require_role(actor, LIFECYCLE_ROLES, action="ramp an experiment")
     with transaction.atomic():
         locked = _locked(experiment)
@@ -317,6 +354,9 @@ def experiment_ramp(
                 "A ramp only raises the share (lowering it would move users off the candidate).",
                 fields={"traffic_percent": [f"must be above {locked.traffic_percent} %"]},
             )
+        if buckets == BUCKETS:
+            return experiment_promote(experiment=locked, actor=actor, reason=reason or "ramped to 100 %")
+        _share_cap_check(experiment=locked, buckets=buckets, field="traffic_percent")
         before = {"traffic_percent": locked.traffic_percent, "ramp_step": locked.ramp_step}
         locked.traffic_buckets, locked.ramp_step = buckets, step
         locked.share_since, locked.window_buckets = timezone.now(), buckets

@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin, messages
 
 from canary.models import Experiment, FollowUpDetectorConfig, OutcomeEvent, TurnEvent
-from canary.services.experiments import experiment_pause, experiment_rollback
+from canary.services.experiments import experiment_pause, experiment_promote, experiment_rollback
 from canary.services.follow_ups import follow_up_thresholds_set
 from engines.follow_up.detector import FollowUpThresholds
 from evalhub.admin.base import ReadOnlyAdmin
@@ -16,7 +16,7 @@ class ExperimentAdmin(ReadOnlyAdmin):
     list_display = ["name", "family", "baseline", "candidate", "status", "traffic_percent", "created_at"]
     list_filter = ["family", "status"]
     search_fields = ["name", "family"]
-    actions = ["pause", "roll_back"]
+    actions = ["pause", "roll_back", "promote"]
 
     def _each(self, request, queryset, change, done: str) -> None:
         for experiment in queryset:
@@ -29,6 +29,15 @@ class ExperimentAdmin(ReadOnlyAdmin):
     @admin.action(description="Pause (everyone back on the baseline until resumed)")
     def pause(self, request, queryset):
         self._each(request, queryset, lambda **kw: experiment_pause(**kw, reason="admin action"), "paused")
+
+    @admin.action(description="Promote (the candidate takes all traffic; it must be approved)")
+    def promote(self, request, queryset):
+        self._each(
+            request,
+            queryset,
+            lambda **kw: experiment_promote(**kw, reason="promoted from the admin"),
+            "promoted",
+        )
 
     @admin.action(description="Roll back (ends the experiment)")
     def roll_back(self, request, queryset):

@@ -179,6 +179,9 @@ EVALHUB_CANARY_CACHE_SECONDS = float(os.environ.get("EVALHUB_CANARY_CACHE_SECOND
 EVALHUB_FOLLOW_UP_GRACE_SECONDS = int(os.environ.get("EVALHUB_FOLLOW_UP_GRACE_SECONDS", 300))
 # Canary telemetry: the most events one POST /api/v1/events may carry.
 EVALHUB_EVENTS_MAX_BATCH = int(os.environ.get("EVALHUB_EVENTS_MAX_BATCH", 5000))
+# Canary: the most a candidate's share may be (percent) until a gate run of it, under its family's
+# policy, passed clean accuracy and robustness.
+EVALHUB_CANARY_UNGATED_MAX_PERCENT = float(os.environ.get("EVALHUB_CANARY_UNGATED_MAX_PERCENT", 10))
 # Canary proxy: seconds to wait for a version's answer before the baseline stands in.
 EVALHUB_PROXY_TIMEOUT_SECONDS = float(os.environ.get("EVALHUB_PROXY_TIMEOUT_SECONDS", 30))
 

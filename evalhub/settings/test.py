@@ -53,3 +53,6 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Tests of traffic statistics run canaries at 30-50 %: the cap that needs an offline gate pass first is
+# tested on its own (tests/canary/services/test_promotion.py sets the production default back).
+EVALHUB_CANARY_UNGATED_MAX_PERCENT = 100.0

@@ -26,13 +26,16 @@ from registry.errors import ApplicationError
 from registry.models import EvalSuite, ModelVersion
 from registry.services.audit import audit_record
 from registry.services.suites import eval_suite_lock
-from registry.services.versions import model_version_transition
+from registry.services.versions import model_version_offline_gate_record, model_version_transition
 from registry.services.webhooks import webhook_send
 
 logger = logging.getLogger(__name__)
 Status = GateRun.Status
 VersionStatus = ModelVersion.Status
 ACTIVE = (Status.QUEUED, Status.RUNNING)
+GATE = SystemActor("gate")
+# The layers that need no canary traffic: the evidence to let a canary grow.
+OFFLINE_LAYERS = ("clean_accuracy", "robustness")
 
 
 def gate_run_start(
@@ -200,6 +203,11 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
         after={"verdict": verdict, "reasons": reasons},
     )
     _candidate_settle(run=run)
+    if not run.policy_overrides and all(
+        layer_verdicts.get(name) == GateRun.Verdict.PASS for name in OFFLINE_LAYERS
+    ):
+        # Evidence for a canary to go above its ungated share (a weakened gate is none).
+        model_version_offline_gate_record(version=run.candidate, gate_run_id=run.pk, actor=GATE)
     _verdict_announce(run=run, layer_verdicts=layer_verdicts)
     return run
 
@@ -231,7 +239,7 @@ def gate_run_fail(*, gate_run_id: int, status: str, reason: str) -> GateRun:
         run.finished_at = timezone.now()
         run.save(update_fields=["status", "verdict", "verdict_reasons", "error_message", "finished_at"])
         audit_record(
-            actor=SystemActor("gate"),
+            actor=GATE,
             action="gate_run.fail",
             target=run,
             after={"status": status},
@@ -256,7 +264,7 @@ def _candidate_settle(*, run: GateRun) -> None:
     model_version_transition(
         version=candidate,
         to_status=to_status,
-        actor=SystemActor("gate"),
+        actor=GATE,
         reason=f"gate run {run.pk}: {run.verdict}",
     )
 

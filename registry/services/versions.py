@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from engines.backends.config import BackendConfigError, backend_config_validate
 from registry.actors import Actor
@@ -26,14 +27,18 @@ TRANSITIONS: dict[str, set[str]] = {
     Status.EVALUATING: {Status.GATE_PASSED, Status.GATE_FAILED, Status.REGISTERED},
     Status.GATE_PASSED: {Status.APPROVED, Status.REJECTED, Status.EVALUATING},
     Status.GATE_FAILED: {Status.APPROVED, Status.REJECTED, Status.EVALUATING},
-    Status.APPROVED: {Status.CANARY, Status.REJECTED},
+    Status.APPROVED: {Status.CANARY, Status.REJECTED, Status.PROMOTED},
     Status.REJECTED: set(),
     Status.CANARY: {Status.PROMOTED, Status.ROLLED_BACK},
-    Status.PROMOTED: set(),
+    # Promotion is `model_version_promote`, which retires the version it replaces.
+    Status.PROMOTED: {Status.RETIRED},
     Status.ROLLED_BACK: set(),
+    Status.RETIRED: set(),
 }
 # A version may enter the registry as new, or as the incumbent already serving production.
 INITIAL_STATUSES = {Status.REGISTERED, Status.PROMOTED}
+# Cleared for production by a release decision: an approval, or a confirmed two-person override.
+APPROVED_STATUSES = frozenset({Status.APPROVED, Status.CANARY, Status.PROMOTED})
 
 
 def _snapshot(version: ModelVersion) -> dict:
@@ -141,6 +146,47 @@ def model_version_transition(
     )
     version.status = locked.status
     return locked
+
+
+def model_version_promote(*, version: ModelVersion, actor: Actor, reason: str) -> list[ModelVersion]:
+    """`version` serves production now: it becomes `promoted` and the family's other promoted
+    versions `retired` (audited each). Only an approved version is promoted (409 otherwise).
+    Returns the versions retired. Call it inside the transaction that moves the traffic."""
+    if version.status not in APPROVED_STATUSES:
+        raise ApplicationError(
+            f"{version.ref} is {version.status}, not approved: record an approval (POST /api/v1/decisions/) "
+            "or a confirmed two-person override first.",
+            code="not_approved",
+            fields={"candidate": [f"{version.ref} has no approval decision"]},
+            status_code=409,
+        )
+    retired = list(
+        ModelVersion.objects.select_for_update()
+        .filter(family=version.family, status=Status.PROMOTED)
+        .exclude(pk=version.pk)
+    )
+    for old in retired:
+        model_version_transition(
+            version=old, to_status=Status.RETIRED, actor=actor, reason=f"replaced by {version.ref}"
+        )
+    if version.status != Status.PROMOTED:
+        model_version_transition(version=version, to_status=Status.PROMOTED, actor=actor, reason=reason)
+    return retired
+
+
+def model_version_offline_gate_record(*, version: ModelVersion, gate_run_id: int, actor: Actor) -> None:
+    """Record that a gate run's offline layers (clean accuracy and robustness) passed for `version`."""
+    now = timezone.now()
+    ModelVersion.objects.filter(pk=version.pk).update(
+        offline_gate_run_id=gate_run_id, offline_gate_passed_at=now
+    )
+    version.offline_gate_run_id, version.offline_gate_passed_at = gate_run_id, now
+    audit_record(
+        actor=actor,
+        action="model_version.offline_gate_passed",
+        target=version,
+        after={"gate_run": gate_run_id},
+    )
 
 
 def model_version_serving_set(*, version: ModelVersion, serving_url: str, actor: Actor) -> ModelVersion:

@@ -64,7 +64,8 @@ class TestExperiments:
         assert [e["name"] for e in listed] == ["v4-canary"]
         assert AuditLog.objects.filter(action="experiment.create").count() == 1
 
-    def test_lifecycle_is_audited_and_ramps_along_the_plan(self, ci_client, manager, versions):
+    def test_lifecycle_is_audited_and_ramps_along_the_plan(self, ci_client, manager, versions, approve):
+        approve(versions[1])
         create(ci_client, ramp=[1, 5, 25, 50, 100])
         assert act(manager, "start", reason="go").json()["status"] == "running"
         assert act(manager, "ramp").json()["traffic_percent"] == 5.0

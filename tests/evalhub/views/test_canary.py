@@ -340,7 +340,8 @@ def test_actions_need_the_csrf_token(experiment, manager):
     assert status_of(experiment) == ("paused", 50.0)
 
 
-def test_start_and_promote_from_the_page(experiment, manager):
+def test_start_and_promote_from_the_page(experiment, manager, approve):
+    approve(experiment.candidate)
     draft = experiment_create(
         name="next", baseline=experiment.baseline, candidate=experiment.candidate, ramp=[1, 5], actor=SYSTEM
     )

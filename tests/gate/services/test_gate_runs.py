@@ -421,3 +421,29 @@ def test_output_cache_reuses_answers_unless_the_policy_turns_it_off(versions, su
     first, second, fresh = counts(), counts(), counts(output_cache=False)
     assert (first[:2], second[:2], fresh[:2]) == ((60, 0), (0, 60), (60, 0))
     assert first[2] == second[2] == fresh[2]
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "overrides", "recorded"),
+    [
+        ({"clean_accuracy": "pass", "robustness": "pass", "follow_up_rate": "insufficient_data"}, {}, True),
+        ({"clean_accuracy": "pass", "robustness": "fail"}, {}, False),
+        ({"clean_accuracy": "pass", "robustness": "pass"}, {"robustness_min": 0.1}, False),  # weakened
+    ],
+)
+def test_a_run_whose_offline_layers_pass_is_the_canarys_evidence(
+    versions, suite, verdicts, overrides, recorded
+):
+    from gate.models import LayerResult
+    from gate.services.gate_runs import gate_run_finish
+
+    candidate, _ = versions
+    run = gate_run_start(candidate=candidate, suite=suite, actor=SYSTEM, policy_overrides=overrides)
+    GateRun.objects.filter(pk=run.pk).update(status=GateRun.Status.RUNNING, worker="w1")
+    run.refresh_from_db()
+    for layer, verdict in verdicts.items():
+        LayerResult.objects.create(gate_run=run, layer=layer, verdict=verdict, metric="m")
+    gate_run_finish(run=run)
+    candidate.refresh_from_db()
+    assert (candidate.offline_gate_run_id == run.pk) is recorded
+    assert (candidate.offline_gate_passed_at is not None) is recorded

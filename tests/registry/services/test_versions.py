@@ -42,8 +42,10 @@ def test_every_illegal_transition_is_refused(start, target):
 
 
 def test_terminal_states_have_no_exit():
-    for status in (Status.REJECTED, Status.PROMOTED, Status.ROLLED_BACK):
+    for status in (Status.REJECTED, Status.ROLLED_BACK, Status.RETIRED):
         assert TRANSITIONS[status] == set()
+    # A promoted version leaves production only when another one replaces it.
+    assert TRANSITIONS[Status.PROMOTED] == {Status.RETIRED}
 
 
 def test_register_refuses_a_mid_lifecycle_status_and_foreign_baseline():

@@ -7,7 +7,10 @@ VIEWER, CI, RELEASE_MANAGER = "viewer", "ci", "release_manager"
 APP = "app"
 ROLES = (VIEWER, CI, RELEASE_MANAGER, APP)
 READ_ROLES = frozenset({VIEWER, CI, RELEASE_MANAGER})
+# Register versions, upload suites and probe sets, start gate runs.
 WRITE_ROLES = frozenset({CI, RELEASE_MANAGER})
+# Move a version's status, decide releases, run canaries.
+RELEASE_ROLES = frozenset({RELEASE_MANAGER})
 
 
 def user_roles(user) -> frozenset[str]:

@@ -158,7 +158,7 @@ def version_gated(gate_run_finished):
             label=f"v{next(counter)}",
             backend_kind="builtin",
             backend_config={"path": "x"},
-            actor=registered_by,
+            actor=registered_by or SYSTEM,
         )
         return version, gate_run_finished(version, verdict)
 

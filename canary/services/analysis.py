@@ -21,7 +21,12 @@ from django.db.models import Count, Q
 
 from canary.models import CanaryAnalysis, Experiment, TurnEvent
 from canary.selectors import probe_run_latest
-from canary.services.experiments import GUARDRAIL_DEFAULTS, experiment_ramp, experiment_rollback
+from canary.services.experiments import (
+    GUARDRAIL_DEFAULTS,
+    LIFECYCLE_ROLES,
+    experiment_ramp,
+    experiment_rollback,
+)
 from engines.routing import BASELINE, CANDIDATE
 from engines.stats.comparisons import (
     analysis_combine,
@@ -32,7 +37,7 @@ from engines.stats.comparisons import (
     rate_compare,
 )
 from engines.stats.sufficient import MeanStats, Proportion
-from registry.actors import SystemActor
+from registry.actors import Actor, SystemActor, actor_require_role
 from registry.errors import ApplicationError
 
 LATENCY_SAMPLE = 10_000
@@ -105,8 +110,12 @@ def _probe_result(experiment: Experiment, min_probes: int):
     )
 
 
-def experiment_analyze(*, experiment: Experiment, act: bool = True) -> CanaryAnalysis:
-    """Compare the arms now; with `act`, roll back on fail and ramp on pass where the plan allows."""
+def experiment_analyze(
+    *, experiment: Experiment, act: bool = True, actor: Actor = ANALYSIS
+) -> CanaryAnalysis:
+    """Compare the arms now; with `act`, roll back on fail and ramp on pass where the plan allows.
+    A person may ask for it (a release manager); what it does is done as the canary analysis."""
+    actor_require_role(actor, LIFECYCLE_ROLES, action="analyse an experiment now")
     guardrails = {**GUARDRAIL_DEFAULTS, **experiment.guardrails}
     min_requests, min_sessions = int(guardrails["min_requests"]), int(guardrails["min_sessions"])
     counts = _counts(experiment)

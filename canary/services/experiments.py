@@ -21,14 +21,13 @@ from engines.routing import BUCKETS, share_to_buckets
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
-from registry.roles import CI, RELEASE_MANAGER
+from registry.roles import RELEASE_MANAGER
 from registry.services.audit import audit_record
 from registry.services.versions import model_version_promote
 from registry.services.webhooks import webhook_send
 
 Status = Experiment.Status
 # Who may act on an experiment (system parts, such as the canary analysis, act on their own).
-CREATE_ROLES = frozenset({CI, RELEASE_MANAGER})
 LIFECYCLE_ROLES = frozenset({RELEASE_MANAGER})
 
 # Guardrail keys and their defaults; analysis reads them (see canary.analysis).
@@ -111,7 +110,7 @@ def experiment_create(
     qa_tokens: Sequence[str] = (),
 ) -> Experiment:
     """A draft experiment. With a ramp plan, the share starts at its first step."""
-    actor_require_role(actor, CREATE_ROLES, action="create an experiment")
+    actor_require_role(actor, LIFECYCLE_ROLES, action="create an experiment")
     if candidate.pk == baseline.pk:
         raise ApplicationError(
             "The candidate must differ from the baseline.", fields={"candidate": ["same as the baseline"]}

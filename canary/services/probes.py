@@ -16,9 +16,11 @@ from django.utils import timezone
 
 from canary.models import Experiment, Probe, ProbeResult, ProbeRun, ProbeSet, TurnEvent
 from engines.routing import BASELINE, CANDIDATE
+from registry.actors import Actor, actor_require_role
 from registry.dispatch import Task, task_enqueue
 from registry.errors import ApplicationError, NotFoundError
 from registry.models import ModelVersion
+from registry.roles import RELEASE_MANAGER, WRITE_ROLES
 from registry.services.audit import audit_record
 from registry.services.versions import model_version_serving_model, model_version_serving_url
 
@@ -26,9 +28,10 @@ SIGNIFICANCE = 0.05
 
 
 def probe_set_import(
-    *, name: str, family: str, probes: list, actor, description: str = "", is_demo: bool = False
+    *, name: str, family: str, probes: list, actor: Actor, description: str = "", is_demo: bool = False
 ) -> ProbeSet:
     """A new probe set from `canary.probes_gen.ProbeSpec`s (generated, or parsed from JSONL)."""
+    actor_require_role(actor, WRITE_ROLES, action="import a probe set")
     if ProbeSet.objects.filter(name=name).exists():
         raise ApplicationError(
             f"A probe set named {name!r} exists.",
@@ -209,9 +212,12 @@ def probe_runs_due() -> list[ProbeRun]:
     return runs
 
 
-def probe_runs_request(*, experiment: Experiment, probe_set_name: str | None = None) -> list[ProbeSet]:
+def probe_runs_request(
+    *, experiment: Experiment, actor: Actor, probe_set_name: str | None = None
+) -> list[ProbeSet]:
     """Queue a probe run of the family's sets (or the one named) through `experiment`'s versions,
-    on a cpu worker once this transaction commits."""
+    on a cpu worker once this transaction commits (release managers)."""
+    actor_require_role(actor, frozenset({RELEASE_MANAGER}), action="run probes now")
     sets = list(ProbeSet.objects.filter(family=experiment.family).order_by("name"))
     if probe_set_name is not None:
         sets = [s for s in sets if s.name == probe_set_name]

@@ -20,10 +20,11 @@ from gate.layers.base import ClaimLost, LayerContext, Progress
 from gate.layers.registry import LAYERS, gate_policy_parse
 from gate.models import GateRun
 from gate.services.policies import gate_policy_resolve
-from registry.actors import SystemActor
+from registry.actors import Actor, SystemActor, actor_name, actor_require_role, actor_user
 from registry.dispatch import Task, task_send
 from registry.errors import ApplicationError
 from registry.models import EvalSuite, ModelVersion
+from registry.roles import WRITE_ROLES
 from registry.services.audit import audit_record
 from registry.services.suites import eval_suite_lock
 from registry.services.versions import model_version_offline_gate_record, model_version_transition
@@ -42,12 +43,13 @@ def gate_run_start(
     *,
     candidate: ModelVersion,
     suite: EvalSuite,
-    actor,
+    actor: Actor,
     baseline: ModelVersion | None = None,
     policy_name: str | None = None,
     policy_overrides: dict | None = None,
     experiment_name: str | None = None,
 ) -> GateRun:
+    actor_require_role(actor, WRITE_ROLES, action="start a gate run")
     baseline = baseline or candidate.baseline
     if baseline is not None and baseline.pk == candidate.pk:
         raise ApplicationError(
@@ -66,7 +68,7 @@ def gate_run_start(
             policy_config=config.as_dict(),
             policy_overrides=policy_overrides or {},
             experiment=experiment,
-            created_by=actor if getattr(actor, "is_authenticated", False) else None,
+            created_by=actor_user(actor),
         )
         eval_suite_lock(suite=suite)
         audit_record(
@@ -90,8 +92,8 @@ def gate_run_start(
             model_version_transition(
                 version=candidate,
                 to_status=VersionStatus.EVALUATING,
-                actor=actor,
-                reason=f"gate run {run.pk}",
+                actor=GATE,
+                reason=f"gate run {run.pk}, started by {actor_name(actor)}",
             )
         transaction.on_commit(lambda: gate_run_enqueue(gate_run_id=run.pk))
     return run

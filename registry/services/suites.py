@@ -5,8 +5,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from registry.actors import Actor, actor_require_role, actor_user
 from registry.errors import ApplicationError
 from registry.models import EvalItem, EvalSuite
+from registry.roles import WRITE_ROLES
 from registry.services.audit import audit_record
 from registry.suite_format import (
     SuiteFormatError,
@@ -42,11 +44,12 @@ def suite_items_parse(
 
 @transaction.atomic
 def eval_suite_import(
-    *, name: str, items: list[SuiteItem], actor, description: str = "", is_demo: bool = False
+    *, name: str, items: list[SuiteItem], actor: Actor, description: str = "", is_demo: bool = False
 ) -> tuple[EvalSuite, bool]:
     """Store `items` as the next version of suite `name`. Suites are never edited: new content
     makes a new version, and the same content as the latest version returns that version.
     Returns (suite, created)."""
+    actor_require_role(actor, WRITE_ROLES, action="upload a suite")
     content_hash = suite_content_hash(items)
     latest = EvalSuite.objects.filter(name=name).order_by("-version").first()
     if latest is not None and latest.content_hash == content_hash:
@@ -59,7 +62,7 @@ def eval_suite_import(
         content_hash=content_hash,
         item_count=len(items),
         is_demo=is_demo,
-        created_by=actor if getattr(actor, "is_authenticated", False) else None,
+        created_by=actor_user(actor),
     )
     try:
         suite.full_clean(exclude=["created_by"], validate_unique=False, validate_constraints=False)

@@ -10,9 +10,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from engines.backends.config import BackendConfigError, backend_config_validate
-from registry.actors import Actor
+from registry.actors import Actor, actor_require_role, actor_user
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
+from registry.roles import RELEASE_ROLES, WRITE_ROLES
 from registry.services.audit import audit_record
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def model_version_register(
     label: str,
     backend_kind: str,
     backend_config: dict,
-    actor,
+    actor: Actor,
     api_key: str = "",
     baseline: ModelVersion | None = None,
     description: str = "",
@@ -66,6 +67,7 @@ def model_version_register(
     is_demo: bool = False,
     serving_url: str = "",
 ) -> ModelVersion:
+    actor_require_role(actor, WRITE_ROLES, action="register a model version")
     if status not in INITIAL_STATUSES:
         raise ApplicationError(
             f"A version is registered as one of {sorted(INITIAL_STATUSES)}, not {status!r}.",
@@ -93,7 +95,7 @@ def model_version_register(
         status=status,
         is_demo=is_demo,
         serving_url=serving_url,
-        created_by=actor if getattr(actor, "is_authenticated", False) else None,
+        created_by=actor_user(actor),
     )
     try:
         version.full_clean(
@@ -120,6 +122,7 @@ def model_version_transition(
     *, version: ModelVersion, to_status: str, actor: Actor, reason: str = ""
 ) -> ModelVersion:
     """Move a version along its lifecycle; refuses any step not in TRANSITIONS."""
+    actor_require_role(actor, RELEASE_ROLES, action="move a version's status")
     locked = ModelVersion.objects.select_for_update().get(pk=version.pk)
     if to_status not in Status.values:
         raise ApplicationError(

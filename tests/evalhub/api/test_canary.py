@@ -45,8 +45,8 @@ def act(client, action, name="v4-canary", **body):
 
 
 class TestExperiments:
-    def test_create_defaults_to_one_percent_draft(self, ci_client, versions):
-        response = create(ci_client)
+    def test_create_defaults_to_one_percent_draft(self, ci_client, manager, versions):
+        response = create(manager)
         assert response.status_code == 201, response.content
         body = response.json()
         assert (body["status"], body["traffic_percent"], body["family"]) == ("draft", 1.0, "ca")
@@ -66,7 +66,7 @@ class TestExperiments:
 
     def test_lifecycle_is_audited_and_ramps_along_the_plan(self, ci_client, manager, versions, approve):
         approve(versions[1])
-        create(ci_client, ramp=[1, 5, 25, 50, 100])
+        create(manager, ramp=[1, 5, 25, 50, 100])
         assert act(manager, "start", reason="go").json()["status"] == "running"
         assert act(manager, "ramp").json()["traffic_percent"] == 5.0
         ramped = act(manager, "ramp", traffic_percent=30)
@@ -99,7 +99,7 @@ class TestExperiments:
         )
 
     def test_rollback_needs_a_reason_and_ends_with_share_zero(self, ci_client, manager, versions):
-        create(ci_client)
+        create(manager)
         act(manager, "start")
         assert_error(act(manager, "rollback"), 400, "reason")
         body = act(manager, "rollback", reason="error rate doubled").json()
@@ -111,15 +111,15 @@ class TestExperiments:
         assert_error(act(manager, "resume"), 409, "status")
 
     def test_one_running_experiment_per_family(self, ci_client, manager, versions):
-        create(ci_client)
-        create(ci_client, name="second")
+        create(manager)
+        create(manager, name="second")
         act(manager, "start")
         error = assert_error(act(manager, "start", name="second"), 409, "family")
         assert "already has a running" in error["message"]
         assert Experiment.objects.get(name="second").status == "draft"
 
     def test_ramp_never_lowers_the_share(self, ci_client, manager, versions):
-        create(ci_client, traffic_percent=5)
+        create(manager, traffic_percent=5)
         act(manager, "start")
         assert_error(act(manager, "ramp", traffic_percent=1), 400, "traffic_percent")
         assert_error(act(manager, "ramp"), 400, "traffic_percent")  # no plan, no next step
@@ -141,17 +141,18 @@ class TestExperiments:
             ({"bogus": 1}, "bogus"),
         ],
     )
-    def test_bad_input_names_the_field(self, ci_client, versions, overrides, field):
-        assert_error(create(ci_client, **overrides), 400, field)
+    def test_bad_input_names_the_field(self, manager, versions, overrides, field):
+        assert_error(create(manager, **overrides), 400, field)
         assert not Experiment.objects.exists()
 
-    def test_small_shares_and_other_families(self, ci_client, versions):
-        assert create(ci_client, traffic_percent=0.01).json()["traffic_percent"] == 0.01
+    def test_small_shares_and_other_families(self, manager, versions):
+        assert create(manager, traffic_percent=0.01).json()["traffic_percent"] == 0.01
         model_version_register(family="other", label="x", actor=SYSTEM, **BUILTIN)
-        assert_error(create(ci_client, name="cross", candidate="other:x"), 400, "candidate")
+        assert_error(create(manager, name="cross", candidate="other:x"), 400, "candidate")
 
-    def test_roles(self, ci_client, app, versions):
-        create(ci_client)
+    def test_roles(self, ci_client, manager, app, versions):
+        assert_error(create(ci_client), 403)  # experiments are the release managers'
+        create(manager)
         assert_error(act(ci_client, "start"), 403)
         assert_error(create(app, name="by-app"), 403)
         assert_error(act(app, "start"), 403)
@@ -163,7 +164,7 @@ class TestExperiments:
 
 @pytest.fixture
 def running(ci_client, manager, versions):
-    create(ci_client, traffic_percent=50, qa_tokens=[QA_TOKEN])
+    create(manager, traffic_percent=50, qa_tokens=[QA_TOKEN])
     act(manager, "start")
     return Experiment.objects.get(name="v4-canary")
 

@@ -33,3 +33,19 @@ def reader_required(view):
         return view(request, *args, **kwargs)
 
     return login_required(check)
+
+
+def roles_required(roles: frozenset[str]):
+    """Pages that change something: a signed-in user holding one of `roles`, else 403 (the service
+    behind the page checks again)."""
+
+    def decorate(view):
+        @wraps(view)
+        def check(request, *args, **kwargs):
+            if not user_roles(request.user) & roles:
+                raise PermissionDenied("Your role does not allow this.")
+            return view(request, *args, **kwargs)
+
+        return login_required(check)
+
+    return decorate

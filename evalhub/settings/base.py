@@ -148,6 +148,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Model registry, gate runs and release decisions for LLM model versions.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and the docs pages need a reading role, as every other read does.
+    "SERVE_PERMISSIONS": ["evalhub.permissions.HasRole"],
     # Swagger UI and Redoc from the installed sidecar package: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -4,18 +4,16 @@ lifecycle actions (release managers only; every action through the audited servi
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from canary.selectors import experiment_get, experiment_overview_list
 from canary.services import experiments as lifecycle
-from evalhub.permissions import reader_required
+from evalhub.permissions import reader_required, roles_required
 from gate.services.dashboard import experiment_dashboard
 from registry.errors import ApplicationError
-from registry.roles import RELEASE_MANAGER, user_roles
+from registry.roles import RELEASE_MANAGER, RELEASE_ROLES, user_roles
 
 
 @reader_required
@@ -46,12 +44,10 @@ def _percent(text: str) -> float | None:
         ) from None
 
 
-@login_required
+@roles_required(RELEASE_ROLES)
 @require_POST
 def experiment_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
     """start, pause, resume, ramp, rollback, promote; what the service refuses is shown on the page."""
-    if RELEASE_MANAGER not in user_roles(request.user):
-        raise PermissionDenied("Only release managers can change an experiment.")
     experiment = experiment_get(name=name)
     common = {"experiment": experiment, "actor": request.user, "reason": request.POST.get("reason", "")}
     try:

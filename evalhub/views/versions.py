@@ -2,11 +2,10 @@
 `evalhub.views.canary`)."""
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from evalhub.permissions import reader_required
+from evalhub.permissions import reader_required, roles_required
 from gate.selectors.decisions import (
     decision_get,
     decision_list,
@@ -16,7 +15,7 @@ from gate.selectors.decisions import (
 from gate.selectors.gate_runs import gate_run_get, gate_run_list
 from gate.services.decisions import decision_record
 from registry.errors import ApplicationError
-from registry.roles import RELEASE_MANAGER, user_roles
+from registry.roles import RELEASE_MANAGER, RELEASE_ROLES, user_roles
 from registry.selectors.versions import model_version_get, model_version_list
 
 
@@ -41,7 +40,7 @@ def version_detail(request, ref: str):
     return render(request, "evalhub/version_detail.html", context)
 
 
-@login_required
+@roles_required(RELEASE_ROLES)
 @require_POST
 def version_decide(request, ref: str):
     """The decision form of the version page; what the service refuses is shown there."""

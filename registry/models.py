@@ -70,8 +70,9 @@ class ModelVersion(models.Model):
 class AuditLog(models.Model):
     """Append-only record of every state change that matters."""
 
+    # Who acted stays who acted: a user with audit rows is deactivated, not deleted.
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     actor_name = models.CharField(max_length=150, help_text="User name, or the system part.")
     action = models.CharField(max_length=100)

@@ -37,6 +37,8 @@ elif POSTGRES_UP:
 # Live-server tests answer requests on short-lived threads: a connection kept open for reuse
 # would outlive its thread and hold the test database open at teardown.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["ENGINE"] = "evalhub.testing.postgresql"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Unit tests never reach a broker; end-to-end tests start a real worker on REDIS_URL.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "memory://"

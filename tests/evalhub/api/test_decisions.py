@@ -254,7 +254,7 @@ class TestVersionPage:
         response = viewer.post(
             f"{url}decide/", {"action": "override_confirm", "reason": "r", "confirms": request.pk}
         )
-        assert response.status_code == 302 and not Decision.objects.filter(action="override_confirm").exists()
+        assert response.status_code == 403 and not Decision.objects.filter(action="override_confirm").exists()
 
 
 def test_the_policy_admin_refuses_what_a_run_would_refuse(decision_user):

@@ -252,6 +252,30 @@ def test_the_database_refuses_raw_updates_and_deletes(decision_user, version_gat
     assert Decision.objects.get().reason == "ok"
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the immutability triggers are PostgreSQL's")
+def test_the_database_refuses_truncate_and_a_changed_actor(decision_user, version_gated):
+    from django.contrib.auth import get_user_model
+
+    version, _ = version_gated("pass")
+    manager = decision_user()
+    decision_record(version=version, action="approve", reason="ok", actor=manager)
+    for table in (Decision._meta.db_table, AuditLog._meta.db_table):
+        with (
+            pytest.raises(DatabaseError, match="immutable"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            # The test's open transaction holds deferred foreign-key checks, which TRUNCATE refuses first.
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute(f"TRUNCATE {table} CASCADE")
+    row = AuditLog.objects.filter(action="decision.approve")
+    with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+        row.update(actor=get_user_model().objects.create_user(username="someone-else"))
+    with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+        row.update(actor=None)
+    assert row.get().actor == manager and Decision.objects.count() == 1
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="needs concurrent PostgreSQL sessions")
 @pytest.mark.django_db(transaction=True)
 def test_two_confirmations_at_once_only_one_lands(decision_user, version_gated):

@@ -1,0 +1,1 @@
+"""Support for the test suite only: never named by the production settings."""

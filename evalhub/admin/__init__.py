@@ -1,5 +1,5 @@
 """The Django admin for operators: registrations of every app's models, on the entry-point floor."""
 
-from evalhub.admin import canary, gate, registry
+from evalhub.admin import auth, canary, gate, registry
 
-__all__ = ["canary", "gate", "registry"]
+__all__ = ["auth", "canary", "gate", "registry"]

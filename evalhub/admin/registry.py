@@ -4,6 +4,7 @@ from django.contrib import admin
 from evalhub.admin.base import ReadOnlyAdmin
 from registry.models import ApiToken, AuditLog, EvalItem, EvalSuite, ModelVersion
 from registry.selectors.suites import eval_suite_is_locked
+from registry.services.tokens import api_token_revoke
 
 
 class ModelVersionForm(forms.ModelForm):
@@ -82,10 +83,18 @@ class EvalItemAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["key_prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
-    readonly_fields = ["key_prefix", "key_hash", "created_at", "last_used_at"]
-    fields = ["user", "name", "key_prefix", "key_hash", "created_at", "last_used_at", "revoked_at"]
+class ApiTokenAdmin(ReadOnlyAdmin):
+    """Keys are created by `manage.py create_api_token` (shown once) and revoked here or by
+    `manage.py revoke_api_token`, through the audited service; a token is never edited or deleted."""
 
-    def has_add_permission(self, request):
-        return False  # keys are created by `manage.py create_api_token`, shown once
+    list_display = ["key_prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["key_prefix", "user__username", "name"]
+    fields = ["user", "name", "key_prefix", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke (the token stops working; it cannot be undone)")
+    def revoke(self, request, queryset):
+        for token in queryset:
+            api_token_revoke(token=token, actor=request.user, reason="revoked from the admin")
+        self.message_user(request, f"{queryset.count()} token(s) revoked.")

@@ -5,6 +5,7 @@ import secrets
 
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.utils import timezone
 
 from registry.actors import Actor, SystemActor
 from registry.errors import ApplicationError
@@ -45,3 +46,43 @@ def api_token_create(*, user, name: str = "", actor: Actor = ADMIN) -> tuple[Api
         after={"user": user.get_username(), "name": name},
     )
     return token, key
+
+
+@transaction.atomic
+def api_token_revoke(*, token: ApiToken, actor: Actor = ADMIN, reason: str = "") -> ApiToken:
+    """Revoke a token for good (a revoked token is never valid again); revoking twice changes nothing."""
+    locked = ApiToken.objects.select_for_update().get(pk=token.pk)
+    if locked.revoked_at is None:
+        locked.revoked_at = timezone.now()
+        locked.save(update_fields=["revoked_at"])
+        audit_record(
+            actor=actor,
+            action="api_token.revoke",
+            target=locked,
+            after={"user": locked.user.get_username(), "name": locked.name},
+            reason=reason,
+        )
+    token.revoked_at = locked.revoked_at
+    return locked
+
+
+@transaction.atomic
+def user_roles_set(*, user, roles: list[str], actor: Actor = ADMIN) -> None:
+    """Make `roles` the user's roles exactly (other groups are kept), audited when they change."""
+    unknown = sorted(set(roles) - set(ROLES))
+    if unknown:
+        raise ApplicationError(f"Unknown roles {unknown}.", fields={"roles": [f"each one of {list(ROLES)}"]})
+    roles_ensure()
+    before = sorted(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+    if before == sorted(set(roles)):
+        return
+    user.groups.remove(*Group.objects.filter(name__in=set(ROLES) - set(roles)))
+    user.groups.add(*Group.objects.filter(name__in=roles))
+    vars(user).pop("_evalhub_roles", None)  # user_roles() read them before
+    audit_record(
+        actor=actor,
+        action="user.roles_set",
+        target=user,
+        before={"roles": before},
+        after={"roles": sorted(set(roles))},
+    )

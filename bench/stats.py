@@ -96,6 +96,8 @@ def django_setup(*, database_url: str, var_dir: Path) -> None:
 
 def fixtures_get_or_create():
     """Two versions of a family of its own, a tiny suite and a running experiment at 10 %."""
+    from django.conf import settings
+
     from canary.models import Experiment
     from canary.services.experiments import experiment_create, experiment_start
     from registry.actors import SYSTEM
@@ -108,11 +110,13 @@ def fixtures_get_or_create():
     for label in ("v1", "v2"):
         version = ModelVersion.objects.filter(family=FAMILY, label=label).first()
         if version is None:
+            # Never loaded: an empty checkpoint folder, where registration requires one to be.
+            (Path(settings.EVALHUB_MODEL_DIR) / "bench-stats" / label).mkdir(parents=True, exist_ok=True)
             version = model_version_register(
                 family=FAMILY,
                 label=label,
                 backend_kind="builtin",
-                backend_config={"path": f"/nonexistent/bench-stats/{label}"},
+                backend_config={"path": f"bench-stats/{label}"},
                 actor=SYSTEM,
                 baseline=versions.get("v1"),
             )

@@ -33,8 +33,9 @@ class ModelVersion(models.Model):
     description = models.TextField(blank=True)
     backend_kind = models.CharField(max_length=20, choices=BackendKind.choices)
     backend_config = models.JSONField(default=dict, blank=True)
-    # Write-only: accepted by the API and admin, never shown back.
-    api_key = models.CharField(max_length=500, blank=True)
+    # The backend's API key as a Fernet token (`registry.secrets`), never the key itself: written
+    # through the API and admin, never shown back, decrypted only where the endpoint is called.
+    api_key_encrypted = models.CharField(max_length=1000, blank=True)
     # Where live traffic reaches this version: an OpenAI-compatible base URL (".../v1") that the
     # canary proxy forwards to. Empty: the `openai` backend's base_url; other backends are not
     # served until it is set (e.g. by `manage.py serve_model`).

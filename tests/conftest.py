@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -43,6 +44,23 @@ def ci_client(make_client):
 
 
 @pytest.fixture(scope="session")
+def test_model_dir(tmp_path_factory) -> Path:
+    """EVALHUB_MODEL_DIR for every test: registration refuses a checkpoint path outside it or
+    missing, so the tests' checkpoints live here. `placeholder/` is an empty checkpoint folder for
+    versions whose model never runs."""
+    path = tmp_path_factory.mktemp("models")
+    (path / "placeholder").mkdir()
+    return path
+
+
+@pytest.fixture(autouse=True)
+def model_dir_setting(test_model_dir):
+    # override_settings, not the `settings` fixture: some tests take a parameter named `settings`.
+    with override_settings(EVALHUB_MODEL_DIR=test_model_dir):
+        yield test_model_dir
+
+
+@pytest.fixture(scope="session")
 def demo_model_dir() -> Path:
     """Where the demo checkpoints live for tests. `demo_install` trains them there only when
     they are missing or stale, so a cache outside the clone saves the training on reruns."""
@@ -61,12 +79,12 @@ def demo(db, settings, demo_model_dir):
 
 
 @pytest.fixture(scope="session")
-def small_bow(tmp_path_factory) -> Path:
+def small_bow(test_model_dir) -> Path:
     """A real bag-of-words model, trained on part of the demo training split in ~1 s."""
     from engines.demo.dataset import demo_dataset_build
     from engines.training import bow_train
 
-    out_dir = tmp_path_factory.mktemp("bow")
+    out_dir = test_model_dir / "bow"
     bow_train(items=demo_dataset_build(seed=0).train[::3], out_dir=out_dir, seed=0, epochs=10)
     return out_dir
 
@@ -157,7 +175,7 @@ def version_gated(gate_run_finished):
             family="fam",
             label=f"v{next(counter)}",
             backend_kind="builtin",
-            backend_config={"path": "x"},
+            backend_config={"path": "placeholder"},
             actor=registered_by or SYSTEM,
         )
         return version, gate_run_finished(version, verdict)

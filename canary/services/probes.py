@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -20,9 +21,14 @@ from registry.actors import Actor, actor_require_role
 from registry.dispatch import Task, task_enqueue
 from registry.errors import ApplicationError, NotFoundError
 from registry.models import ModelVersion
+from registry.outbound import outbound_policy
 from registry.roles import RELEASE_MANAGER, WRITE_ROLES
 from registry.services.audit import audit_record
-from registry.services.versions import model_version_serving_model, model_version_serving_url
+from registry.services.versions import (
+    model_version_api_key,
+    model_version_serving_model,
+    model_version_serving_url,
+)
 
 SIGNIFICANCE = 0.05
 
@@ -88,7 +94,13 @@ def _backend_for(version: ModelVersion):
     # An openai backend keeps its own settings (label_regex, system prompt ...) at the serving URL.
     config = version.backend_config if version.backend_kind == ModelVersion.BackendKind.OPENAI else {}
     config = {**config, "base_url": url, "model": model_version_serving_model(version=version)}
-    return backend_build(kind="openai", config=config, api_key=version.api_key)
+    return backend_build(
+        kind="openai",
+        config=config,
+        api_key=model_version_api_key(version=version),
+        outbound=outbound_policy(),
+        api_key_env_prefix=settings.EVALHUB_BACKEND_SECRET_ENV_PREFIX,
+    )
 
 
 def probe_run_execute(*, experiment: Experiment, probe_set: ProbeSet) -> ProbeRun:

@@ -19,22 +19,34 @@ from django.utils import timezone
 from canary.models import Experiment, TurnEvent
 from canary.services.assignment import experiment_assign
 from canary.services.telemetry import turn_events_record
+from engines.backends.base import BackendError
+from engines.outbound import OutboundPolicy, OutboundRefusedError, outbound_client
 from engines.routing import CANDIDATE
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
-from registry.services.versions import model_version_serving_model, model_version_serving_url
+from registry.outbound import outbound_policy
+from registry.services.versions import (
+    model_version_api_key,
+    model_version_serving_model,
+    model_version_serving_url,
+)
 
-_client: httpx.Client | None = None
+# One pooled client per process, every connection checked by the outbound policy; rebuilt when
+# the policy's settings change.
+_client: tuple[OutboundPolicy, httpx.Client] | None = None
 
 
 def _http() -> httpx.Client:
     global _client
-    if _client is None:
-        _client = httpx.Client(
+    policy = outbound_policy()
+    if _client is None or _client[0] is not policy:
+        client = outbound_client(
+            policy=policy,
             timeout=settings.EVALHUB_PROXY_TIMEOUT_SECONDS,
             limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
         )
-    return _client
+        _client = (policy, client)
+    return _client[1]
 
 
 @dataclass(frozen=True)
@@ -83,11 +95,17 @@ def _ask(*, version: ModelVersion, body: dict) -> dict:
     if not url:
         raise UpstreamError(f"{version.ref} has no serving URL")
     model = model_version_serving_model(version=version)
-    headers = {"Authorization": f"Bearer {version.api_key}"} if version.api_key else {}
+    try:
+        api_key = model_version_api_key(version=version)
+    except BackendError as exc:
+        raise UpstreamError(str(exc)) from None
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         response = _http().post(
             f"{url.rstrip('/')}/chat/completions", json={**body, "model": model}, headers=headers
         )
+    except OutboundRefusedError as exc:
+        raise UpstreamError(f"{version.ref} refused: {exc}") from None
     except httpx.TimeoutException:
         raise UpstreamError(f"{version.ref} timed out") from None
     except httpx.HTTPError as exc:

@@ -13,8 +13,15 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
+from engines.outbound import OutboundPolicy
+
 from .base import BackendError, ModelBackend, Prediction
-from .config import backend_config_validate
+from .config import (
+    DEFAULT_API_KEY_ENV_PREFIX,
+    BackendConfigError,
+    backend_config_validate,
+    checkpoint_path_resolve,
+)
 
 __all__ = ["BackendError", "ModelBackend", "Prediction", "backend_build", "backend_cached", "backend_device"]
 
@@ -23,13 +30,17 @@ _cache_lock = threading.Lock()
 
 
 def checkpoint_path(path: str, *, model_dir: Path | None) -> Path:
-    """Relative checkpoint paths live under `model_dir` (the deployment's EVALHUB_MODEL_DIR)."""
-    candidate = Path(path)
-    if candidate.is_absolute():
-        return candidate
+    """Checkpoints live under `model_dir` (the deployment's EVALHUB_MODEL_DIR): relative paths
+    below it, and no path (after `..` and symlinks) outside it. Without a folder (the engines used
+    on their own) only an absolute path is taken, as it is."""
     if model_dir is None:
-        raise BackendError(f"relative checkpoint path {path!r} needs a model folder")
-    return Path(model_dir) / candidate
+        if not Path(path).is_absolute():
+            raise BackendError(f"relative checkpoint path {path!r} needs a model folder")
+        return Path(path)
+    try:
+        return checkpoint_path_resolve(path=path, model_dir=model_dir)
+    except BackendConfigError as exc:
+        raise BackendError(f"checkpoint {path!r}: {exc.message}") from None
 
 
 def backend_device(kind: str) -> str:
@@ -42,13 +53,26 @@ def backend_device(kind: str) -> str:
 
 
 def backend_build(
-    *, kind: str, config: dict[str, Any], api_key: str = "", model_dir: Path | None = None
+    *,
+    kind: str,
+    config: dict[str, Any],
+    api_key: str = "",
+    model_dir: Path | None = None,
+    outbound: OutboundPolicy | None = None,
+    api_key_env_prefix: str = DEFAULT_API_KEY_ENV_PREFIX,
 ) -> ModelBackend:
+    """`outbound`: where an `openai` backend may connect (default: public addresses only);
+    `api_key_env_prefix`: the environment variables it may read its key from."""
     config = backend_config_validate(kind=kind, config=config)
     if kind == "openai":
         from .openai import OpenAIBackend
 
-        return OpenAIBackend(config=config, api_key=api_key)
+        return OpenAIBackend(
+            config=config,
+            api_key=api_key,
+            outbound=outbound or OutboundPolicy(),
+            api_key_env_prefix=api_key_env_prefix,
+        )
     if kind == "hf":
         from .hf import HFClassifierBackend
 
@@ -74,15 +98,24 @@ def backend_cached(
     config: dict[str, Any],
     api_key: str = "",
     model_dir: Path | None = None,
+    outbound: OutboundPolicy | None = None,
+    api_key_env_prefix: str = DEFAULT_API_KEY_ENV_PREFIX,
 ) -> ModelBackend:
     """A loaded backend, kept in a bounded LRU per process (EVALHUB_MODEL_CACHE_SIZE, default 4).
-    `key` must change whenever the version's config does."""
+    `key` must change whenever the version's config (or the key, policy, prefix) does."""
     size = int(os.environ.get("EVALHUB_MODEL_CACHE_SIZE", "4"))
     with _cache_lock:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
-    backend = backend_build(kind=kind, config=config, api_key=api_key, model_dir=model_dir)
+    backend = backend_build(
+        kind=kind,
+        config=config,
+        api_key=api_key,
+        model_dir=model_dir,
+        outbound=outbound,
+        api_key_env_prefix=api_key_env_prefix,
+    )
     with _cache_lock:
         _cache[key] = backend
         while len(_cache) > size:

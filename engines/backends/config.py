@@ -4,10 +4,14 @@ version is registered, so a bad config is refused there and not discovered by a 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, TypeAlias
 from urllib.parse import urlparse
 
 DEFAULT_LABEL_REGEX = r"^\s*\[(?P<label>[^\]\n]+)\]\s*"
+# The environment variables an `openai` backend may read its key from (`api_key_env`) start with
+# this; the deployment's EVALHUB_BACKEND_SECRET_ENV_PREFIX replaces it.
+DEFAULT_API_KEY_ENV_PREFIX = "EVALHUB_BACKEND_SECRET_"
 
 
 class BackendConfigError(ValueError):
@@ -104,3 +108,22 @@ def backend_config_validate(*, kind: str, config: object) -> dict[str, Any]:
 def _type_name(kind_of: _ValueType) -> str:
     names: dict[_ValueType, str] = {str: "string", int: "integer"}
     return names.get(kind_of, "number")
+
+
+def api_key_env_check(*, name: str, prefix: str) -> None:
+    """An `api_key_env` may only name a variable under the operator's prefix, so a backend config
+    cannot send the deployment's own secrets (DATABASE_URL, SECRET_KEY ...) to an endpoint. An empty
+    prefix allows none."""
+    if not prefix or not name.startswith(prefix) or len(name) == len(prefix):
+        allowed = f"a name starting with {prefix!r}" if prefix else "none: no prefix is configured"
+        raise BackendConfigError("backend_config.api_key_env", f"not an allowed variable; allowed: {allowed}")
+
+
+def checkpoint_path_resolve(*, path: str, model_dir: Path) -> Path:
+    """Where a checkpoint `path` points once `..` and symlinks are resolved (relative paths under
+    `model_dir`); BackendConfigError unless that is inside `model_dir`."""
+    root = Path(model_dir).resolve()
+    resolved = (root / path).resolve()
+    if not resolved.is_relative_to(root):
+        raise BackendConfigError("backend_config.path", f"must be inside the model folder {root}")
+    return resolved

@@ -4,6 +4,10 @@ OpenAI, or EvalHub's own `serve_model`).
 Each input is one chat request. Requests run with bounded concurrency; transient failures
 (connection errors, timeouts, 408/409/429/5xx) are retried with exponential backoff. The label
 is read from the answer with `label_regex` (default: a leading "[label]").
+
+Every connection goes through an `engines.outbound.OutboundPolicy` (public addresses only unless
+the policy allows more); a refused address fails the whole backend, not retried. The key is the
+one given, else the environment variable `api_key_env`, which must start with the allowed prefix.
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ from typing import Any
 
 import httpx
 
+from engines.outbound import OutboundPolicy, OutboundRefusedError, outbound_client
+
 from .base import BackendError, Prediction
+from .config import DEFAULT_API_KEY_ENV_PREFIX, BackendConfigError, api_key_env_check
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -29,17 +36,28 @@ class _Transient(Exception):
 
 class OpenAIBackend:
     def __init__(
-        self, *, config: dict[str, Any], api_key: str = "", sleep: Callable[[float], None] = time.sleep
+        self,
+        *,
+        config: dict[str, Any],
+        api_key: str = "",
+        outbound: OutboundPolicy | None = None,
+        api_key_env_prefix: str = DEFAULT_API_KEY_ENV_PREFIX,
+        sleep: Callable[[float], None] = time.sleep,
     ):
         self.config = config
-        self.api_key = api_key or (os.environ.get(config["api_key_env"], "") if config["api_key_env"] else "")
+        if not api_key and config["api_key_env"]:
+            try:
+                api_key_env_check(name=config["api_key_env"], prefix=api_key_env_prefix)
+            except BackendConfigError as exc:
+                raise BackendError(str(exc)) from None
+            api_key = os.environ.get(config["api_key_env"], "")
         self.label_pattern = re.compile(config["label_regex"])
         self.url = config["base_url"].rstrip("/") + "/chat/completions"
         self.sleep = sleep
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        self.client = httpx.Client(
+        self.client = outbound_client(
+            policy=outbound or OutboundPolicy(),
             timeout=httpx.Timeout(config["timeout_s"]),
-            headers=headers,
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
             limits=httpx.Limits(max_connections=config["max_concurrency"]),
         )
 
@@ -50,7 +68,11 @@ class OpenAIBackend:
         if not inputs:
             return []
         with ThreadPoolExecutor(max_workers=min(self.config["max_concurrency"], len(inputs))) as pool:
-            predictions = list(pool.map(self._predict_one, inputs))
+            try:
+                predictions = list(pool.map(self._predict_one, inputs))
+            except OutboundRefusedError as exc:
+                # The endpoint's address is refused: no item can be answered, and no retry helps.
+                raise BackendError(f"{self.url}: {exc}") from None
         unreachable = [p for p in predictions if p.error and p.error.startswith("unreachable")]
         if len(unreachable) == len(predictions):
             # Nothing got through: the endpoint is down, not the inputs bad. Worth a retry later.

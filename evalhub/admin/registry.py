@@ -2,14 +2,17 @@ from django import forms
 from django.contrib import admin
 
 from evalhub.admin.base import ReadOnlyAdmin
+from registry.errors import ApplicationError
 from registry.models import ApiToken, AuditLog, EvalItem, EvalSuite, ModelVersion
+from registry.secrets import secret_encrypt
 from registry.selectors.suites import eval_suite_is_locked
 from registry.services.tokens import api_token_revoke
+from registry.services.versions import model_version_config_check
 
 
 class ModelVersionForm(forms.ModelForm):
-    # Write-only: the field never shows the stored key; leaving it blank keeps it.
-    api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False))
+    # Write-only: the field never shows the stored key; leaving it blank keeps it. Stored encrypted.
+    api_key = forms.CharField(required=False, max_length=500, widget=forms.PasswordInput(render_value=False))
 
     class Meta:
         model = ModelVersion
@@ -24,8 +27,25 @@ class ModelVersionForm(forms.ModelForm):
             "is_demo",
         ]
 
-    def clean_api_key(self):
-        return self.cleaned_data["api_key"] or (self.instance.api_key if self.instance.pk else "")
+    def clean(self):
+        """The same checks as registration through the API: the config's schema, its `base_url`
+        (outbound policy), checkpoint `path` (inside EVALHUB_MODEL_DIR) and `api_key_env`."""
+        cleaned = super().clean()
+        if "backend_kind" in cleaned and "backend_config" in cleaned:
+            try:
+                cleaned["backend_config"] = model_version_config_check(
+                    backend_kind=cleaned["backend_kind"], backend_config=cleaned["backend_config"]
+                )
+            except ApplicationError as exc:
+                self.add_error(
+                    "backend_config", "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.fields.items())
+                )
+        return cleaned
+
+    def save(self, commit=True):
+        if self.cleaned_data.get("api_key"):
+            self.instance.api_key_encrypted = secret_encrypt(plain=self.cleaned_data["api_key"])
+        return super().save(commit=commit)
 
 
 @admin.register(ModelVersion)

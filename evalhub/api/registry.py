@@ -51,7 +51,7 @@ class ModelVersionOutputSerializer(serializers.ModelSerializer):
         ]
 
     def get_has_api_key(self, obj) -> bool:
-        return bool(obj.api_key)
+        return bool(obj.api_key_encrypted)
 
 
 class ModelVersionListApi(APIView):

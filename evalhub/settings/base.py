@@ -4,6 +4,8 @@ a fresh clone runs with no servers."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 from pathlib import Path
 
@@ -22,6 +24,11 @@ def env_bool(name: str, default: bool) -> bool:
 
 def env_list(name: str, default: str) -> list[str]:
     return [part.strip() for part in os.environ.get(name, default).split(",") if part.strip()]
+
+
+def fernet_key_derive(secret: str) -> str:
+    """A Fernet key derived from `secret` (local and test settings: from SECRET_KEY)."""
+    return base64.urlsafe_b64encode(hashlib.sha256(f"evalhub-secrets:{secret}".encode()).digest()).decode()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,15 +168,31 @@ EVALHUB_MAX_UPLOAD_BYTES = int(os.environ.get("EVALHUB_MAX_UPLOAD_BYTES", 20 * 1
 DATA_UPLOAD_MAX_MEMORY_SIZE = EVALHUB_MAX_UPLOAD_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = EVALHUB_MAX_UPLOAD_BYTES
 
-# Relative checkpoint paths in a backend config are resolved against this folder.
+# Checkpoints (`hf`, `builtin` backends) live in this folder: relative paths are resolved against
+# it, and a path outside it (after `..` and symlinks) is refused.
 EVALHUB_MODEL_DIR = Path(os.environ.get("EVALHUB_MODEL_DIR", VAR_DIR / "models"))
 
 # A running gate run whose worker has not reported for this long is considered lost.
 EVALHUB_GATE_RUN_STALE_SECONDS = int(os.environ.get("EVALHUB_GATE_RUN_STALE_SECONDS", 300))
 EVALHUB_GATE_RUN_MAX_ATTEMPTS = int(os.environ.get("EVALHUB_GATE_RUN_MAX_ATTEMPTS", 3))
-# Outgoing webhooks (canary rollbacks, verdicts, decisions): JSON POSTs signed with HMAC-SHA256.
+# Outgoing webhooks (canary rollbacks, verdicts, decisions): JSON POSTs signed with HMAC-SHA256
+# over the delivery's timestamp and body.
 EVALHUB_WEBHOOK_URL = os.environ.get("EVALHUB_WEBHOOK_URL", "")
 EVALHUB_WEBHOOK_SECRET = os.environ.get("EVALHUB_WEBHOOK_SECRET", "")
+# Backend API keys are stored encrypted with this Fernet key (several, comma-separated: the first
+# encrypts, any decrypts). Production requires it; local and test settings derive one.
+EVALHUB_SECRETS_KEY = os.environ.get("EVALHUB_SECRETS_KEY", "")
+# An `openai` backend's `api_key_env` must name a variable starting with this (empty: none).
+EVALHUB_BACKEND_SECRET_ENV_PREFIX = os.environ.get(
+    "EVALHUB_BACKEND_SECRET_ENV_PREFIX", "EVALHUB_BACKEND_SECRET_"
+)
+# Outbound HTTP (backends' base_url, serving URLs, the webhook) goes to public addresses only:
+# never loopback, private, link-local, metadata, multicast or reserved ones, unless the host
+# (by name) or its network is allowed here, comma-separated.
+EVALHUB_OUTBOUND_ALLOW_HOSTS = env_list("EVALHUB_OUTBOUND_ALLOW_HOSTS", "")
+EVALHUB_OUTBOUND_ALLOW_NETWORKS = env_list("EVALHUB_OUTBOUND_ALLOW_NETWORKS", "")
+# host -> its addresses, in place of DNS (tests only; None: socket.getaddrinfo).
+EVALHUB_OUTBOUND_RESOLVE = None
 # Release decisions: the user who registered a version may not approve it (nor request or confirm
 # an override of its gate); rejecting it stays allowed.
 EVALHUB_DECISIONS_FORBID_SELF_APPROVAL = env_bool("EVALHUB_DECISIONS_FORBID_SELF_APPROVAL", True)

@@ -5,7 +5,7 @@ import os
 import socket
 
 from .base import *  # noqa: F403
-from .base import database_config, env_bool
+from .base import database_config, env_bool, fernet_key_derive
 
 POSTGRES_URL = os.environ.get("EVALHUB_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/evalhub")
 REDIS_URL = os.environ.get("EVALHUB_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -28,6 +28,10 @@ if REQUIRE_SERVICES and not (POSTGRES_UP and REDIS_UP):
     )
 
 SECRET_KEY = "evalhub-test-key"
+EVALHUB_SECRETS_KEY = fernet_key_derive(SECRET_KEY)
+# Tests run model servers and webhook receivers on loopback; tests of the guard set their own
+# strict policy (no networks, a fake resolver).
+EVALHUB_OUTBOUND_ALLOW_NETWORKS = ["127.0.0.0/8", "::1/128"]
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
 if os.environ.get("DATABASE_URL"):

@@ -9,11 +9,18 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from engines.backends.config import BackendConfigError, backend_config_validate
+from engines.backends.config import (
+    BackendConfigError,
+    api_key_env_check,
+    backend_config_validate,
+    checkpoint_path_resolve,
+)
 from registry.actors import Actor, actor_require_role, actor_user
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
+from registry.outbound import outbound_policy, outbound_url_check
 from registry.roles import RELEASE_ROLES, WRITE_ROLES
+from registry.secrets import SecretUnreadableError, secret_decrypt, secret_encrypt
 from registry.services.audit import audit_record
 
 if TYPE_CHECKING:
@@ -52,6 +59,29 @@ def _snapshot(version: ModelVersion) -> dict:
     }
 
 
+def model_version_config_check(*, backend_kind: str, backend_config: dict) -> dict:
+    """The config with defaults filled, or a 400 naming the field: the schema, an `api_key_env`
+    outside EVALHUB_BACKEND_SECRET_ENV_PREFIX, a `base_url` on a refused address, a checkpoint
+    `path` outside EVALHUB_MODEL_DIR or missing."""
+    try:
+        config = backend_config_validate(kind=backend_kind, config=backend_config)
+        if config.get("api_key_env"):
+            api_key_env_check(name=config["api_key_env"], prefix=settings.EVALHUB_BACKEND_SECRET_ENV_PREFIX)
+        if "path" in config:
+            resolved = checkpoint_path_resolve(
+                path=config["path"], model_dir=Path(settings.EVALHUB_MODEL_DIR)
+            )
+            if not resolved.exists():
+                raise BackendConfigError("backend_config.path", f"no checkpoint at {resolved}")
+    except BackendConfigError as exc:
+        raise ApplicationError(
+            str(exc), code="invalid_backend_config", fields={exc.field: [exc.message]}
+        ) from None
+    if "base_url" in config:
+        outbound_url_check(url=config["base_url"], field="backend_config.base_url")
+    return config
+
+
 @transaction.atomic
 def model_version_register(
     *,
@@ -73,12 +103,9 @@ def model_version_register(
             f"A version is registered as one of {sorted(INITIAL_STATUSES)}, not {status!r}.",
             fields={"status": [f"must be one of {sorted(INITIAL_STATUSES)}"]},
         )
-    try:
-        config = backend_config_validate(kind=backend_kind, config=backend_config)
-    except BackendConfigError as exc:
-        raise ApplicationError(
-            str(exc), code="invalid_backend_config", fields={exc.field: [exc.message]}
-        ) from None
+    config = model_version_config_check(backend_kind=backend_kind, backend_config=backend_config)
+    if serving_url:
+        outbound_url_check(url=serving_url, field="serving_url")
     if baseline is not None and baseline.family != family:
         raise ApplicationError(
             f"The baseline {baseline.ref} is not of family {family!r}.",
@@ -89,7 +116,7 @@ def model_version_register(
         label=label,
         backend_kind=backend_kind,
         backend_config=config,
-        api_key=api_key,
+        api_key_encrypted=secret_encrypt(plain=api_key),
         baseline=baseline,
         description=description,
         status=status,
@@ -203,6 +230,7 @@ def model_version_serving_set(*, version: ModelVersion, serving_url: str, actor:
             raise ApplicationError(
                 "serving_url must be an http(s) URL.", fields={"serving_url": ["an http(s) URL"]}
             ) from None
+        outbound_url_check(url=serving_url, field="serving_url")
     before = version.serving_url
     ModelVersion.objects.filter(pk=version.pk).update(serving_url=serving_url)
     version.serving_url = serving_url
@@ -233,16 +261,30 @@ def model_version_serving_model(*, version: ModelVersion) -> str:
     return version.ref
 
 
+def model_version_api_key(*, version: ModelVersion) -> str:
+    """The version's API key in clear, for the request to its endpoint only: never log or return
+    it. A key the configured EVALHUB_SECRETS_KEY cannot decrypt is a BackendError (not transient)."""
+    from engines.backends.base import BackendError
+
+    try:
+        return secret_decrypt(token=version.api_key_encrypted)
+    except SecretUnreadableError as exc:
+        raise BackendError(f"{version.ref}: {exc}") from None
+
+
 def model_version_backend(*, version: ModelVersion, cached: bool = True) -> ModelBackend:
-    """The version's model, loaded as its backend says (relative checkpoints under
-    EVALHUB_MODEL_DIR). Cached per process by default, keyed on everything that defines it."""
+    """The version's model, loaded as its backend says (checkpoints under EVALHUB_MODEL_DIR; an
+    endpoint through the outbound policy). Cached per process by default, keyed on everything
+    that defines it."""
     from engines.backends import backend_build, backend_cached  # torch: only where models run
 
     spec = {
         "kind": version.backend_kind,
         "config": version.backend_config,
-        "api_key": version.api_key,
+        "api_key": model_version_api_key(version=version),
         "model_dir": Path(settings.EVALHUB_MODEL_DIR),
+        "outbound": outbound_policy(),
+        "api_key_env_prefix": settings.EVALHUB_BACKEND_SECRET_ENV_PREFIX,
     }
     if not cached:
         return backend_build(**spec)
@@ -250,6 +292,9 @@ def model_version_backend(*, version: ModelVersion, cached: bool = True) -> Mode
         version.pk,
         version.backend_kind,
         json.dumps(version.backend_config, sort_keys=True),
-        version.api_key,
+        version.api_key_encrypted,
+        spec["model_dir"],
+        spec["outbound"],
+        spec["api_key_env_prefix"],
     )
     return backend_cached(key=key, **spec)

@@ -12,11 +12,13 @@ import pytest
 from engines.backends import backend_build
 from engines.demo.dataset import demo_dataset_build
 from engines.model_server import model_server_create
+from engines.outbound import OutboundPolicy
 from registry.actors import SYSTEM
 from registry.services.versions import model_version_backend, model_version_register
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
+LOOPBACK = OutboundPolicy.parse(allow_networks=["127.0.0.0/8"])
 
 
 @pytest.fixture
@@ -44,9 +46,9 @@ def server(v3):
 def test_openai_backend_through_the_server_equals_direct_calls(v3, server):
     questions = [item.input for item in demo_dataset_build(seed=0).eval[:24]]
     direct = backend_build(kind="builtin", config=v3.backend_config).predict(questions)
-    remote = backend_build(kind="openai", config={"base_url": f"{server}/v1", "model": v3.ref}).predict(
-        questions
-    )
+    remote = backend_build(
+        kind="openai", config={"base_url": f"{server}/v1", "model": v3.ref}, outbound=LOOPBACK
+    ).predict(questions)
     assert [p.label for p in remote] == [p.label for p in direct]
     assert [p.text for p in remote] == [p.text for p in direct]
 
@@ -69,6 +71,7 @@ def test_serve_model_command_serves_over_http(small_bow, tmp_path):
         **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")},
         "DJANGO_SETTINGS_MODULE": "evalhub.settings.local",
         "EVALHUB_VAR_DIR": str(tmp_path),
+        "EVALHUB_MODEL_DIR": str(small_bow.parent),
     }
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
@@ -91,7 +94,7 @@ def test_serve_model_command_serves_over_http(small_bow, tmp_path):
         assert line.startswith("serving fam:v3 on http://127.0.0.1:"), line
         base_url = line.split(" on ")[1].strip()
         (prediction,) = backend_build(
-            kind="openai", config={"base_url": base_url, "model": "fam:v3"}
+            kind="openai", config={"base_url": base_url, "model": "fam:v3"}, outbound=LOOPBACK
         ).predict(["本合同适用中华人民共和国法律。"])
         assert prediction.error is None and prediction.label
     finally:

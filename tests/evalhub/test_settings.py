@@ -6,17 +6,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+FERNET_KEY = "x" * 43 + "="  # 32 bytes in url-safe base64: a well-formed Fernet key
 
 
-def settings_of(module: str, **env) -> subprocess.CompletedProcess:
-    script = (
+def settings_of(module: str, script: str | None = None, **env) -> subprocess.CompletedProcess:
+    script = script or (
         "import django, json; django.setup(); from django.conf import settings as s; "
         "print(json.dumps([s.DATABASES['default']['ENGINE'], s.DATABASES['default']['NAME'], "
         "s.CELERY_BROKER_URL, s.CELERY_BROKER_TRANSPORT_OPTIONS, s.DEBUG, s.ALLOWED_HOSTS]))"
     )
-    clean = {
-        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY")
-    }
+    own = ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "EVALHUB_SECRETS_KEY")
+    clean = {k: v for k, v in os.environ.items() if k not in own and not k.startswith("EVALHUB_OUTBOUND_")}
     return subprocess.run(
         [sys.executable, "-c", script],
         cwd=ROOT,
@@ -55,23 +55,68 @@ def test_servers_from_the_environment():
 
 
 def test_production_refuses_to_start_without_secret_key():
-    result = settings_of("evalhub.settings.production")
+    result = settings_of("evalhub.settings.production", EVALHUB_SECRETS_KEY=FERNET_KEY)
     assert result.returncode != 0 and "SECRET_KEY must be set" in result.stderr
-    assert settings_of("evalhub.settings.production", SECRET_KEY="s" * 50).returncode == 0
+    assert (
+        settings_of(
+            "evalhub.settings.production", SECRET_KEY="s" * 50, EVALHUB_SECRETS_KEY=FERNET_KEY
+        ).returncode
+        == 0
+    )
+
+
+@pytest.mark.parametrize("key", [None, "not-a-fernet-key"])
+def test_production_refuses_to_start_without_a_secrets_key(key):
+    env = {"SECRET_KEY": "s" * 50, **({"EVALHUB_SECRETS_KEY": key} if key else {})}
+    result = settings_of("evalhub.settings.production", **env)
+    assert result.returncode != 0 and "EVALHUB_SECRETS_KEY" in result.stderr
 
 
 def test_production_refuses_unsigned_webhooks():
-    unsigned = settings_of(
-        "evalhub.settings.production", SECRET_KEY="s" * 50, EVALHUB_WEBHOOK_URL="http://x/h"
-    )
+    keys = {"SECRET_KEY": "s" * 50, "EVALHUB_SECRETS_KEY": FERNET_KEY}
+    unsigned = settings_of("evalhub.settings.production", **keys, EVALHUB_WEBHOOK_URL="http://x/h")
     assert unsigned.returncode != 0 and "EVALHUB_WEBHOOK_SECRET" in unsigned.stderr
     signed = settings_of(
         "evalhub.settings.production",
-        SECRET_KEY="s" * 50,
+        **keys,
         EVALHUB_WEBHOOK_URL="http://x/h",
         EVALHUB_WEBHOOK_SECRET="w" * 32,
     )
     assert signed.returncode == 0
+    ftp = settings_of(
+        "evalhub.settings.production",
+        **keys,
+        EVALHUB_WEBHOOK_URL="ftp://x/h",
+        EVALHUB_WEBHOOK_SECRET="w" * 32,
+    )
+    assert ftp.returncode != 0 and "http(s)" in ftp.stderr
+
+
+OUTBOUND = (
+    "import django, json; django.setup(); from django.conf import settings as s; "
+    "print(json.dumps([s.EVALHUB_OUTBOUND_ALLOW_HOSTS, s.EVALHUB_OUTBOUND_ALLOW_NETWORKS, "
+    "bool(s.EVALHUB_SECRETS_KEY), s.EVALHUB_BACKEND_SECRET_ENV_PREFIX]))"
+)
+
+
+def test_outbound_defaults_strict_in_production_loopback_for_the_local_demo():
+    import json
+
+    production = settings_of(
+        "evalhub.settings.production", OUTBOUND, SECRET_KEY="s" * 50, EVALHUB_SECRETS_KEY=FERNET_KEY
+    )
+    assert json.loads(production.stdout) == [[], [], True, "EVALHUB_BACKEND_SECRET_"]
+    local = settings_of("evalhub.settings.local", OUTBOUND)
+    assert json.loads(local.stdout) == [[], ["127.0.0.0/8", "::1/128"], True, "EVALHUB_BACKEND_SECRET_"]
+    allowed = settings_of(
+        "evalhub.settings.production",
+        OUTBOUND,
+        SECRET_KEY="s" * 50,
+        EVALHUB_SECRETS_KEY=FERNET_KEY,
+        EVALHUB_OUTBOUND_ALLOW_HOSTS="models.internal, vllm.internal",
+        EVALHUB_OUTBOUND_ALLOW_NETWORKS="10.8.0.0/16",
+    )
+    assert json.loads(allowed.stdout)[:2] == [["models.internal", "vllm.internal"], ["10.8.0.0/16"]]
 
 
 @pytest.mark.parametrize(("forced", "expected"), [("cuda:1", "cuda:1"), ("", None)])

@@ -29,12 +29,12 @@ eval_suite_import(name="fam", items=suite_items_parse(records=[{"input": "q", "l
 client = Client(HTTP_AUTHORIZATION=f"Token {key}")
 statuses = [
     client.post("/api/v1/model-versions/", {"family": "fam", "label": "v1", "backend_kind": "hf",
-                "backend_config": {"path": "nowhere"}}, content_type="application/json").status_code,
+                "backend_config": {"path": "placeholder"}}, content_type="application/json").status_code,
     client.post("/api/v1/gate-runs/", {"candidate": "fam:v1"}, content_type="application/json").status_code,
     client.get("/api/v1/gate-runs/1/").status_code,
     client.get("/api/schema/").status_code,
     client.post("/api/v1/model-versions/", {"family": "fam", "label": "v2", "backend_kind": "hf",
-                "backend_config": {"path": "nowhere"}}, content_type="application/json").status_code,
+                "backend_config": {"path": "placeholder"}}, content_type="application/json").status_code,
     client.post("/api/v1/canary/experiments/", {"name": "exp", "baseline": "fam:v1", "candidate": "fam:v2"},
                 content_type="application/json").status_code,
     client.post("/api/v1/canary/experiments/exp/start", {}, content_type="application/json").status_code,
@@ -56,11 +56,13 @@ print(json.dumps({"statuses": statuses, "heavy": [m for m in HEAVY if m in sys.m
 
 
 def test_web_process_never_imports_the_model_stack(tmp_path):
+    (tmp_path / "models" / "placeholder").mkdir(parents=True)
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "evalhub.settings.test",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'web.sqlite3'}",
         "CELERY_BROKER_URL": "memory://",
+        "EVALHUB_MODEL_DIR": str(tmp_path / "models"),
     }
     script = f"HEAVY = {HEAVY!r}\n{SCRIPT}"
     result = subprocess.run(

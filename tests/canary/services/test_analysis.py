@@ -13,7 +13,7 @@ from registry.actors import SYSTEM
 from registry.models import AuditLog
 from registry.services.versions import model_version_register
 
-BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "contract-assistant/v3"}}
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 
 
 def versions():

@@ -14,9 +14,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(scope="module")
-def better_bow(tmp_path_factory):
+def better_bow(test_model_dir):
     """A second real model, trained on all of the training split (the small one sees a third)."""
-    out_dir = tmp_path_factory.mktemp("bow-all")
+    out_dir = test_model_dir / "bow-all"
     bow_train(items=demo_dataset_build(seed=0).train, out_dir=out_dir, seed=0, epochs=10)
     return out_dir
 
@@ -72,6 +72,16 @@ def test_a_version_that_cannot_be_reached_fails_the_run_with_the_reason(experime
     candidate.save(update_fields=["serving_url"])
     run = probe_run_execute(experiment=experiment, probe_set=probe_set)
     assert run.status == "failed" and run.error.startswith("BackendError"), run.error
+    assert not ProbeResult.objects.filter(probe_run=run).exists()
+
+
+def test_a_serving_url_on_a_refused_address_fails_the_run_before_any_request(experiment, probe_set, settings):
+    candidate = experiment.candidate
+    settings.EVALHUB_OUTBOUND_RESOLVE = {"v4.models.example.com": ["169.254.169.254"]}.__getitem__
+    candidate.serving_url = "http://v4.models.example.com/v1"
+    candidate.save(update_fields=["serving_url"])
+    run = probe_run_execute(experiment=experiment, probe_set=probe_set)
+    assert run.status == "failed" and "cloud metadata address" in run.error, run.error
     assert not ProbeResult.objects.filter(probe_run=run).exists()
 
 

@@ -8,6 +8,7 @@ from django.conf import settings as django_settings
 from canary.models import TurnEvent
 from canary.services import telemetry
 from canary.services.experiments import experiment_create, experiment_start
+from canary.services.proxy import chat_completion_proxy
 from registry.actors import SYSTEM
 from registry.services.tokens import api_token_create, user_role_grant
 
@@ -79,6 +80,24 @@ def test_a_failing_candidate_is_answered_by_the_baseline_and_recorded(live_serve
     assert response.headers["X-EvalHub-Fallback"] == "1"
     answer = TurnEvent.objects.get(role="assistant")
     assert answer.fallback and "fam:v4 unreachable" in answer.error and answer.version == v3
+
+
+def test_a_serving_url_that_rebinds_to_a_private_address_is_refused_and_the_baseline_answers(
+    served, settings
+):
+    v3, v4 = served
+    answers = {"v4.models.example.com": ["93.184.216.34"]}
+    settings.EVALHUB_OUTBOUND_RESOLVE = lambda host: answers[host]
+    v4.serving_url = "http://v4.models.example.com/v1"  # public when it was set
+    v4.save(update_fields=["serving_url"])
+    answers["v4.models.example.com"] = ["10.0.0.1"]
+    answer = chat_completion_proxy(
+        experiment=running(served, percent=100),
+        body={"messages": [{"role": "user", "content": QUESTION}], "user": "u1"},
+    )
+    assert answer.fallback and answer.version == v3
+    recorded = TurnEvent.objects.get(role="assistant")
+    assert "fam:v4 refused" in recorded.error and "10.0.0.1" in recorded.error
 
 
 def test_bad_requests_are_4xx_naming_the_field(live_server, served, token):

@@ -1,5 +1,6 @@
 """The openai backend against real HTTP servers on loopback: a scripted endpoint standing in
-for a third-party API (retries, errors, concurrency), and EvalHub's own model server."""
+for a third-party API (retries, errors, concurrency), and EvalHub's own model server. Loopback is
+allowed explicitly: the backend's default outbound policy refuses it."""
 
 import json
 import threading
@@ -11,6 +12,9 @@ import pytest
 from engines.backends.base import BackendError
 from engines.backends.config import backend_config_validate
 from engines.backends.openai import OpenAIBackend
+from engines.outbound import OutboundPolicy
+
+LOOPBACK = OutboundPolicy.parse(allow_networks=["127.0.0.0/8"])
 
 
 class ScriptedEndpoint:
@@ -75,7 +79,7 @@ def endpoint_factory():
 
 def backend(url, **config):
     full = backend_config_validate(kind="openai", config={"base_url": url, "model": "m", **config})
-    return OpenAIBackend(config=full, api_key=config.pop("key", ""), sleep=lambda s: None)
+    return OpenAIBackend(config=full, api_key=config.pop("key", ""), outbound=LOOPBACK, sleep=lambda s: None)
 
 
 def test_reads_label_and_answer_in_order(endpoint_factory):
@@ -93,8 +97,42 @@ def test_reads_label_and_answer_in_order(endpoint_factory):
 def test_api_key_sent_as_bearer(endpoint_factory):
     endpoint = endpoint_factory()
     full = backend_config_validate(kind="openai", config={"base_url": endpoint.url, "model": "m"})
-    OpenAIBackend(config=full, api_key="sk-test").predict(["x y"])
+    OpenAIBackend(config=full, api_key="sk-test", outbound=LOOPBACK).predict(["x y"])
     assert endpoint.requests[0][1]["Authorization"] == "Bearer sk-test"
+
+
+def test_api_key_from_an_allowed_environment_variable(endpoint_factory, monkeypatch):
+    endpoint = endpoint_factory()
+    monkeypatch.setenv("EVALHUB_BACKEND_SECRET_VENDOR", "sk-env")
+    backend(endpoint.url, api_key_env="EVALHUB_BACKEND_SECRET_VENDOR").predict(["x y"])
+    assert endpoint.requests[0][1]["Authorization"] == "Bearer sk-env"
+
+
+@pytest.mark.parametrize(
+    "name", ["DATABASE_URL", "SECRET_KEY", "EVALHUB_WEBHOOK_SECRET", "EVALHUB_BACKEND_SECRET_"]
+)
+def test_api_key_env_outside_the_allowed_prefix_is_refused(name, monkeypatch):
+    monkeypatch.setenv(name, "the deployment's own secret")
+    with pytest.raises(BackendError, match=r"backend_config\.api_key_env"):
+        backend("http://127.0.0.1:9/v1", api_key_env=name)
+
+
+def test_the_prefix_is_the_callers(monkeypatch):
+    config = backend_config_validate(
+        kind="openai", config={"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "TEAM_A_KEY"}
+    )
+    monkeypatch.setenv("TEAM_A_KEY", "k")
+    OpenAIBackend(config=config, outbound=LOOPBACK, api_key_env_prefix="TEAM_A_").close()
+    with pytest.raises(BackendError):
+        OpenAIBackend(config=config, outbound=LOOPBACK, api_key_env_prefix="")
+
+
+def test_by_default_loopback_is_refused_before_any_request_and_not_retried(endpoint_factory):
+    endpoint = endpoint_factory()
+    full = backend_config_validate(kind="openai", config={"base_url": endpoint.url, "model": "m"})
+    with pytest.raises(BackendError, match="loopback") as caught:
+        OpenAIBackend(config=full, sleep=lambda s: None).predict(["a b", "c d"])
+    assert not caught.value.transient and endpoint.requests == []
 
 
 def test_retries_transient_errors(endpoint_factory):

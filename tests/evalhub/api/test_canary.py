@@ -14,7 +14,7 @@ from tests.evalhub.api.test_core import assert_error
 
 pytestmark = pytest.mark.django_db
 
-BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "contract-assistant/v3"}}
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 QA_TOKEN = "qa-token-0123456789abcdef"
 
 

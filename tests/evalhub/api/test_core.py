@@ -14,7 +14,7 @@ from registry.services.versions import model_version_register
 
 pytestmark = pytest.mark.django_db
 
-BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "contract-assistant/v3"}}
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 
 
 def assert_error(response, status: int, field: str | None = None):
@@ -64,6 +64,89 @@ class TestModelVersions:
         assert [v["ref"] for v in listed["results"]] == ["ca:v4"]
         audit = AuditLog.objects.get(action="model_version.register", target_id=str(body["id"]))
         assert audit.actor == ci_client.user
+
+    @pytest.mark.parametrize(
+        ("config", "extra", "field"),
+        [
+            (
+                {"backend_kind": "openai", "backend_config": {"base_url": "http://169.254.169.254/v1"}},
+                {},
+                "base_url",
+            ),
+            ({"backend_kind": "openai", "backend_config": {"base_url": "http://10.0.0.1/"}}, {}, "base_url"),
+            (
+                {
+                    "backend_kind": "openai",
+                    "backend_config": {"base_url": "http://[::ffff:169.254.169.254]/v1"},
+                },
+                {},
+                "base_url",
+            ),
+            (
+                {"backend_kind": "openai", "backend_config": {"base_url": "ftp://models.example.com/v1"}},
+                {},
+                "base_url",
+            ),
+            (
+                {"backend_kind": "openai", "backend_config": {"base_url": "https://api.example.com/v1"}},
+                {"serving_url": "http://169.254.169.254/v1"},
+                "serving_url",
+            ),
+            (
+                {"backend_kind": "openai", "backend_config": {"base_url": "https://api.example.com/v1"}},
+                {"serving_url": "ftp://models.example.com/v1"},
+                "serving_url",
+            ),
+            (
+                {
+                    "backend_kind": "openai",
+                    "backend_config": {
+                        "base_url": "https://api.example.com/v1",
+                        "api_key_env": "DATABASE_URL",
+                    },
+                },
+                {},
+                "api_key_env",
+            ),
+            ({"backend_kind": "hf", "backend_config": {"path": "/etc"}}, {}, "path"),
+            ({"backend_kind": "builtin", "backend_config": {"path": "../../../../etc"}}, {}, "path"),
+            ({"backend_kind": "hf", "backend_config": {"path": "missing-folder"}}, {}, "path"),
+        ],
+    )
+    def test_register_refuses_outbound_addresses_paths_and_env_names(
+        self, ci_client, settings, config, extra, field
+    ):
+        settings.EVALHUB_OUTBOUND_ALLOW_NETWORKS = []
+        settings.EVALHUB_OUTBOUND_RESOLVE = {"api.example.com": ["93.184.216.34"]}.__getitem__
+        if config["backend_kind"] == "openai":
+            config["backend_config"] = {"model": "m", **config["backend_config"]}
+        response = ci_client.post(
+            "/api/v1/model-versions/", {"family": "ca", "label": "v9", **config, **extra}, format="json"
+        )
+        name = field if field == "serving_url" else f"backend_config.{field}"
+        assert list(assert_error(response, 400, name)["fields"]) == [name]
+        assert not ModelVersion.objects.filter(label="v9").exists()
+
+    def test_the_api_key_is_write_only_and_encrypted_at_rest(self, ci_client):
+        response = ci_client.post(
+            "/api/v1/model-versions/",
+            {
+                "family": "ca",
+                "label": "v5",
+                "api_key": "sk-very-secret",
+                "backend_kind": "openai",
+                "backend_config": {"base_url": "http://127.0.0.1:9/v1", "model": "m"},
+            },
+            format="json",
+        )
+        assert response.status_code == 201 and response.json()["has_api_key"] is True
+        assert "api_key" not in response.json() and "api_key_encrypted" not in response.json()
+        stored = ModelVersion.objects.get(label="v5").api_key_encrypted
+        listed = ci_client.get("/api/v1/model-versions/").content.decode()
+        detail = ci_client.get("/api/v1/model-versions/ca:v5/").content.decode()
+        for body in (response.content.decode(), listed, detail):
+            assert "sk-very-secret" not in body and stored not in body
+        assert "sk-very-secret" not in stored
 
     def test_malformed_json(self, ci_client):
         response = ci_client.post("/api/v1/model-versions/", data="{bad", content_type="application/json")

@@ -27,7 +27,7 @@ from registry.services.versions import model_version_register
 
 pytestmark = pytest.mark.django_db
 
-BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "x"}}
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 ARMS = ("baseline", "candidate")
 # Share of sessions with a follow-up, and mean review hours per contract, per arm.
 FOLLOW_UP_SHARE = {"baseline": 0.10, "candidate": 0.25}

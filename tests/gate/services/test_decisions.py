@@ -308,7 +308,11 @@ def test_two_confirmations_at_once_only_one_lands(decision_user, version_gated):
 
 def test_a_pass_of_a_weakened_gate_needs_an_override(gate_run_finished, decision_user):
     version = model_version_register(
-        family="fam", label="weak", backend_kind="builtin", backend_config={"path": "x"}, actor=SYSTEM
+        family="fam",
+        label="weak",
+        backend_kind="builtin",
+        backend_config={"path": "placeholder"},
+        actor=SYSTEM,
     )
     run = gate_run_finished(version, "pass", policy_overrides={"required_layers": ["clean_accuracy"]})
     first, second = decision_user(), decision_user()
@@ -327,7 +331,11 @@ def test_an_inconclusive_gate_can_still_be_rejected_or_approved_by_override(gate
     manager, other = decision_user(), decision_user()
     for label, action in (("short", "reject"), ("short-2", "override_request")):
         version = model_version_register(
-            family="fam", label=label, backend_kind="builtin", backend_config={"path": "x"}, actor=SYSTEM
+            family="fam",
+            label=label,
+            backend_kind="builtin",
+            backend_config={"path": "placeholder"},
+            actor=SYSTEM,
         )
         run = gate_run_finished(version, "pass")
         GateRun.objects.filter(pk=run.pk).update(verdict="insufficient_data")

@@ -111,11 +111,9 @@ def test_verdict_follows_the_bar_and_moves_the_candidate(versions, suite, bar, v
     assert candidate.status == status
 
 
-def test_missing_checkpoint_fails_the_run_with_the_reason(versions, suite, tmp_path):
+def test_missing_checkpoint_fails_the_run_with_the_reason(versions, suite):
     candidate, _ = versions
-    ModelVersion.objects.filter(pk=candidate.pk).update(
-        backend_config={"path": str(tmp_path / "gone"), "batch_size": 256}
-    )
+    ModelVersion.objects.filter(pk=candidate.pk).update(backend_config={"path": "gone", "batch_size": 256})
     run = gate_run_execute(gate_run_id=start(candidate, suite).pk, worker="w1")
     assert (run.status, run.verdict) == ("failed", "error")
     assert "fam:v2" in run.error_message

@@ -59,6 +59,7 @@ def test_robustness_layer_runs_with_the_network_blocked(small_bow, tmp_path):
         },
         "DJANGO_SETTINGS_MODULE": "evalhub.settings.local",
         "EVALHUB_VAR_DIR": str(tmp_path),
+        "EVALHUB_MODEL_DIR": str(small_bow.parent),
         "HOME": str(tmp_path),  # no ~/nltk_data, no hub cache
         "HF_HUB_OFFLINE": "1",
     }

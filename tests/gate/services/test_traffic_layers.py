@@ -24,7 +24,7 @@ from registry.services.versions import model_version_register
 
 pytestmark = pytest.mark.django_db
 
-BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "unused"}}
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 QUESTIONS = {
     "payment": "What type of clause is this: 'The buyer shall pay the invoice within 30 days of delivery.'?",
     "termination": "What type of clause is this: 'Either party may end this agreement with 60 days notice.'?",

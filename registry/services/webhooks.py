@@ -1,27 +1,27 @@
 """Outgoing webhooks: a JSON POST to EVALHUB_WEBHOOK_URL for events that matter (a canary rolled
-back, later verdicts and decisions), signed with HMAC-SHA256 so the receiver can check the sender.
+back, verdicts and decisions), signed so the receiver can check the sender and refuse replays:
 
     X-EvalHub-Event: experiment.rolled_back
-    X-EvalHub-Signature: sha256=<hex HMAC-SHA256 of the raw body with EVALHUB_WEBHOOK_SECRET>
+    X-EvalHub-Timestamp: <unix seconds when this POST was made>
+    X-EvalHub-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>" with EVALHUB_WEBHOOK_SECRET>
 
-Delivery runs on the `cpu` queue after the change commits, with retries and backoff; nothing is
-sent when no URL is configured.
+`engines.webhooks.webhook_verify` is the receiver's check. Delivery runs on the `cpu` queue after
+the change commits, with retries and backoff, each attempt signed when it is sent and connected
+through the outbound policy; nothing is sent when no URL is configured.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
+import time
 
 from django.conf import settings
 from django.utils import timezone
 
+from engines.outbound import outbound_client
+from engines.webhooks import SIGNATURE_HEADER, TIMESTAMP_HEADER, webhook_signature
 from registry.dispatch import Task, task_enqueue
-
-
-def webhook_signature(*, body: bytes, secret: str) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+from registry.outbound import outbound_policy
 
 
 def webhook_body(*, event: str, payload: dict) -> bytes:
@@ -38,19 +38,21 @@ def webhook_send(*, event: str, payload: dict) -> None:
 
 
 def webhook_deliver(*, event: str, body: str) -> int:
-    """POST one webhook; returns the HTTP status. Raises httpx errors for the task to retry."""
-    import httpx
-
+    """POST one webhook; returns the HTTP status. Raises httpx errors for the task to retry, and
+    OutboundRefusedError (not retried) for a URL the outbound policy refuses."""
+    policy = outbound_policy()
+    url = str(policy.url_check(settings.EVALHUB_WEBHOOK_URL, resolve=False))
     raw = body.encode()
-    response = httpx.post(
-        settings.EVALHUB_WEBHOOK_URL,
-        content=raw,
-        headers={
-            "Content-Type": "application/json",
-            "X-EvalHub-Event": event,
-            "X-EvalHub-Signature": webhook_signature(body=raw, secret=settings.EVALHUB_WEBHOOK_SECRET),
-        },
-        timeout=10,
-    )
+    timestamp = int(time.time())
+    headers = {
+        "Content-Type": "application/json",
+        "X-EvalHub-Event": event,
+        TIMESTAMP_HEADER: str(timestamp),
+        SIGNATURE_HEADER: webhook_signature(
+            body=raw, timestamp=timestamp, secret=settings.EVALHUB_WEBHOOK_SECRET
+        ),
+    }
+    with outbound_client(policy=policy, timeout=10) as client:
+        response = client.post(url, content=raw, headers=headers)
     response.raise_for_status()
     return response.status_code

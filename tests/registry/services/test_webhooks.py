@@ -1,21 +1,40 @@
-"""Outgoing webhooks: HMAC-signed JSON, delivered to a real HTTP server; sent after commit."""
+"""Outgoing webhooks: JSON signed over a timestamp and the body, delivered to a real HTTP server
+through the outbound policy; sent after commit; old or forged signatures rejected by the check."""
 
-import hashlib
-import hmac
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from registry.services.webhooks import webhook_body, webhook_deliver, webhook_send, webhook_signature
+from engines.outbound import OutboundRefusedError
+from engines.webhooks import webhook_signature, webhook_verify
+from registry.services.webhooks import webhook_body, webhook_deliver, webhook_send
+
+BODY = b'{"a": 1}'
 
 
-def test_signature_is_hmac_sha256_of_the_raw_body():
-    # hmac.new(b"secret", b'{"a": 1}', hashlib.sha256).hexdigest(), computed separately.
-    assert webhook_signature(body=b'{"a": 1}', secret="secret") == (
-        "sha256=9efa14a18410a57a432fbf0ce38d4bc33339036a64e57b8c86da0bb1e122d972"
+def test_signature_is_hmac_sha256_of_timestamp_dot_body():
+    # hmac.new(b"secret", b'1700000000.{"a": 1}', hashlib.sha256).hexdigest(), computed separately.
+    assert webhook_signature(body=BODY, timestamp=1_700_000_000, secret="secret") == (
+        "sha256=942c6f7e34ef5c448cbbbf79276da392036d59f0bd9fb74ba14eb8e83e2bb6cd"
     )
+
+
+def test_verify_accepts_a_fresh_signature_and_rejects_old_forged_or_altered_ones():
+    sent = 1_700_000_000
+    signature = webhook_signature(body=BODY, timestamp=sent, secret="s")
+    fresh = {"body": BODY, "timestamp": str(sent), "signature": signature, "secret": "s"}
+    assert webhook_verify(**fresh, now=sent + 299)
+    assert webhook_verify(**fresh, now=sent - 10)  # the receiver's clock a little behind
+    assert not webhook_verify(**fresh, now=sent + 301)  # a replay of an old delivery
+    assert webhook_verify(**fresh, now=sent + 3000, tolerance_s=3600)
+    assert not webhook_verify(**{**fresh, "secret": "other"}, now=sent)
+    assert not webhook_verify(**{**fresh, "body": b'{"a": 2}'}, now=sent)
+    # A replayed body with a new timestamp: the signature does not cover it.
+    assert not webhook_verify(**{**fresh, "timestamp": str(sent + 1000)}, now=sent + 1000)
+    assert not webhook_verify(**{**fresh, "timestamp": "soon"}, now=sent)
 
 
 @pytest.fixture
@@ -39,16 +58,41 @@ def receiver():
     server.server_close()
 
 
-def test_delivered_to_a_real_server_with_a_signature_it_can_check(receiver, settings):
+def test_delivered_to_a_real_server_signed_when_sent(receiver, settings):
     url, received = receiver
     settings.EVALHUB_WEBHOOK_URL, settings.EVALHUB_WEBHOOK_SECRET = url, "s3cret"
     body = webhook_body(event="experiment.rolled_back", payload={"experiment": "x"}).decode()
+    time.sleep(1.1)  # queued a while ago: the timestamp is the delivery's, not the body's
+    before = time.time()
     assert webhook_deliver(event="experiment.rolled_back", body=body) == 204
     [(headers, raw)] = received
     assert headers["X-EvalHub-Event"] == "experiment.rolled_back"
-    mac = hmac.new(b"s3cret", raw, hashlib.sha256).hexdigest()
-    assert hmac.compare_digest(headers["X-EvalHub-Signature"], f"sha256={mac}")
+    assert int(before) <= int(headers["X-EvalHub-Timestamp"]) <= time.time()
+    assert webhook_verify(
+        body=raw,
+        timestamp=headers["X-EvalHub-Timestamp"],
+        signature=headers["X-EvalHub-Signature"],
+        secret="s3cret",
+    )
     assert json.loads(raw)["data"] == {"experiment": "x"}
+
+
+@pytest.mark.parametrize(
+    "url", ["http://169.254.169.254/hook", "http://10.0.0.1/hook", "ftp://example.com/hook"]
+)
+def test_a_refused_webhook_url_is_not_sent(settings, url):
+    settings.EVALHUB_WEBHOOK_URL, settings.EVALHUB_WEBHOOK_SECRET = url, "s"
+    with pytest.raises(OutboundRefusedError):
+        webhook_deliver(event="e", body="{}")
+
+
+def test_loopback_is_refused_without_the_test_settings_allowance(receiver, settings):
+    url, received = receiver
+    settings.EVALHUB_WEBHOOK_URL, settings.EVALHUB_WEBHOOK_SECRET = url, "s"
+    settings.EVALHUB_OUTBOUND_ALLOW_NETWORKS = []
+    with pytest.raises(OutboundRefusedError, match="loopback"):
+        webhook_deliver(event="e", body="{}")
+    assert received == []
 
 
 @pytest.mark.django_db

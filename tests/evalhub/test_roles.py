@@ -98,7 +98,7 @@ def world(approve):
         actor=SYSTEM,
         status="promoted",
         backend_kind="builtin",
-        backend_config={"path": "x"},
+        backend_config={"path": "placeholder"},
     )
     v4 = model_version_register(
         family="fam",
@@ -106,7 +106,7 @@ def world(approve):
         actor=SYSTEM,
         baseline=v3,
         backend_kind="builtin",
-        backend_config={"path": "x"},
+        backend_config={"path": "placeholder"},
     )
     suite, _ = eval_suite_import(
         name="fam", items=suite_items_parse(records=[{"input": "q", "label": "a"}]), actor=SYSTEM

@@ -24,7 +24,7 @@ from registry.services.versions import model_version_offline_gate_record, model_
 from tests.canary.services.test_analysis import probe_report, traffic
 
 pytestmark = pytest.mark.django_db
-BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "contract-assistant/v3"}}
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 USERS = [f"user-{i}" for i in range(400)]
 
 

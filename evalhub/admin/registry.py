@@ -2,17 +2,29 @@ from django import forms
 from django.contrib import admin
 
 from evalhub.admin.base import ReadOnlyAdmin
+from registry.actors import actor_require_role
 from registry.errors import ApplicationError
 from registry.models import ApiToken, AuditLog, EvalItem, EvalSuite, ModelVersion
-from registry.secrets import secret_encrypt
+from registry.roles import WRITE_ROLES
 from registry.selectors.suites import eval_suite_is_locked
 from registry.services.tokens import api_token_revoke
-from registry.services.versions import model_version_config_check
+from registry.services.versions import (
+    model_version_config_check,
+    model_version_delete,
+    model_version_edit,
+    model_version_edit_check,
+    model_version_history,
+    model_version_register,
+)
 
 
 class ModelVersionForm(forms.ModelForm):
+    """The registration's checks (config schema, outbound policy, checkpoint inside
+    EVALHUB_MODEL_DIR, api_key_env prefix) and, on an edit, none of what an evaluation covered."""
+
     # Write-only: the field never shows the stored key; leaving it blank keeps it. Stored encrypted.
     api_key = forms.CharField(required=False, max_length=500, widget=forms.PasswordInput(render_value=False))
+    actor = None  # the request's user, set by ModelVersionAdmin.get_form
 
     class Meta:
         model = ModelVersion
@@ -28,34 +40,81 @@ class ModelVersionForm(forms.ModelForm):
         ]
 
     def clean(self):
-        """The same checks as registration through the API: the config's schema, its `base_url`
-        (outbound policy), checkpoint `path` (inside EVALHUB_MODEL_DIR) and `api_key_env`."""
         cleaned = super().clean()
-        if "backend_kind" in cleaned and "backend_config" in cleaned:
-            try:
+        if "backend_kind" not in cleaned or "backend_config" not in cleaned:
+            return cleaned
+        try:
+            if self.instance.pk:
+                cleaned["backend_config"] = model_version_edit_check(
+                    version=self.instance,
+                    actor=self.actor,
+                    backend_kind=cleaned["backend_kind"],
+                    backend_config=cleaned["backend_config"],
+                    baseline=cleaned.get("baseline"),
+                )
+            else:
+                actor_require_role(self.actor, WRITE_ROLES, action="register a model version")
                 cleaned["backend_config"] = model_version_config_check(
                     backend_kind=cleaned["backend_kind"], backend_config=cleaned["backend_config"]
                 )
-            except ApplicationError as exc:
+        except ApplicationError as exc:
+            for key, messages_ in (exc.fields or {"__all__": [exc.message]}).items():
+                field = key.split(".")[0]
+                field = field if field in self.fields else None
                 self.add_error(
-                    "backend_config", "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.fields.items())
+                    field, "; ".join(messages_) if field == key else f"{key}: {' '.join(messages_)}"
                 )
         return cleaned
-
-    def save(self, commit=True):
-        if self.cleaned_data.get("api_key"):
-            self.instance.api_key_encrypted = secret_encrypt(plain=self.cleaned_data["api_key"])
-        return super().save(commit=commit)
 
 
 @admin.register(ModelVersion)
 class ModelVersionAdmin(admin.ModelAdmin):
+    """Registering, editing and deleting go through the audited services: an evaluated version's
+    backend and baseline stay as evaluated, and only a version nothing has used can be deleted."""
+
     form = ModelVersionForm
     list_display = ["ref", "backend_kind", "baseline", "status", "is_demo", "created_at"]
     list_filter = ["family", "status", "backend_kind", "is_demo"]
     search_fields = ["family", "label", "description"]
-    # Status moves only through the lifecycle services, which audit each step.
-    readonly_fields = ["status", "created_by", "created_at", "updated_at"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"actor": request.user})
+
+    def get_readonly_fields(self, request, obj=None):
+        # Status moves only through the lifecycle services; the ref names the version for good.
+        fixed = ["status", "created_by", "created_at", "updated_at"]
+        return fixed if obj is None else ["family", "label", *fixed]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # one at a time, each checked for history
+        return actions
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return super().has_delete_permission(request, obj) and (
+            obj is None or not model_version_history(version=obj)
+        )
+
+    def save_model(self, request, obj, form, change) -> None:
+        data = form.cleaned_data
+        common = {
+            "backend_kind": data["backend_kind"],
+            "backend_config": data["backend_config"],
+            "baseline": data.get("baseline"),
+            "description": data.get("description", ""),
+            "is_demo": data.get("is_demo", False),
+            "actor": request.user,
+        }
+        if change:
+            model_version_edit(version=obj, api_key=data.get("api_key") or None, **common)
+        else:
+            obj.pk = model_version_register(
+                family=data["family"], label=data["label"], api_key=data.get("api_key", ""), **common
+            ).pk
+
+    def delete_model(self, request, obj) -> None:
+        model_version_delete(version=obj, actor=request.user, reason="deleted in the admin")
 
 
 @admin.register(AuditLog)

@@ -17,7 +17,7 @@ from engines.backends.config import (
 )
 from registry.actors import Actor, actor_require_role, actor_user
 from registry.errors import ApplicationError
-from registry.models import ModelVersion
+from registry.models import AuditLog, ModelVersion
 from registry.outbound import outbound_policy, outbound_url_check
 from registry.roles import RELEASE_ROLES, WRITE_ROLES
 from registry.secrets import SecretUnreadableError, secret_decrypt, secret_encrypt
@@ -142,6 +142,133 @@ def model_version_register(
         ) from None
     audit_record(actor=actor, action="model_version.register", target=version, after=_snapshot(version))
     return version
+
+
+# What an evaluation looked at: once a version has left `registered` or passed an offline gate, its
+# model (backend kind and config) and its baseline stay as they were; a changed model is a new version.
+EVALUATED_FIELDS = ("backend_kind", "backend_config", "baseline")
+
+
+def model_version_is_evaluated(*, version: ModelVersion) -> bool:
+    return version.status != Status.REGISTERED or version.offline_gate_passed_at is not None
+
+
+def model_version_edit_check(
+    *,
+    version: ModelVersion,
+    actor: Actor,
+    backend_kind: str,
+    backend_config: dict,
+    baseline: ModelVersion | None,
+) -> dict:
+    """The edit's backend config with defaults filled, or the reason it is refused (400/409 naming
+    the field): the registration checks, and no change of what an evaluation covered."""
+    actor_require_role(actor, WRITE_ROLES, action="edit a model version")
+    config = model_version_config_check(backend_kind=backend_kind, backend_config=backend_config)
+    if model_version_is_evaluated(version=version):
+        proposed = {"backend_kind": backend_kind, "backend_config": config, "baseline": baseline}
+        changed = [f for f in EVALUATED_FIELDS if proposed[f] != getattr(version, f)]
+        if changed:
+            raise ApplicationError(
+                f"{version.ref} is {version.status}: its model and baseline are what was evaluated and "
+                "approved; register a new version instead.",
+                code="evaluated_version",
+                fields={
+                    f: [f"cannot change once the version is evaluated ({version.status})"] for f in changed
+                },
+                status_code=409,
+            )
+    if baseline is not None and (baseline.family != version.family or baseline.pk == version.pk):
+        raise ApplicationError(
+            f"{baseline.ref} cannot be the baseline of {version.ref}.",
+            fields={"baseline": ["must be another version of the same family"]},
+        )
+    return config
+
+
+@transaction.atomic
+def model_version_edit(
+    *,
+    version: ModelVersion,
+    actor: Actor,
+    backend_kind: str,
+    backend_config: dict,
+    baseline: ModelVersion | None,
+    description: str,
+    is_demo: bool,
+    api_key: str | None = None,
+) -> ModelVersion:
+    """Change a version's description, demo flag, API key (None keeps it) and, until it is evaluated,
+    its backend and baseline. Audited with what changed (never the key itself)."""
+    locked = ModelVersion.objects.select_for_update().get(pk=version.pk)
+    config = model_version_edit_check(
+        version=locked,
+        actor=actor,
+        backend_kind=backend_kind,
+        backend_config=backend_config,
+        baseline=baseline,
+    )
+    before = {**_snapshot(locked), "description": locked.description, "is_demo": locked.is_demo}
+    locked.backend_kind, locked.backend_config, locked.baseline = backend_kind, config, baseline
+    locked.description, locked.is_demo = description, is_demo
+    if api_key is not None:
+        locked.api_key_encrypted = secret_encrypt(plain=api_key)
+    after = {**_snapshot(locked), "description": description, "is_demo": is_demo}
+    changed = {k for k in after if after[k] != before[k]}
+    if api_key is not None:
+        changed.add("api_key")
+    if changed:
+        locked.save()
+        audit_record(
+            actor=actor,
+            action="model_version.edit",
+            target=locked,
+            before={k: before[k] for k in sorted(changed - {"api_key"})},
+            after={
+                **{k: after[k] for k in sorted(changed - {"api_key"})},
+                **({"api_key": "changed"} if "api_key" in changed else {}),
+            },
+        )
+    return locked
+
+
+def model_version_history(*, version: ModelVersion) -> list[str]:
+    """What refers to the version (gate runs, decisions, experiments, challengers...) or happened to
+    it beyond its registration; empty for a version nothing has used yet."""
+    found = [
+        rel.related_model._meta.verbose_name_plural
+        for rel in ModelVersion._meta.related_objects
+        if rel.related_model._default_manager.filter(**{rel.field.name: version}).exists()
+    ]
+    if version.status != Status.REGISTERED:
+        found.append(f"status {version.status}")
+    if (
+        AuditLog.objects.filter(target_type=ModelVersion._meta.label_lower, target_id=str(version.pk))
+        .exclude(action="model_version.register")
+        .exists()
+    ):
+        found.append("audit rows")
+    return sorted(set(found))
+
+
+@transaction.atomic
+def model_version_delete(*, version: ModelVersion, actor: Actor, reason: str = "") -> None:
+    """Delete a registration nothing has used (a typo, say): refused (409) for a version with history,
+    whose audit trail and results must stay. The audit row of the deletion stays too."""
+    actor_require_role(actor, WRITE_ROLES, action="delete a model version")
+    locked = ModelVersion.objects.select_for_update().get(pk=version.pk)
+    history = model_version_history(version=locked)
+    if history:
+        raise ApplicationError(
+            f"{locked.ref} has history ({', '.join(history)}): it is kept; retire or reject it instead.",
+            code="has_history",
+            fields={"version": [f"has {', '.join(history)}"]},
+            status_code=409,
+        )
+    audit_record(
+        actor=actor, action="model_version.delete", target=locked, before=_snapshot(locked), reason=reason
+    )
+    locked.delete()
 
 
 @transaction.atomic

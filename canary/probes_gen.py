@@ -28,6 +28,7 @@ from engines.demo.dataset import (
     _mixed_build,
     _ocr_apply,
 )
+from engines.input_checks import JSON_MAX_DEPTH, json_loads, json_problem, text_problem
 
 WEAKNESSES = ("long_contract", "mixed_language", "ocr_noise", "clause_conflict")
 DEMO_FAMILY = "contract-assistant"
@@ -233,15 +234,20 @@ def _string_field(obj: dict, key: str, number: int) -> str:
         raise ProbeFormatError(number, key, "must be a string")
     if not value.strip():
         raise ProbeFormatError(number, key, "must not be empty")
+    problem = text_problem(value)
+    if problem:
+        raise ProbeFormatError(number, key, problem)
     return value if key == "input" else value.strip()
 
 
-def probes_jsonl_parse(*, content: bytes) -> list[ProbeSpec]:
+def probes_jsonl_parse(*, content: bytes, max_depth: int = JSON_MAX_DEPTH) -> list[ProbeSpec]:
     """Probes from a JSONL file: one object per line, blank lines ignored.
 
     Keys: `id`, `input`, `expected_label`, `weakness` (required, non-empty strings; ids unique),
     `language` (optional; detected from the input when absent or null) and `metadata` (optional
-    object). Any other key is refused. Raises ProbeFormatError naming the line and field.
+    object). Any other key is refused, and so is text the database cannot store (NUL, unpaired
+    surrogates) and JSON nested deeper than `max_depth`. Raises ProbeFormatError naming the line and
+    field.
     """
     from engines.backends.base import language_of  # imports the Celery app: only when parsing
 
@@ -257,9 +263,11 @@ def probes_jsonl_parse(*, content: bytes) -> list[ProbeSpec]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = json_loads(line, max_depth=max_depth)
         except json.JSONDecodeError as exc:
             raise ProbeFormatError(number, None, f"invalid JSON ({exc.msg}, column {exc.colno})") from None
+        except ValueError as exc:  # too deep, NaN or Infinity
+            raise ProbeFormatError(number, None, f"invalid JSON ({exc})") from None
         if not isinstance(obj, dict):
             raise ProbeFormatError(number, None, "must be a JSON object")
         unknown = sorted(set(obj) - set(_REQUIRED) - set(_OPTIONAL))
@@ -279,6 +287,8 @@ def probes_jsonl_parse(*, content: bytes) -> list[ProbeSpec]:
             metadata = {}
         elif not isinstance(metadata, dict):
             raise ProbeFormatError(number, "metadata", "must be an object")
+        elif found := json_problem(metadata, path="metadata"):
+            raise ProbeFormatError(number, "metadata", f"{found[0]}: {found[1]}")
         probes.append(
             ProbeSpec(
                 id=probe_id,

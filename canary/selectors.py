@@ -13,6 +13,7 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from canary.models import CanaryAnalysis, Experiment, OutcomeEvent, Probe, ProbeRun, ProbeSet, TurnEvent
+from engines.input_checks import text_problem
 from engines.routing import ARMS, BUCKETS
 from registry.errors import ApplicationError, NotFoundError
 from registry.models import ModelVersion
@@ -32,7 +33,8 @@ def experiment_overview_list() -> QuerySet[Experiment]:
 
 
 def experiment_get(*, name: str) -> Experiment:
-    experiment = experiment_list().filter(name=name).first()
+    # A name the database could not store is not looked up (it refuses NUL even in a query).
+    experiment = None if text_problem(name) else experiment_list().filter(name=name).first()
     if experiment is None:
         raise NotFoundError(f"No experiment named {name!r}.", field="experiment")
     return experiment

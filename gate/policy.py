@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from engines.input_checks import text_problem
+
 # Layers 0 and 1 judge on the Wilson lower bound or on the estimate.
 LOWER_BOUND, POINT = "lower_bound", "point"
 TEXT_METRICS = ("bertscore", "chrf")
@@ -154,6 +156,9 @@ def _value(key: str, value: Any, annotation: Any, meta: Mapping[str, Any]) -> An
             raise PolicyError(key, "must be a non-empty string of at most 100 characters")
         if meta["choices"] and value not in meta["choices"]:
             raise PolicyError(key, f"must be one of {', '.join(repr(c) for c in meta['choices'])}")
+        problem = text_problem(value)
+        if problem:
+            raise PolicyError(key, problem)
         return value
     if base is tuple:
         choices = meta["choices"]

@@ -1,7 +1,9 @@
 """Parsing eval suites from JSONL or CSV into validated items. Pure: no Django.
 
 Every problem is reported with where it is (line) and which field, so an upload can be fixed
-in one go rather than one error at a time.
+in one go rather than one error at a time. Every form (JSON records, JSONL, CSV) goes through
+`item_validate`, which refuses text the database cannot store (NUL, unpaired surrogates) in any
+field, metadata keys and values included; JSON is parsed with a nesting limit and without NaN.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import io
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+
+from engines.input_checks import JSON_MAX_DEPTH, json_loads, json_problem, text_problem
 
 ITEM_FIELDS = ("id", "input", "label", "reference", "language", "tags", "metadata")
 MAX_ISSUES = 50
@@ -56,6 +60,10 @@ def _string(record: dict, name: str, issues: list[ParseIssue], where: str) -> st
     if not isinstance(value, str):
         issues.append(ParseIssue(where, name, "must be a string"))
         return ""
+    problem = text_problem(value)
+    if problem:
+        issues.append(ParseIssue(where, name, problem))
+        return ""
     return value
 
 
@@ -88,11 +96,15 @@ def item_validate(
     if not isinstance(tags, list) or not all(isinstance(t, str) and t.strip() for t in tags):
         issues.append(ParseIssue(where, "tags", "must be a list of non-empty strings"))
         tags = []
+    elif any(problem := text_problem(t) for t in tags):
+        issues.append(ParseIssue(where, "tags", f"each tag {problem}"))
     metadata = record.get("metadata", {})
     if metadata is None:
         metadata = {}
     if not isinstance(metadata, dict):
         issues.append(ParseIssue(where, "metadata", "must be an object"))
+    elif found := json_problem(metadata, path="metadata"):
+        issues.append(ParseIssue(where, "metadata", f"{found[0]}: {found[1]}"))
     if len(issues) > before:
         return None
     return SuiteItem(
@@ -124,7 +136,7 @@ def _finish(pairs: Iterable[tuple[str, SuiteItem | None]], issues: list[ParseIss
     return items
 
 
-def suite_parse_jsonl(content: bytes) -> list[SuiteItem]:
+def suite_parse_jsonl(content: bytes, *, max_depth: int = JSON_MAX_DEPTH) -> list[SuiteItem]:
     try:
         text = content.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -136,15 +148,18 @@ def suite_parse_jsonl(content: bytes) -> list[SuiteItem]:
             continue
         where = f"line {number}"
         try:
-            record = json.loads(line)
+            record = json_loads(line, max_depth=max_depth)
         except json.JSONDecodeError as exc:
             issues.append(ParseIssue(where, "", f"not valid JSON: {exc.msg} at column {exc.colno}"))
+            continue
+        except ValueError as exc:  # too deep, NaN or Infinity
+            issues.append(ParseIssue(where, "", f"not valid JSON: {exc}"))
             continue
         pairs.append((where, item_validate(record, where=where, default_id=str(number), issues=issues)))
     return _finish(pairs, issues)
 
 
-def suite_parse_csv(content: bytes) -> list[SuiteItem]:
+def suite_parse_csv(content: bytes, *, max_depth: int = JSON_MAX_DEPTH) -> list[SuiteItem]:
     """CSV with a header row; `tags` separated by '|', `metadata` as a JSON object."""
     try:
         text = content.decode("utf-8-sig")
@@ -153,7 +168,14 @@ def suite_parse_csv(content: bytes) -> list[SuiteItem]:
     reader = csv.DictReader(io.StringIO(text))
     issues: list[ParseIssue] = []
     pairs = []
-    for record in reader:
+    while True:
+        try:
+            record = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a cell over csv's field size limit: the rest cannot be read
+            issues.append(ParseIssue(f"line {reader.line_num + 1}", "", f"not valid CSV: {exc}"))
+            break
         where = f"line {reader.line_num}"
         if None in record:
             issues.append(ParseIssue(where, "", "more cells than header columns"))
@@ -163,9 +185,9 @@ def suite_parse_csv(content: bytes) -> list[SuiteItem]:
             record["tags"] = [t for t in (part.strip() for part in record["tags"].split("|")) if t]
         if "metadata" in record:
             try:
-                record["metadata"] = json.loads(record["metadata"])
-            except json.JSONDecodeError:
-                issues.append(ParseIssue(where, "metadata", "must be a JSON object"))
+                record["metadata"] = json_loads(record["metadata"], max_depth=max_depth)
+            except ValueError as exc:
+                issues.append(ParseIssue(where, "metadata", f"must be a JSON object ({exc})"))
                 continue
         pairs.append(
             (where, item_validate(record, where=where, default_id=str(reader.line_num), issues=issues))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from canary.models import Experiment
 from canary.services.experiments import qa_token_hash
+from engines.input_checks import text_problem
 from engines.routing import BASELINE, CANDIDATE, Assignment, arm_assign
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
@@ -21,6 +22,10 @@ class Routing:
 
 def unit_id_of(*, user_id: str | None, session_id: str | None) -> str:
     """The sticky unit: the user where there is one, else the session."""
+    for field, value in (("user_id", user_id), ("session_id", session_id)):
+        problem = text_problem(value) if value else None
+        if problem:  # it would be stored with the unit's events, or fail to hash
+            raise ApplicationError(f"{field} {problem}.", fields={field: [problem]})
     if user_id:
         return f"user:{user_id}"
     if session_id:

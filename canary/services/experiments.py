@@ -9,6 +9,7 @@ rollback sets it to 0 and ends the experiment.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from itertools import pairwise
 
@@ -17,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from canary.models import Experiment
+from engines.input_checks import text_problem
 from engines.routing import BUCKETS, share_to_buckets
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
 from registry.errors import ApplicationError
@@ -75,9 +77,15 @@ def _share_buckets(percent: object, field: str) -> int:
             f"{field} must be in (0, 100].", fields={field: ["must be more than 0 and at most 100"]}
         )
     try:
-        return share_to_buckets(float(percent))
+        buckets = share_to_buckets(float(percent))
     except ValueError as exc:
         raise ApplicationError(str(exc), fields={field: [f"steps of {100 / BUCKETS} %"]}) from None
+    if buckets == 0:  # e.g. 1e-9: within share_to_buckets' rounding of 0, which would send nobody
+        raise ApplicationError(
+            f"{field} {percent} % is below the smallest share.",
+            fields={field: [f"at least {100 / BUCKETS} % (one bucket of {BUCKETS})"]},
+        )
+    return buckets
 
 
 def _guardrails_parse(guardrails: object) -> dict[str, float]:
@@ -91,8 +99,15 @@ def _guardrails_parse(guardrails: object) -> dict[str, float]:
         if key not in GUARDRAIL_DEFAULTS:
             known = ", ".join(GUARDRAIL_DEFAULTS)
             raise ApplicationError(f"Unknown guardrail {key!r}.", fields={field: [f"known: {known}"]})
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ApplicationError(f"{field} must be a number ≥ 0.", fields={field: ["must be a number ≥ 0"]})
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ApplicationError(
+                f"{field} must be a finite number ≥ 0.", fields={field: ["must be a finite number ≥ 0"]}
+            )
         result[key] = value
     return result
 
@@ -166,6 +181,13 @@ def experiment_create(
     return experiment
 
 
+def _reason_check(reason: str) -> None:
+    """A reason is stored (on the experiment and its audit row): refuse what the database cannot."""
+    problem = text_problem(reason)
+    if problem:
+        raise ApplicationError(f"The reason {problem}.", fields={"reason": [problem]})
+
+
 def _locked(experiment: Experiment) -> Experiment:
     return Experiment.objects.select_for_update().get(pk=experiment.pk)
 
@@ -174,6 +196,7 @@ def _status_set(
     *, experiment: Experiment, to: str, actor: Actor, reason: str, **changes: object
 ) -> Experiment:
     actor_require_role(actor, LIFECYCLE_ROLES, action=f"move an experiment to {to}")
+    _reason_check(reason)
     with transaction.atomic():
         locked = _locked(experiment)
         if to not in TRANSITIONS[locked.status]:
@@ -326,6 +349,7 @@ def experiment_ramp(
     """Raise the candidate's share: to `traffic_percent`, or to the ramp plan's next step. Above the
     ungated share it needs an offline gate pass; to 100 % it is a promotion (`experiment_promote`)."""
     actor_require_role(actor, LIFECYCLE_ROLES, action="ramp an experiment")
+    _reason_check(reason)
     with transaction.atomic():
         locked = _locked(experiment)
         if locked.status not in Experiment.ACTIVE:

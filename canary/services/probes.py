@@ -77,7 +77,7 @@ def probe_set_import_jsonl(
     from canary.probes_gen import ProbeFormatError, probes_jsonl_parse
 
     try:
-        probes = probes_jsonl_parse(content=content)
+        probes = probes_jsonl_parse(content=content, max_depth=settings.EVALHUB_JSON_MAX_DEPTH)
     except ProbeFormatError as exc:
         where = f"file: line {exc.line}" + (f".{exc.field}" if exc.field else "")
         raise ApplicationError(str(exc), code="invalid_probes", fields={where: [exc.message]}) from None

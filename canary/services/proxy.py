@@ -20,6 +20,7 @@ from canary.models import Experiment, TurnEvent
 from canary.services.assignment import experiment_assign
 from canary.services.telemetry import turn_events_record
 from engines.backends.base import BackendError
+from engines.input_checks import json_problem, text_storable
 from engines.outbound import OutboundPolicy, OutboundRefusedError, outbound_client
 from engines.routing import CANDIDATE
 from registry.errors import ApplicationError
@@ -65,6 +66,10 @@ class UpstreamError(Exception):
 def _validate(body: object) -> list[dict]:
     if not isinstance(body, dict):
         raise ApplicationError("The body must be a JSON object.", fields={"body": ["a JSON object"]})
+    # Every string is forwarded upstream and the question is stored: both need storable text.
+    found = json_problem(body)
+    if found:
+        raise ApplicationError(f"{found[0] or 'body'} {found[1]}.", fields={found[0] or "body": [found[1]]})
     if body.get("stream"):
         raise ApplicationError(
             "Streaming is not supported by the canary proxy yet.", fields={"stream": ["must be false"]}
@@ -114,9 +119,11 @@ def _ask(*, version: ModelVersion, body: dict) -> dict:
         raise UpstreamError(f"{version.ref} answered HTTP {response.status_code}")
     try:
         answer = response.json()
-        answer["choices"][0]["message"]["content"]
+        content = answer["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError):
         raise UpstreamError(f"{version.ref} answered without a chat completion") from None
+    if not isinstance(content, str):
+        raise UpstreamError(f"{version.ref} answered without text")
     return answer
 
 
@@ -199,7 +206,8 @@ def _record(*, experiment, messages, answer, arm, version, user_id, session_id, 
                 "event_id": f"px-{event}-a",
                 "turn_index": 2 * asked - 1,
                 "role": TurnEvent.Role.ASSISTANT,
-                "text": answer["choices"][0]["message"]["content"],
+                # The version's answer, as storable text (an upstream may answer a NUL).
+                "text": text_storable(answer["choices"][0]["message"]["content"]),
                 "version_id": version.pk,
                 "latency_ms": latency_ms,
                 "error": error,

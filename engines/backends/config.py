@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, TypeAlias
 from urllib.parse import urlparse
 
+from engines.input_checks import text_problem
+
 DEFAULT_LABEL_REGEX = r"^\s*\[(?P<label>[^\]\n]+)\]\s*"
 # The environment variables an `openai` backend may read its key from (`api_key_env`) start with
 # this; the deployment's EVALHUB_BACKEND_SECRET_ENV_PREFIX replaces it.
@@ -91,6 +93,8 @@ def backend_config_validate(*, kind: str, config: object) -> dict[str, Any]:
             raise BackendConfigError(name, f"must be between {LIMITS[key][0]} and {LIMITS[key][1]}")
         if isinstance(value, str) and required and not value.strip():
             raise BackendConfigError(name, "must not be empty")
+        if isinstance(value, str) and (problem := text_problem(value)):
+            raise BackendConfigError(name, problem)
         result[key] = value
     if kind == "openai":
         url = urlparse(result["base_url"])

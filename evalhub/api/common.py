@@ -68,6 +68,13 @@ def absolute_url(context: dict, url: str) -> str:
 
 class Pagination(LimitOffsetPagination):
     max_limit = 10_000
+    max_offset = 2**63 - 1  # SQL's OFFSET is a 64-bit integer
+
+    def get_offset(self, request):
+        offset = super().get_offset(request)
+        if offset > self.max_offset:
+            raise serializers.ValidationError({self.offset_query_param: [f"at most {self.max_offset}"]})
+        return offset
 
 
 def filter_params(request, serializer_class) -> dict:

@@ -23,7 +23,7 @@ def _flatten(detail, prefix: str = "") -> dict[str, list[str]]:
     if isinstance(detail, dict):
         out: dict[str, list[str]] = {}
         for key, value in detail.items():
-            name = f"{prefix}.{key}" if prefix else str(key)
+            name = f"{prefix}.{key}" if prefix and not str(key).startswith("[") else f"{prefix}{key}"
             out.update(_flatten(value, name))
         return out
     if isinstance(detail, list):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -15,6 +15,7 @@ from evalhub.api.common import (
     filter_params,
     paginated,
 )
+from evalhub.api.parsers import JSONField, JSONParser
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
 from registry.roles import RELEASE_MANAGER
@@ -171,7 +172,7 @@ class EvalSuiteListApi(APIView):
         description = serializers.CharField(required=False, allow_blank=True)
         format = serializers.ChoiceField(choices=["jsonl", "csv"], required=False)
         file = serializers.FileField(required=False)
-        items = serializers.JSONField(required=False)
+        items = JSONField(required=False)
 
         def validate(self, data):
             if ("file" in data) == ("items" in data):

@@ -140,7 +140,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["evalhub.permissions.HasRole"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
+        "evalhub.api.parsers.JSONParser",
         "rest_framework.parsers.MultiPartParser",
         "rest_framework.parsers.FormParser",
     ],
@@ -167,6 +167,9 @@ SPECTACULAR_SETTINGS = {
 EVALHUB_MAX_UPLOAD_BYTES = int(os.environ.get("EVALHUB_MAX_UPLOAD_BYTES", 20 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = EVALHUB_MAX_UPLOAD_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = EVALHUB_MAX_UPLOAD_BYTES
+
+# JSON bodies (and JSON in form fields) nested deeper than this are refused with 400 before parsing.
+EVALHUB_JSON_MAX_DEPTH = int(os.environ.get("EVALHUB_JSON_MAX_DEPTH", 64))
 
 # Checkpoints (`hf`, `builtin` backends) live in this folder: relative paths are resolved against
 # it, and a path outside it (after `..` and symlinks) is refused.

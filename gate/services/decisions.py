@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from engines.input_checks import text_problem
 from gate.layers.registry import LAYER_NAMES, gate_policy_parse
 from gate.models import Decision, GateRun
 from gate.selectors.decisions import gate_run_latest_finished, override_request_open
@@ -118,6 +119,8 @@ def decision_record(
         raise _refuse("A decision needs a reason.", field="reason", code="required")
     if len(reason) > REASON_MAX_LENGTH:
         raise _refuse(f"At most {REASON_MAX_LENGTH} characters.", field="reason")
+    if problem := text_problem(reason):
+        raise _refuse(f"The reason {problem}.", field="reason")
     if action not in Action.values:
         raise _refuse(f"Unknown action {action!r}; one of {', '.join(Action.values)}.", field="action")
     if confirms is not None and action != Action.OVERRIDE_CONFIRM:

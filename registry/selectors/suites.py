@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from engines.input_checks import text_problem
 from registry.errors import NotFoundError
 from registry.models import EvalSuite
 from registry.selectors import pk_like
@@ -16,6 +17,8 @@ def eval_suite_get(*, ref: str | int, field: str = "suite") -> EvalSuite:
     """A suite by id, by "name@version", or by name (its latest version)."""
     text = str(ref).strip()
     queryset = eval_suite_list()
+    if text_problem(text):  # no such name can be stored, and the database refuses to look one up
+        raise NotFoundError(f"No eval suite {text!r}.", field=field)
     if pk_like(text):
         suite = queryset.filter(pk=int(text)).first()
     elif "@" in text:

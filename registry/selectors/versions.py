@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from engines.input_checks import text_problem
 from registry.errors import NotFoundError
 from registry.models import ModelVersion
 from registry.selectors import pk_like
@@ -11,6 +12,8 @@ def model_version_get(*, ref: str | int, field: str = "version") -> ModelVersion
     """A version by id or by "family:label"."""
     text = str(ref).strip()
     queryset = ModelVersion.objects.select_related("baseline", "created_by")
+    if text_problem(text):  # no such name can be stored, and the database refuses to look one up
+        raise NotFoundError(f"No model version {text!r}.", field=field)
     if pk_like(text):
         version = queryset.filter(pk=int(text)).first()
     elif ":" in text:

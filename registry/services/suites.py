@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -33,7 +34,7 @@ def suite_items_parse(
             raise ApplicationError(
                 f"Unknown format {fmt!r}.", fields={"format": [f"one of {sorted(FORMATS)}"]}
             )
-        return FORMATS[fmt](content or b"")
+        return FORMATS[fmt](content or b"", max_depth=settings.EVALHUB_JSON_MAX_DEPTH)
     except SuiteFormatError as exc:
         fields: dict[str, list[str]] = {}
         for issue in exc.issues:

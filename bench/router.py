@@ -433,8 +433,11 @@ def bench_direct(*, model_url: str, model_name: str, questions: list[str], n: in
 # ---------------------------------------------------------------------------------------------
 # 4. Event ingestion
 # ---------------------------------------------------------------------------------------------
-def events_build(*, batches: int, size: int, questions: list[str], tag: str) -> list[list[dict]]:
-    started = datetime(2025, 1, 1, tzinfo=UTC)
+def events_build(
+    *, batches: int, size: int, questions: list[str], tag: str, started: datetime
+) -> list[list[dict]]:
+    """Turn events from `started` on, 1 ms apart. Ingestion checks each arm against the router: the
+    events experiment is a draft (its family already runs one), so every unit is on the baseline."""
     out = []
     for b in range(batches):
         batch = []
@@ -446,8 +449,8 @@ def events_build(*, batches: int, size: int, questions: list[str], tag: str) -> 
                     "type": "turn",
                     "experiment": EVENTS_EXPERIMENT,
                     "event_id": f"{tag}-{b}-{j}",
-                    "arm": "candidate" if (k // 2) % 2 else "baseline",
-                    "timestamp": (started + timedelta(seconds=k)).isoformat(),
+                    "arm": "baseline",
+                    "timestamp": (started + timedelta(milliseconds=k)).isoformat(),
                     "session_id": f"session-{k // 8}",
                     "user_id": f"user-{k // 16}",
                     "turn_index": (k // 2) % 4 * 2 + (0 if user else 1),
@@ -508,9 +511,10 @@ def events_split(*, batch: list[dict]) -> dict:
 
     times = {}
     started = time.perf_counter()
-    experiments = {x.name: x for x in Experiment.objects.filter(name=EVENTS_EXPERIMENT)}
+    experiments = Experiment.objects.filter(name=EVENTS_EXPERIMENT).select_related("baseline", "candidate")
+    checks = ingest._Checks({x.name: x for x in experiments})
     errors = ingest._Errors()
-    rows = [ingest._parse(event, index, experiments, errors) for index, event in enumerate(batch)]
+    rows = [ingest._parse(event, index, checks, errors) for index, event in enumerate(batch)]
     assert not errors.fields, errors.fields
     times["validation"] = time.perf_counter() - started
     with transaction.atomic():
@@ -899,8 +903,13 @@ def main() -> None:
         import psycopg
 
         events_id = fixtures["events_experiment"].pk
+        started = fixtures["events_experiment"].created_at
         batches = events_build(
-            batches=args.events_batches, size=args.events_batch, questions=fixtures["questions"], tag="ev"
+            batches=args.events_batches,
+            size=args.events_batch,
+            questions=fixtures["questions"],
+            tag="ev",
+            started=started,
         )
         with psycopg.connect(
             database_url.replace("postgres://", "postgresql://", 1), autocommit=True
@@ -912,7 +921,11 @@ def main() -> None:
             service = bench_events_inprocess(batches=batches)
             split = events_split(
                 batch=events_build(
-                    batches=1, size=args.events_batch, questions=fixtures["questions"], tag="split"
+                    batches=1,
+                    size=args.events_batch,
+                    questions=fixtures["questions"],
+                    tag="split",
+                    started=started,
                 )[0]
             )
             turn_rows_delete(conn=conn, experiment_id=events_id)

@@ -5,6 +5,17 @@ e.g. `events[3].arm`), so nothing is half-written. Valid batches are inserted in
 transaction; an event_id the experiment already has is counted as a duplicate and not stored
 again, so a retried batch never double counts. Returning means the accepted events are committed.
 
+What is checked, beyond types and lengths:
+- text: nothing the database cannot store (NUL, unpaired surrogates); `turn_index` within its column;
+- `timestamp`: ISO 8601 with a time zone, a date that exists, within the experiment's life (from
+  its creation to its end, or now) give or take EVALHUB_EVENTS_CLOCK_SKEW_SECONDS (300 s);
+- `arm` and `version` (optional, a ref such as "family:label"): what the router gave the event's
+  unit (`user_id`, else `session_id`) at that time, within the same skew (`ArmHistory`: exact
+  since the last share change, lenient before it, where the steps are not stored). An outcome
+  without a `user_id` names no unit, so its arm is not checked. An event of an arm forced by QA
+  carries the allow-listed `qa_token` that forced it (never stored). The proxy's own turn events,
+  forced ones included, and probe traffic are written by their services, not through here.
+
 Hand-written checks, not a DRF serializer: a serializer costs ~50 µs per field, the largest share
 of the ingestion budget at thousands of events per second.
 """
@@ -13,21 +24,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from canary.models import Experiment, OutcomeEvent, TurnEvent
-from engines.routing import ARMS
+from canary.services.assignment import ArmHistory, experiment_arm_history, qa_token_allowed, unit_id_of
+from engines.input_checks import iso_datetime_parse, text_problem
+from engines.routing import ARMS, CANDIDATE
 from registry.errors import ApplicationError
 
 KINDS = ("turn", "outcome")
 ROLES = tuple(TurnEvent.Role.values)
 MAX_TEXT = 100_000
 MAX_ID = 200
+MAX_TURN_INDEX = 2**31 - 1  # turn_index's column: a PostgreSQL integer
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,10 @@ def _string(
         return ""
     if len(value) > limit:
         errors.add(f"{where}.{key}", f"at most {limit} characters")
+    problem = text_problem(value)
+    if problem:
+        errors.add(f"{where}.{key}", problem)
+        return ""
     return value
 
 
@@ -80,19 +97,87 @@ def _number(event: dict, key: str, where: str, errors: _Errors, *, required: boo
     return float(value)
 
 
-def _timestamp(event: dict, where: str, errors: _Errors) -> datetime | None:
+class _Checks:
+    """What one batch's events are checked against: their experiments, each one's arm history and
+    QA allow-list, the time now and the clock skew allowed."""
+
+    def __init__(self, experiments: dict[str, Experiment]) -> None:
+        self.experiments = experiments
+        self.now = timezone.now()
+        self.skew = timedelta(seconds=settings.EVALHUB_EVENTS_CLOCK_SKEW_SECONDS)
+        self._histories: dict[int, ArmHistory] = {}
+        self._forcing: dict[tuple[int, str], bool] = {}
+
+    def arms_at(self, experiment: Experiment, unit_id: str, at: datetime) -> frozenset[str]:
+        if experiment.pk not in self._histories:
+            self._histories[experiment.pk] = experiment_arm_history(experiment=experiment)
+        return self._histories[experiment.pk].arms_at(unit_id=unit_id, at=at, skew=self.skew)
+
+    def may_force(self, experiment: Experiment, qa_token: str) -> bool:
+        key = (experiment.pk, qa_token)
+        if key not in self._forcing:
+            self._forcing[key] = qa_token_allowed(experiment=experiment, qa_token=qa_token)
+        return self._forcing[key]
+
+
+def _timestamp(
+    event: dict, where: str, experiment: Experiment | None, checks: _Checks, errors: _Errors
+) -> datetime | None:
     value = event.get("timestamp")
     if value is None:
-        errors.add(f"{where}.timestamp", "required (ISO 8601)")
+        errors.add(f"{where}.timestamp", "required (ISO 8601 with a time zone)")
         return None
-    parsed = parse_datetime(value) if isinstance(value, str) else None
-    if parsed is None:
-        errors.add(f"{where}.timestamp", "must be an ISO 8601 date-time")
+    try:
+        occurred_at = iso_datetime_parse(value)
+    except ValueError as exc:
+        errors.add(f"{where}.timestamp", str(exc))
         return None
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, timezone.utc)
+    if experiment is not None:
+        last = experiment.ended_at or checks.now
+        if not experiment.created_at - checks.skew <= occurred_at <= last + checks.skew:
+            errors.add(
+                f"{where}.timestamp",
+                f"must lie within the experiment's life, {experiment.created_at:%Y-%m-%dT%H:%M:%SZ} to "
+                f"{'its end ' if experiment.ended_at else 'now, '}{last:%Y-%m-%dT%H:%M:%SZ}, "
+                f"give or take {checks.skew.total_seconds():g} s",
+            )
+            return None
+    return occurred_at
 
 
-def _parse(event: object, index: int, experiments: dict[str, Experiment], errors: _Errors):
+def _routing_check(
+    event: dict,
+    where: str,
+    *,
+    experiment: Experiment,
+    arm: str,
+    unit_id: str | None,
+    occurred_at: datetime | None,
+    checks: _Checks,
+    errors: _Errors,
+) -> int | None:
+    """The event's arm against the router's (unless a QA token forced it) and its `version`, when
+    given, against the arm's. Returns the id of the version given, to store."""
+    qa_token = _string(event, "qa_token", where, errors, required=False)
+    if qa_token:
+        if not checks.may_force(experiment, qa_token):
+            errors.add(f"{where}.qa_token", "not on the experiment's allow-list")
+    elif unit_id is not None and occurred_at is not None:
+        arms = checks.arms_at(experiment, unit_id, occurred_at)
+        if arm not in arms:
+            errors.add(
+                f"{where}.arm",
+                f"the router had {unit_id} on the {' or '.join(sorted(arms))} then "
+                "(an arm forced by QA needs the qa_token that forced it)",
+            )
+    version = experiment.candidate if arm == CANDIDATE else experiment.baseline
+    given = _string(event, "version", where, errors, required=False)
+    if given and given != version.ref:
+        errors.add(f"{where}.version", f"the {arm} arm's version is {version.ref}")
+    return version.pk if given else None
+
+
+def _parse(event: object, index: int, checks: _Checks, errors: _Errors):
     where = f"events[{index}]"
     if not isinstance(event, dict):
         errors.add(where, "must be an object")
@@ -102,43 +187,61 @@ def _parse(event: object, index: int, experiments: dict[str, Experiment], errors
         errors.add(f"{where}.type", f"one of {', '.join(KINDS)}")
         return None
     name = _string(event, "experiment", where, errors, required=True)
-    experiment = experiments.get(name)
+    experiment = checks.experiments.get(name)
     if name and experiment is None:
         errors.add(f"{where}.experiment", f"no experiment named {name!r}")
     event_id = _string(event, "event_id", where, errors, required=True, limit=100)
     arm = event.get("arm")
     if arm not in ARMS:
         errors.add(f"{where}.arm", f"one of {', '.join(ARMS)}")
-    occurred_at = _timestamp(event, where, errors)
+    occurred_at = _timestamp(event, where, experiment, checks, errors)
+    user_id = _string(event, "user_id", where, errors, required=False)
+    # The router's unit: the user, else (turns only) the session. An outcome's unit_id is its own.
+    session_id = _string(event, "session_id", where, errors, required=True) if kind == "turn" else ""
+    unit_id = unit_id_of(user_id=user_id, session_id=session_id) if user_id or session_id else None
+    version_id = None
+    if experiment is not None and arm in ARMS:
+        version_id = _routing_check(
+            event,
+            where,
+            experiment=experiment,
+            arm=arm,
+            unit_id=unit_id,
+            occurred_at=occurred_at,
+            checks=checks,
+            errors=errors,
+        )
     common = {"experiment": experiment, "event_id": event_id, "arm": arm, "occurred_at": occurred_at}
     if kind == "turn":
         role = event.get("role")
         if role not in ROLES:
             errors.add(f"{where}.role", f"one of {', '.join(ROLES)}")
         turn_index = event.get("turn_index")
-        if isinstance(turn_index, bool) or not isinstance(turn_index, int) or turn_index < 0:
-            errors.add(f"{where}.turn_index", "must be an integer ≥ 0")
+        if (
+            isinstance(turn_index, bool)
+            or not isinstance(turn_index, int)
+            or not 0 <= turn_index <= MAX_TURN_INDEX
+        ):
+            errors.add(f"{where}.turn_index", f"must be an integer from 0 to {MAX_TURN_INDEX}")
         latency = _number(event, "latency_ms", where, errors, required=False)
         if latency is not None and latency < 0:
             errors.add(f"{where}.latency_ms", "must be ≥ 0")
-        error = event.get("error") or ""
-        if not isinstance(error, str):
-            errors.add(f"{where}.error", "must be a string")
         return TurnEvent(
             **common,
-            session_id=_string(event, "session_id", where, errors, required=True),
-            user_id=_string(event, "user_id", where, errors, required=False),
+            session_id=session_id,
+            user_id=user_id,
+            version_id=version_id,
             turn_index=turn_index,
             role=role,
             text=_string(event, "text", where, errors, required=False, limit=MAX_TEXT),
             latency_ms=latency,
-            error=error if isinstance(error, str) else "",
+            error=_string(event, "error", where, errors, required=False, limit=MAX_TEXT),
             source=TurnEvent.Source.CLIENT,
         )
     return OutcomeEvent(
         **common,
         unit_id=_string(event, "unit_id", where, errors, required=True),
-        user_id=_string(event, "user_id", where, errors, required=False),
+        user_id=user_id,
         metric=_string(event, "metric", where, errors, required=True, limit=100),
         value=_number(event, "value", where, errors, required=True),
     )
@@ -156,12 +259,13 @@ def events_ingest(*, events: object) -> IngestResult:
             fields={"events": [f"at most {limit} events per batch"]},
             status_code=413,
         )
-    names = {
-        e.get("experiment") for e in events if isinstance(e, dict) and isinstance(e.get("experiment"), str)
-    }
-    experiments = {x.name: x for x in Experiment.objects.filter(name__in=names)}
+    names = {e.get("experiment") for e in events if isinstance(e, dict)}
+    # A name the database could not store is not looked up (it refuses NUL even in a query).
+    names = {n for n in names if isinstance(n, str) and len(n) <= MAX_ID and not text_problem(n)}
+    experiments = Experiment.objects.filter(name__in=names).select_related("baseline", "candidate")
+    checks = _Checks({x.name: x for x in experiments})
     errors = _Errors()
-    parsed = [_parse(event, index, experiments, errors) for index, event in enumerate(events)]
+    parsed = [_parse(event, index, checks, errors) for index, event in enumerate(events)]
     seen: dict[tuple[int, str], int] = {}
     for index, row in enumerate(parsed):
         if row is None or row.experiment_id is None or not row.event_id:

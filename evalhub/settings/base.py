@@ -210,6 +210,9 @@ EVALHUB_EVENTS_MAX_BATCH = int(os.environ.get("EVALHUB_EVENTS_MAX_BATCH", 5000))
 # Canary: the most a candidate's share may be (percent) until a gate run of it, under its family's
 # policy, passed clean accuracy and robustness.
 EVALHUB_CANARY_UNGATED_MAX_PERCENT = float(os.environ.get("EVALHUB_CANARY_UNGATED_MAX_PERCENT", 10))
+# An event's timestamp may lie this far outside its experiment's life (creation to end, or now), and
+# its arm is checked against the router's within this much of its timestamp: clients' clocks drift.
+EVALHUB_EVENTS_CLOCK_SKEW_SECONDS = float(os.environ.get("EVALHUB_EVENTS_CLOCK_SKEW_SECONDS", 300))
 # Canary proxy: seconds to wait for a version's answer before the baseline stands in.
 EVALHUB_PROXY_TIMEOUT_SECONDS = float(os.environ.get("EVALHUB_PROXY_TIMEOUT_SECONDS", 30))
 

@@ -17,6 +17,7 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.contrib.auth import get_user_model
 from django.test import Client
+from django.utils import timezone
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import api_token_create, user_role_grant
 from evalhub.wsgi import application  # noqa: F401  (what gunicorn loads)
@@ -41,7 +42,7 @@ statuses = [
     client.post("/api/v1/canary/exp/assign", {"user_id": "u1"}, content_type="application/json").status_code,
     client.post("/api/v1/events", {"events": [{"type": "outcome", "event_id": "e1", "experiment": "exp",
                 "unit_id": "c1", "arm": "baseline", "metric": "hours", "value": 1.0,
-                "timestamp": "2026-11-29T10:00:00Z"}]}, content_type="application/json").status_code,
+                "timestamp": timezone.now().isoformat()}]}, content_type="application/json").status_code,
     client.get("/api/v1/canary/experiments/exp/").status_code,
     client.get("/api/v1/gate-runs/1/report/").status_code,
     client.get("/api/v1/gate-runs/1/report/?format=md").status_code,

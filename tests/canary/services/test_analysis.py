@@ -1,17 +1,20 @@
 """Canary analysis on stored events; acting on its verdict; a broken candidate rolled back end to end."""
 
 import random
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
-from canary.models import CanaryAnalysis, ProbeRun, ProbeSet, TurnEvent
+from canary.models import CanaryAnalysis, Experiment, ProbeRun, ProbeSet, TurnEvent
 from canary.services.analysis import experiment_analyze
 from canary.services.events import events_ingest
 from canary.services.experiments import experiment_create, experiment_start
 from registry.actors import SYSTEM
 from registry.models import AuditLog
 from registry.services.versions import model_version_register
+from tests.canary.traffic import experiment_backdate, user_on
 
 BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 
@@ -23,19 +26,17 @@ def versions():
 
 
 def traffic(*, sessions: int, arm: str, error_rate: float = 0.0, latency: float = 100.0, seed: int = 0):
-    """Sessions of one question and one answer (sometimes a second question), as chat-app events."""
+    """Sessions of one question and one answer (sometimes a second question), as chat-app events
+    of users the router puts on `arm`, half an hour ago."""
+    experiment = Experiment.objects.get(name="exp")
     rng = random.Random(f"{arm}{seed}")
+    stamp = (timezone.now() - timedelta(minutes=30)).isoformat()
     events = []
     for s in range(sessions):
         turns = 2 if rng.random() < 0.2 else 1
+        user_id = user_on(experiment, arm, f"{arm}-{s}")
         for t in range(turns):
-            common = {
-                "experiment": "exp",
-                "session_id": f"{arm}-{seed}-{s}",
-                "user_id": f"{arm}-{s}",
-                "arm": arm,
-            }
-            stamp = "2026-11-29T10:00:00Z"
+            common = {"experiment": "exp", "session_id": f"{arm}-{seed}-{s}", "user_id": user_id, "arm": arm}
             events.append(
                 {**common, "type": "turn", "event_id": f"{arm}-{seed}-{s}-{t}-q", "turn_index": 2 * t}
                 | {"role": "user", "text": "q", "timestamp": stamp}
@@ -77,7 +78,7 @@ def experiment(db):
     created = experiment_create(
         name="exp", baseline=v3, candidate=v4, traffic_percent=5, ramp=[5, 25, 100], actor=SYSTEM
     )
-    return experiment_start(experiment=created, actor=SYSTEM)
+    return experiment_backdate(experiment_start(experiment=created, actor=SYSTEM), started=timedelta(hours=1))
 
 
 @pytest.mark.django_db

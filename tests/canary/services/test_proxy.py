@@ -11,9 +11,11 @@ from canary.services.experiments import experiment_create, experiment_start
 from canary.services.proxy import chat_completion_proxy
 from registry.actors import SYSTEM
 from registry.services.tokens import api_token_create, user_role_grant
+from tests.canary.traffic import user_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
 QUESTION = "The Buyer shall pay each invoice within 30 days of receipt."
+QA_TOKEN = "qa-token-0123456789abcdef"
 
 
 @pytest.fixture
@@ -127,6 +129,30 @@ def test_bad_requests_are_4xx_naming_the_field(live_server, served, token):
     assert missing.status_code == 404
     assert httpx.post(url, json={}).status_code in (401, 403)
     assert not TurnEvent.objects.exclude(session_id="s9").exists()
+
+
+def test_an_arm_forced_by_qa_is_recorded_by_the_proxy_itself(live_server, served, token):
+    """The proxy writes its own turn events (not through POST /events): a QA-forced turn is stored on
+    the forced arm, though the router has that user on the other one."""
+    v3, v4 = served
+    created = experiment_create(
+        name="exp", baseline=v3, candidate=v4, traffic_percent=0.01, qa_tokens=[QA_TOKEN], actor=SYSTEM
+    )
+    experiment = experiment_start(experiment=created, actor=SYSTEM)
+    user = user_on(experiment, "baseline", "qa-user")
+    response = httpx.post(
+        f"{proxy_url(live_server)}/chat/completions",
+        json={"messages": [{"role": "user", "content": QUESTION}], "user": user},
+        headers={
+            "Authorization": f"Bearer {token}",
+            "X-EvalHub-Force-Arm": "candidate",
+            "X-EvalHub-QA-Token": QA_TOKEN,
+        },
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["X-EvalHub-Arm"] == "candidate"
+    assert set(TurnEvent.objects.values_list("arm", "source")) == {("candidate", "proxy")}
+    assert TurnEvent.objects.get(role="assistant").version == v4
 
 
 @pytest.mark.skipif(not django_settings.REDIS_UP, reason="needs Redis on 127.0.0.1:6379")

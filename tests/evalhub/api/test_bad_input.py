@@ -10,8 +10,10 @@ import json
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
-from canary.models import Experiment, TurnEvent
+from canary.models import Experiment, OutcomeEvent, TurnEvent
+from canary.services.assignment import experiment_assign
 from registry.actors import SYSTEM
 from registry.models import EvalSuite, ModelVersion
 from registry.services.tokens import user_role_grant
@@ -55,8 +57,104 @@ def experiment(ci_client, manager, versions):
     return Experiment.objects.get(name="exp")
 
 
+def turn(experiment, **overrides):
+    """A valid user turn of user u1 on the arm the router gives u1, stamped now."""
+    arm = experiment_assign(experiment=experiment, user_id="u1").assignment.arm
+    return {
+        "type": "turn",
+        "event_id": "t0",
+        "experiment": experiment.name,
+        "session_id": "s1",
+        "user_id": "u1",
+        "arm": arm,
+        "turn_index": 0,
+        "role": "user",
+        "text": "what if force majeure applies?",
+        "timestamp": timezone.now().isoformat(),
+        **overrides,
+    }
+
+
+def send(client, events):
+    return client.post("/api/v1/events", {"events": events}, format="json")
+
+
 def send_raw(client, url, body: str):
     return client.post(url, body, content_type="application/json")
+
+
+class TestEvents:
+    def test_a_valid_event_is_stored(self, app, experiment):
+        assert send(app, [turn(experiment)]).status_code == 201
+
+    @pytest.mark.parametrize(
+        "stamp",
+        [
+            "2026-13-45T00:00:00Z",  # no such month or day
+            "2026-02-30T10:00:00Z",
+            "2026-11-29T25:00:00Z",
+            "2026-11-29T10:00:00",  # naive: no time zone
+            "2026-11-29",
+            "9999-12-31T23:59:59-23:59",  # beyond the datetime range once in UTC
+            "0001-01-01T00:00:00+01:00",
+            "9999-12-31T00:00:00Z",  # after the experiment's life
+            "2030-01-01T00:00:00Z",
+            "2000-01-01T00:00:00Z",  # before it
+            "tomorrow",
+            "",
+            1764582000,
+        ],
+    )
+    def test_bad_timestamps(self, app, experiment, stamp):
+        assert_error(send(app, [turn(experiment, timestamp=stamp)]), 400, "events[0].timestamp")
+        assert not TurnEvent.objects.exists()
+
+    @pytest.mark.parametrize("field", ["text", "event_id", "session_id", "user_id", "error", "experiment"])
+    def test_nul_in_event_text_fields(self, app, experiment, field):
+        event = turn(experiment)
+        event[field] = f"{event.get(field) or 'x'}\u0000tail"
+        assert_error(send(app, [event]), 400, f"events[0].{field}")
+
+    @pytest.mark.parametrize("field", ["text", "event_id", "user_id"])
+    def test_lone_surrogate_in_event_text(self, app, experiment, field):
+        body = json.dumps({"events": [turn(experiment, **{field: "PLACEHOLDER"})]})
+        body = body.replace("PLACEHOLDER", "why \\ud800 now")
+        assert_error(send_raw(app, "/api/v1/events", body), 400, f"events[0].{field}")
+
+    def test_a_surrogate_pair_is_text(self, app, experiment):
+        body = json.dumps({"events": [turn(experiment, text="PLACEHOLDER")]})
+        response = send_raw(app, "/api/v1/events", body.replace("PLACEHOLDER", "ok \\ud83d\\ude00"))
+        assert response.status_code == 201, response.content
+        assert TurnEvent.objects.get().text == "ok 😀"
+
+    @pytest.mark.parametrize("index", [2**31, 2**31 + 5, 2**63, 10**30, -1])
+    def test_turn_index_outside_the_column(self, app, experiment, index):
+        assert_error(send(app, [turn(experiment, turn_index=index)]), 400, "events[0].turn_index")
+
+    def test_largest_turn_index_is_stored(self, app, experiment):
+        assert send(app, [turn(experiment, turn_index=2**31 - 1)]).status_code == 201
+
+    def test_nul_in_outcome_text(self, app, experiment):
+        outcome = {
+            "type": "outcome",
+            "event_id": "o1",
+            "experiment": "exp",
+            "unit_id": "contract\u00001",
+            "metric": "review_hours",
+            "arm": "baseline",
+            "value": 1.0,
+            "timestamp": timezone.now().isoformat(),
+        }
+        assert_error(send(app, [outcome]), 400, "events[0].unit_id")
+        assert not OutcomeEvent.objects.exists()
+
+    def test_deep_json(self, app):
+        assert_error(send_raw(app, "/api/v1/events", DEEP), 400, "body")
+        assert_error(send_raw(app, "/api/v1/events", '{"events": ' + DEEP + "}"), 400, "body")
+
+    def test_a_number_beyond_float_range(self, app, experiment):
+        body = json.dumps({"events": [turn(experiment)]}).replace('"turn_index": 0', '"latency_ms": 1e999')
+        assert_error(send_raw(app, "/api/v1/events", body), 400, "events[0].latency_ms")
 
 
 class TestSuites:

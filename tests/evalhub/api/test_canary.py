@@ -2,14 +2,17 @@
 
 import io
 import json
+from datetime import datetime, timedelta
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from canary.models import Experiment, OutcomeEvent, Probe, ProbeSet, TurnEvent
 from registry.actors import SYSTEM
 from registry.models import AuditLog
 from registry.services.versions import model_version_register
+from tests.canary.traffic import experiment_backdate, user_on
 from tests.evalhub.api.test_core import assert_error
 
 pytestmark = pytest.mark.django_db
@@ -204,18 +207,19 @@ class TestAssign:
 
 
 def turn(i, **overrides):
+    """A turn of the user `running_users` puts on the candidate (overrides may say another)."""
     return {
         "type": "turn",
         "event_id": f"t{i}",
         "experiment": "v4-canary",
         "session_id": "s1",
-        "user_id": "u1",
+        "user_id": USERS["candidate"],
         "arm": "candidate",
         "turn_index": i,
         "role": "user" if i % 2 == 0 else "assistant",
         "text": "what if force majeure applies?",
         "latency_ms": 12.5,
-        "timestamp": "2026-11-29T10:00:00Z",
+        "timestamp": timezone.now().isoformat(),
         **overrides,
     }
 
@@ -229,15 +233,29 @@ def outcome(i, **overrides):
         "arm": "baseline",
         "metric": "review_hours",
         "value": 1.5,
-        "timestamp": "2026-11-29T10:05:00+08:00",
+        "timestamp": timezone.now().astimezone(timezone.get_fixed_timezone(8 * 60)).isoformat(),
         **overrides,
     }
+
+
+USERS: dict[str, str] = {}
+
+
+@pytest.fixture
+def running_users(running):
+    """A user on each arm of the running experiment (its salt is drawn when it is created), which
+    started an hour ago: events stamped now are well inside its window."""
+    experiment_backdate(running, started=timedelta(hours=1))
+    USERS.update({arm: user_on(running, arm, f"u-{arm}") for arm in ("baseline", "candidate")})
+    yield USERS
+    USERS.clear()
 
 
 def send(client, events):
     return client.post("/api/v1/events", {"events": events}, format="json")
 
 
+@pytest.mark.usefixtures("running_users")
 class TestEvents:
     def test_batch_is_stored_and_a_retry_does_not_double_count(self, app, running):
         batch = [turn(i) for i in range(4)] + [outcome(0), outcome(1)]
@@ -247,12 +265,14 @@ class TestEvents:
         assert again.json() == {"received": 7, "accepted": 1, "duplicates": 6}
         assert (TurnEvent.objects.count(), OutcomeEvent.objects.count()) == (5, 2)
         stored = OutcomeEvent.objects.get(event_id="o0")
-        assert stored.occurred_at.isoformat() == "2026-11-29T02:05:00+00:00"
+        assert stored.occurred_at == datetime.fromisoformat(batch[4]["timestamp"])
+        assert batch[4]["timestamp"].endswith("+08:00") and stored.occurred_at.utcoffset() == timedelta(0)
         live = app.get("/api/v1/canary/experiments/v4-canary/")
         assert live.status_code == 403  # the app role writes telemetry, it does not read dashboards
 
     def test_live_figures_per_arm(self, app, ci_client, running):
-        send(app, [turn(0), turn(1, error="timeout"), turn(2, arm="baseline", session_id="s2"), outcome(0)])
+        baseline = {"arm": "baseline", "session_id": "s2", "user_id": USERS["baseline"]}
+        send(app, [turn(0), turn(1, error="timeout"), turn(2, **baseline), outcome(0)])
         live = ci_client.get("/api/v1/canary/experiments/v4-canary/").json()["live"]
         assert live["candidate"] | {} == {
             "users": 1,
@@ -278,6 +298,8 @@ class TestEvents:
             turn(8, latency_ms=float("nan")) | {"latency_ms": "slow"},
             outcome(9) | {"unit_id": ""},
             outcome(10, value=1e200),  # its square would overflow the SQL sums of the metric
+            turn(11, arm="baseline"),  # the router has this user on the candidate
+            turn(12, version="ca:v3"),  # the candidate's version is ca:v4
         ]
         error = assert_error(send(app, batch), 400)
         assert set(error["fields"]) == {
@@ -292,8 +314,19 @@ class TestEvents:
             "events[8].latency_ms",
             "events[9].unit_id",
             "events[10].value",
+            "events[11].arm",
+            "events[12].version",
         }
         assert not TurnEvent.objects.exists() and not OutcomeEvent.objects.exists()
+
+    def test_an_arm_forced_by_qa_carries_its_token(self, app, running):
+        forced = assign(app, user_id=USERS["baseline"], force_arm="candidate", qa_token=QA_TOKEN).json()
+        assert forced["arm"] == "candidate"
+        event = turn(0, user_id=USERS["baseline"], version=forced["version"])
+        assert_error(send(app, [event]), 400, "events[0].arm")
+        assert_error(send(app, [event | {"qa_token": "x" * 20}]), 400, "events[0].qa_token")
+        assert send(app, [event | {"qa_token": QA_TOKEN}]).status_code == 201
+        assert TurnEvent.objects.get().version.ref == "ca:v4"
 
     def test_duplicate_ids_in_one_batch_empty_and_oversized_batches(self, app, running, settings):
         assert_error(send(app, [turn(0), turn(0, text="other")]), 400, "events[1].event_id")

@@ -24,6 +24,7 @@ from registry.models import AuditLog
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
+from tests.canary.traffic import experiment_backdate, user_on
 
 pytestmark = pytest.mark.django_db
 
@@ -40,11 +41,10 @@ def experiment():
     v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, is_demo=True, **BUILTIN)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
-    started = experiment_start(experiment=created, actor=SYSTEM)
     # The traffic below happened over the last three days (the window is just under three days).
-    Experiment.objects.filter(pk=started.pk).update(share_since=timezone.now() - timedelta(days=3, hours=-1))
-    started.refresh_from_db()
-    return started
+    return experiment_backdate(
+        experiment_start(experiment=created, actor=SYSTEM), started=timedelta(days=3, hours=-1)
+    )
 
 
 @pytest.fixture
@@ -56,7 +56,8 @@ def traffic(experiment):
         rng = random.Random(arm)
         for s in range(SESSIONS):
             stamp = experiment.share_since + timedelta(days=s % 3, minutes=10 + s)
-            common = {"experiment": "exp", "arm": arm, "session_id": f"{arm}-s{s}", "user_id": f"{arm}-u{s}"}
+            user_id = user_on(experiment, arm, f"{arm}-u{s}")
+            common = {"experiment": "exp", "arm": arm, "session_id": f"{arm}-s{s}", "user_id": user_id}
             turns = [("user", "What type of clause is this?"), ("assistant", "[payment] A payment clause.")]
             if rng.random() < FOLLOW_UP_SHARE[arm]:
                 turns += [("user", "Sorry, why payment?"), ("assistant", "[payment] It sets a due date.")]
@@ -79,7 +80,7 @@ def traffic(experiment):
                         "experiment": "exp",
                         "event_id": f"o-{arm}-{s}-{c}",
                         "unit_id": f"{arm}-{s}-contract-{c}",
-                        "user_id": f"{arm}-u{s}",
+                        "user_id": user_id,
                         "arm": arm,
                         "metric": "review_hours",
                         "value": max(0.1, rng.gauss(HOURS[arm], 0.6)),
@@ -94,7 +95,7 @@ def traffic(experiment):
                 "experiment": "exp",
                 "event_id": f"csat-{arm}",
                 "unit_id": f"{arm}-csat",
-                "user_id": f"{arm}-u0",
+                "user_id": user_on(experiment, arm, f"{arm}-u0"),
                 "arm": arm,
                 "metric": "csat",
                 "value": 4.0,

@@ -21,6 +21,7 @@ from registry.actors import SYSTEM
 from registry.dispatch import Task
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
+from tests.canary.traffic import experiment_backdate, session_on, user_on
 
 pytestmark = pytest.mark.django_db
 
@@ -44,11 +45,8 @@ def experiment():
     v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
-    started = experiment_start(experiment=created, actor=SYSTEM)
     # The traffic below happened in the last hour.
-    Experiment.objects.filter(pk=started.pk).update(share_since=timezone.now() - timedelta(hours=1))
-    started.refresh_from_db()
-    return started
+    return experiment_backdate(experiment_start(experiment=created, actor=SYSTEM), started=timedelta(hours=1))
 
 
 @pytest.fixture
@@ -60,6 +58,7 @@ def suite():
 def sessions(*, arm: str, count: int, accuracy: float, follow_up_if_wrong: float, follow_up_if_right: float):
     """Chat-app events of `count` sessions: a clause question, the arm's answer (right with
     probability `accuracy`), and sometimes a follow-up. Returns the events and the arm's accuracy."""
+    experiment = Experiment.objects.get(name="exp")
     rng = random.Random(arm)
     base = timezone.now() - timedelta(minutes=50)
     events, right = [], 0
@@ -69,7 +68,8 @@ def sessions(*, arm: str, count: int, accuracy: float, follow_up_if_wrong: float
         right += correct
         said = label if correct else WRONG[label]
         answer = f"[{said}] This clause is about {said}."
-        common = {"type": "turn", "experiment": "exp", "session_id": f"{arm}-{s}", "user_id": f"{arm}-u{s}"}
+        user_id = user_on(experiment, arm, f"{arm}-u{s}")
+        common = {"type": "turn", "experiment": "exp", "session_id": f"{arm}-{s}", "user_id": user_id}
         stamp = base + timedelta(seconds=s)
         turns = [("user", QUESTIONS[label]), ("assistant", answer)]
         if rng.random() < (follow_up_if_right if correct else follow_up_if_wrong):
@@ -204,14 +204,14 @@ def test_the_detector_waits_for_a_missing_answer_and_ignores_probe_traffic(exper
             {
                 **common,
                 "event_id": "recent",
-                "session_id": "s1",
+                "session_id": session_on(experiment, "candidate", "s1"),
                 "turn_index": 2,
                 "timestamp": now.isoformat(),
             },
             {
                 **common,
                 "event_id": "old",
-                "session_id": "s2",
+                "session_id": session_on(experiment, "candidate", "s2"),
                 "turn_index": 2,
                 "timestamp": (now - timedelta(minutes=30)).isoformat(),
             },
@@ -238,6 +238,7 @@ def test_the_detector_waits_for_a_missing_answer_and_ignores_probe_traffic(exper
 # Layer 3
 # ---------------------------------------------------------------------------------------------
 def outcomes(*, arm: str, users: int, hours: float, seed: int):
+    experiment = Experiment.objects.get(name="exp")
     rng = random.Random(f"{arm}{seed}")
     stamp = (timezone.now() - timedelta(minutes=30)).isoformat()
     events, per_user = [], []
@@ -251,7 +252,7 @@ def outcomes(*, arm: str, users: int, hours: float, seed: int):
                     "experiment": "exp",
                     "event_id": f"o-{arm}-{u}-{c}",
                     "unit_id": f"{arm}-{u}-contract-{c}",
-                    "user_id": f"{arm}-u{u}",
+                    "user_id": user_on(experiment, arm, f"{arm}-u{u}"),
                     "arm": arm,
                     "metric": "review_hours",
                     "value": value,
@@ -262,6 +263,7 @@ def outcomes(*, arm: str, users: int, hours: float, seed: int):
 
 
 def user_turns(*, arm: str, users: int):
+    experiment = Experiment.objects.get(name="exp")
     stamp = (timezone.now() - timedelta(minutes=40)).isoformat()
     return [
         {
@@ -269,7 +271,7 @@ def user_turns(*, arm: str, users: int):
             "experiment": "exp",
             "event_id": f"t-{arm}-{u}",
             "session_id": f"{arm}-s{u}",
-            "user_id": f"{arm}-u{u}",
+            "user_id": user_on(experiment, arm, f"{arm}-u{u}"),
             "arm": arm,
             "turn_index": 0,
             "role": "user",

@@ -1,0 +1,228 @@
+"""Telemetry ingestion's rules: timestamps strict and within the experiment's life, arms and versions
+as the router gave them, text the database can store; accepted and refused examples of each."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from canary.models import Experiment, OutcomeEvent, TurnEvent
+from canary.services.events import events_ingest
+from canary.services.experiments import (
+    experiment_create,
+    experiment_pause,
+    experiment_promote,
+    experiment_ramp,
+    experiment_rollback,
+    experiment_start,
+)
+from registry.actors import SYSTEM
+from registry.errors import ApplicationError
+from registry.services.versions import model_version_register
+from tests.canary.traffic import experiment_backdate, session_on, user_on
+
+pytestmark = pytest.mark.django_db
+
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "x"}}
+QA_TOKEN = "qa-token-0123456789abcdef"
+SKEW = timedelta(seconds=300)  # EVALHUB_EVENTS_CLOCK_SKEW_SECONDS' default
+
+
+@pytest.fixture
+def draft():
+    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
+    return experiment_create(
+        name="exp", baseline=v3, candidate=v4, traffic_percent=10, qa_tokens=[QA_TOKEN], actor=SYSTEM
+    )
+
+
+@pytest.fixture
+def running(draft):
+    """Started two hours ago at 10 %."""
+    return experiment_backdate(experiment_start(experiment=draft, actor=SYSTEM), started=timedelta(hours=2))
+
+
+def ago(**delta) -> str:
+    return (timezone.now() - timedelta(**delta)).isoformat()
+
+
+def turn(user_id: str, arm: str, *, at: str | None = None, index: int = 0, **overrides) -> dict:
+    return {
+        "type": "turn",
+        "event_id": f"t-{user_id}-{arm}-{index}",
+        "experiment": "exp",
+        "session_id": f"s-{user_id}",
+        "user_id": user_id,
+        "arm": arm,
+        "turn_index": index,
+        "role": "user",
+        "text": "q",
+        "timestamp": at or ago(minutes=10),
+        **overrides,
+    }
+
+
+def refused(events: list[dict]) -> dict[str, list[str]]:
+    """The fields named by the error; nothing of the batch is stored."""
+    before = TurnEvent.objects.count() + OutcomeEvent.objects.count()
+    with pytest.raises(ApplicationError) as caught:
+        events_ingest(events=events)
+    assert TurnEvent.objects.count() + OutcomeEvent.objects.count() == before
+    return caught.value.fields
+
+
+def accepted(events: list[dict]) -> None:
+    assert events_ingest(events=events).accepted == len(events)
+
+
+class TestTimestamps:
+    @pytest.mark.parametrize(
+        ("stamp", "message"),
+        [
+            ("2026-13-45T00:00:00Z", "exists"),
+            ("2026-11-29T10:00:00", "time zone"),  # naive
+            ("2026-11-29 10:00:00+00:00", "ISO 8601"),
+            ("29/11/2026 10:00", "ISO 8601"),
+            ("9999-12-31T23:59:59-23:59", "range"),  # year 10000 in UTC
+            ("9999-12-31T00:00:00Z", "life"),
+            ("2030-01-01T00:00:00Z", "life"),
+            ("2000-01-01T00:00:00Z", "life"),
+        ],
+    )
+    def test_refused(self, running, stamp, message):
+        fields = refused([turn(user_on(running, "baseline", "u"), "baseline", at=stamp)])
+        assert list(fields) == ["events[0].timestamp"] and message in fields["events[0].timestamp"][0]
+
+    def test_within_the_clock_skew_of_the_experiments_life(self, running, settings):
+        user = user_on(running, "baseline", "u")
+        created = running.created_at
+        accepted([turn(user, "baseline", at=(created - SKEW + timedelta(seconds=5)).isoformat(), index=0)])
+        accepted([turn(user, "baseline", at=ago(seconds=-SKEW.total_seconds() + 5), index=1)])
+        assert refused([turn(user, "baseline", at=(created - SKEW - timedelta(seconds=5)).isoformat())])
+        assert refused([turn(user, "baseline", at=ago(seconds=-SKEW.total_seconds() - 5))])
+        settings.EVALHUB_EVENTS_CLOCK_SKEW_SECONDS = 0
+        assert refused([turn(user, "baseline", at=ago(seconds=-30), index=2)])
+
+    def test_any_time_zone_is_stored_in_utc(self, running):
+        user = user_on(running, "baseline", "u")
+        stamp = (timezone.now() - timedelta(minutes=5)).astimezone(timezone.get_fixed_timezone(-7 * 60))
+        accepted([turn(user, "baseline", at=stamp.isoformat())])
+        assert TurnEvent.objects.get().occurred_at == stamp
+
+    def test_nothing_after_the_end(self, running):
+        ended = experiment_rollback(experiment=running, actor=SYSTEM, reason="r")
+        Experiment.objects.filter(pk=ended.pk).update(ended_at=timezone.now() - timedelta(hours=1))
+        user = user_on(running, "baseline", "u")
+        assert "events[0].timestamp" in refused([turn(user, "baseline", at=ago(minutes=10))])
+        accepted([turn(user, "baseline", at=ago(minutes=90))])
+
+
+class TestRouterAgreement:
+    def test_each_user_on_the_arm_the_router_gives_them(self, running):
+        inside, outside = user_on(running, "candidate", "in"), user_on(running, "baseline", "out")
+        accepted([turn(inside, "candidate"), turn(outside, "baseline")])
+        fields = refused([turn(inside, "baseline"), turn(outside, "candidate")])
+        assert set(fields) == {"events[0].arm", "events[1].arm"}
+        assert "on the candidate" in fields["events[0].arm"][0]
+
+    def test_the_unit_is_the_user_else_the_session(self, running):
+        session = session_on(running, "candidate", "s")
+        accepted([turn("", "candidate", session_id=session)])
+        baseline_user = user_on(running, "baseline", "u")
+        fields = refused([turn(baseline_user, "candidate", session_id=session, index=1)])
+        assert list(fields) == ["events[0].arm"]
+
+    def test_outcomes_are_checked_by_their_user_and_not_without_one(self, running):
+        user = user_on(running, "baseline", "u")
+        outcome = {
+            "type": "outcome",
+            "event_id": "o1",
+            "experiment": "exp",
+            "unit_id": "contract-1",
+            "arm": "candidate",
+            "metric": "review_hours",
+            "value": 1.0,
+            "timestamp": ago(minutes=5),
+        }
+        assert list(refused([outcome | {"user_id": user}])) == ["events[0].arm"]
+        accepted([outcome])  # no user: no unit the router knows
+
+    def test_the_version_must_be_the_arms(self, running):
+        inside = user_on(running, "candidate", "in")
+        assert list(refused([turn(inside, "candidate", version="fam:v3")])) == ["events[0].version"]
+        assert list(refused([turn(inside, "candidate", version="fam:v9")])) == ["events[0].version"]
+        accepted([turn(inside, "candidate", version="fam:v4", role="assistant")])
+        assert TurnEvent.objects.get().version.ref == "fam:v4"
+
+    def test_a_draft_has_everyone_on_the_baseline(self, draft):
+        accepted([turn(f"u{i}", "baseline", at=ago(seconds=1)) for i in range(20)])
+        fields = refused([turn(f"u{i}", "candidate", at=ago(seconds=1)) for i in range(20)])
+        assert set(fields) == {f"events[{i}].arm" for i in range(20)}
+
+    def test_an_arm_forced_by_qa_needs_its_token(self, running):
+        outside = user_on(running, "baseline", "qa")
+        forced = turn(outside, "candidate")
+        assert list(refused([forced])) == ["events[0].arm"]
+        assert list(refused([forced | {"qa_token": "not-the-token-at-all"}])) == ["events[0].qa_token"]
+        accepted([forced | {"qa_token": QA_TOKEN}])
+
+    def test_before_the_last_ramp_either_arm_inside_the_new_share(self, running):
+        """The steps before `share_since` are not stored: a unit the ramp took in may have been on
+        either arm before it, one still outside only on the baseline; after it, exactly its arm."""
+        ramped = experiment_ramp(experiment=running, actor=SYSTEM, traffic_percent=50)
+        ramped = experiment_backdate(ramped, started=timedelta(hours=2), share_since=timedelta(hours=1))
+        inside, outside = user_on(ramped, "candidate", "in"), user_on(ramped, "baseline", "out")
+        before = ago(minutes=90)
+        accepted(
+            [
+                turn(inside, "baseline", at=before, index=0),
+                turn(inside, "candidate", at=before, index=1),
+                turn(outside, "baseline", at=before, index=2),
+                turn(inside, "candidate", index=3),
+            ]
+        )
+        fields = refused([turn(outside, "candidate", at=before), turn(inside, "baseline", index=9)])
+        assert set(fields) == {"events[0].arm", "events[1].arm"}
+
+    def test_a_pause_sends_everyone_to_the_baseline(self, running):
+        inside = user_on(running, "candidate", "in")
+        paused = experiment_pause(experiment=running, actor=SYSTEM)
+        Experiment.objects.filter(pk=paused.pk).update(paused_at=timezone.now() - timedelta(hours=1))
+        accepted([turn(inside, "candidate", at=ago(minutes=90)), turn(inside, "baseline", index=1)])
+        assert list(refused([turn(inside, "candidate", index=2)])) == ["events[0].arm"]
+
+    def test_a_rollback_keeps_the_candidates_events_before_it(self, running):
+        """A rollback sets the share to 0, but the window's share was in force until then."""
+        inside = user_on(running, "candidate", "in")
+        rolled_back = experiment_rollback(experiment=running, actor=SYSTEM, reason="errors")
+        Experiment.objects.filter(pk=rolled_back.pk).update(ended_at=timezone.now() - timedelta(minutes=30))
+        accepted([turn(inside, "candidate", at=ago(minutes=40))])
+        assert list(refused([turn(inside, "baseline", at=ago(minutes=40), index=1)])) == ["events[0].arm"]
+
+    def test_a_promotion_puts_everyone_on_the_candidate_at_its_end(self, running):
+        outside = user_on(running, "baseline", "out")
+        experiment_promote(experiment=running, actor=SYSTEM)
+        accepted([turn(outside, "candidate", at=ago(seconds=1))])  # after the end, within the skew
+        assert list(refused([turn(outside, "candidate", at=ago(minutes=30), index=1)])) == ["events[0].arm"]
+
+
+class TestStorableText:
+    """Service callers get the same checks as the API's parser (which refuses these first)."""
+
+    @pytest.mark.parametrize("field", ["text", "event_id", "session_id", "user_id", "error", "experiment"])
+    def test_nul(self, running, field):
+        event = turn(user_on(running, "baseline", "u"), "baseline")
+        event[field] = "x\x00"
+        assert f"events[0].{field}" in refused([event])
+
+    @pytest.mark.parametrize("field", ["text", "user_id", "qa_token", "version"])
+    def test_lone_surrogate(self, running, field):
+        event = turn(user_on(running, "baseline", "u"), "baseline")
+        event[field] = "x\ud800"
+        assert f"events[0].{field}" in refused([event])
+
+    @pytest.mark.parametrize("index", [2**31, -1, 1.5, True])
+    def test_turn_index_beyond_the_column(self, running, index):
+        fields = refused([turn(user_on(running, "baseline", "u"), "baseline", turn_index=index)])
+        assert list(fields) == ["events[0].turn_index"]

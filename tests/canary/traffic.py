@@ -1,0 +1,44 @@
+"""Helpers for tests that send canary events: events must agree with the router and lie within the
+experiment's life (`canary.services.events`), so synthetic traffic picks its users by their arm
+and its experiments start in the past."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+
+from django.utils import timezone
+
+from canary.models import Experiment
+from engines.routing import CANDIDATE, bucket_of
+
+
+def user_on(experiment: Experiment, arm: str, name: str) -> str:
+    """A user id, `name` or `name~k`, that the experiment's current window puts on `arm`."""
+    return _unit_on(experiment, arm, name, "user")
+
+
+def session_on(experiment: Experiment, arm: str, name: str) -> str:
+    """A session id, for a unit without a user, as `user_on`."""
+    return _unit_on(experiment, arm, name, "session")
+
+
+def _unit_on(experiment: Experiment, arm: str, name: str, kind: str) -> str:
+    for k in itertools.count():
+        unit = name if k == 0 else f"{name}~{k}"
+        inside = bucket_of(salt=experiment.salt, unit_id=f"{kind}:{unit}") < experiment.window_buckets
+        if inside == (arm == CANDIDATE):
+            return unit
+    raise AssertionError("unreachable")
+
+
+def experiment_backdate(experiment: Experiment, *, started: timedelta, share_since: timedelta | None = None):
+    """The experiment as if created and started `started` ago, its share in force since `share_since`
+    ago (default: since the start). Returns it fresh from the database."""
+    now = timezone.now()
+    Experiment.objects.filter(pk=experiment.pk).update(
+        created_at=now - started - timedelta(minutes=1),
+        started_at=now - started,
+        share_since=now - (share_since if share_since is not None else started),
+    )
+    return Experiment.objects.select_related("baseline", "candidate").get(pk=experiment.pk)

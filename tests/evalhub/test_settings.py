@@ -35,6 +35,10 @@ def test_embedded_defaults_need_no_server(tmp_path):
     assert engine == "django.db.backends.sqlite3" and name == str(tmp_path / "evalhub.sqlite3")
     assert broker == "filesystem://"
     assert options["data_folder_in"] == options["data_folder_out"] == str(tmp_path / "broker" / "queue")
+    assert debug is False  # `make run` never shows a traceback
+    debug = json.loads(
+        settings_of("evalhub.settings.local", EVALHUB_VAR_DIR=str(tmp_path), DEBUG="1").stdout
+    )[4]
     assert debug is True
 
 

@@ -23,7 +23,7 @@ from tests.canary.traffic import experiment_backdate, session_on, user_on
 
 pytestmark = pytest.mark.django_db
 
-BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "x"}}
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 QA_TOKEN = "qa-token-0123456789abcdef"
 SKEW = timedelta(seconds=300)  # EVALHUB_EVENTS_CLOCK_SKEW_SECONDS' default
 
@@ -200,8 +200,9 @@ class TestRouterAgreement:
         accepted([turn(inside, "candidate", at=ago(minutes=40))])
         assert list(refused([turn(inside, "baseline", at=ago(minutes=40), index=1)])) == ["events[0].arm"]
 
-    def test_a_promotion_puts_everyone_on_the_candidate_at_its_end(self, running):
+    def test_a_promotion_puts_everyone_on_the_candidate_at_its_end(self, running, approve):
         outside = user_on(running, "baseline", "out")
+        approve(running.candidate)
         experiment_promote(experiment=running, actor=SYSTEM)
         accepted([turn(outside, "candidate", at=ago(seconds=1))])  # after the end, within the skew
         assert list(refused([turn(outside, "candidate", at=ago(minutes=30), index=1)])) == ["events[0].arm"]

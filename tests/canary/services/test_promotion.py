@@ -3,6 +3,8 @@ automatic ramp to 100 %) an unapproved candidate is refused and nothing moves; a
 all traffic, becomes `promoted` and retires the version it replaces, so the router and the registry
 agree. Above the ungated share a canary needs a gate run whose offline layers passed."""
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -22,6 +24,7 @@ from registry.errors import ApplicationError
 from registry.models import AuditLog, ModelVersion
 from registry.services.versions import model_version_offline_gate_record, model_version_register
 from tests.canary.services.test_analysis import probe_report, traffic
+from tests.canary.traffic import experiment_backdate
 
 pytestmark = pytest.mark.django_db
 BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
@@ -136,7 +139,10 @@ def test_the_automatic_ramp_to_100_percent_path(approve):
     created = experiment_create(
         name="exp", baseline=v3, candidate=v4, ramp=[5, 100], ramp_auto=True, actor=SYSTEM
     )
-    experiment = experiment_start(experiment=created, actor=SYSTEM)
+    # The traffic is half an hour old: the experiment started before it.
+    experiment = experiment_backdate(
+        experiment_start(experiment=created, actor=SYSTEM), started=timedelta(hours=1)
+    )
     traffic(sessions=400, arm="baseline")
     traffic(sessions=400, arm="candidate", seed=1)
     probe_report(experiment)

@@ -22,7 +22,7 @@ from tests.evalhub.api.test_core import assert_error
 
 pytestmark = pytest.mark.django_db
 
-BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "contract-assistant/v3"}}
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
@@ -52,7 +52,7 @@ def versions():
 @pytest.fixture
 def experiment(ci_client, manager, versions):
     body = {"name": "exp", "baseline": "ca:v3", "candidate": "ca:v4", "traffic_percent": 50}
-    assert ci_client.post("/api/v1/canary/experiments/", body, format="json").status_code == 201
+    assert manager.post("/api/v1/canary/experiments/", body, format="json").status_code == 201
     assert manager.post("/api/v1/canary/experiments/exp/start", {}, format="json").status_code == 200
     return Experiment.objects.get(name="exp")
 
@@ -311,13 +311,13 @@ class TestModelVersions:
 
 class TestExperiments:
     @pytest.mark.parametrize("share", [1e-9, 0.004, 1e-300])
-    def test_a_share_below_one_bucket_on_create(self, ci_client, versions, share):
+    def test_a_share_below_one_bucket_on_create(self, manager, versions, share):
         body = {"name": "tiny", "baseline": "ca:v3", "candidate": "ca:v4"}
-        response = ci_client.post(
+        response = manager.post(
             "/api/v1/canary/experiments/", body | {"traffic_percent": share}, format="json"
         )
         assert_error(response, 400, "traffic_percent")
-        response = ci_client.post("/api/v1/canary/experiments/", body | {"ramp": [share, 1]}, format="json")
+        response = manager.post("/api/v1/canary/experiments/", body | {"ramp": [share, 1]}, format="json")
         assert_error(response, 400, "ramp[0]")
         assert not Experiment.objects.exists()
 
@@ -327,11 +327,11 @@ class TestExperiments:
         response = manager.post(url, {"traffic_percent": 1e-9}, format="json")
         assert_error(response, 400, "traffic_percent")
 
-    def test_guardrails_beyond_float_range(self, ci_client, versions):
+    def test_guardrails_beyond_float_range(self, manager, versions):
         body = (
             '{"name": "g", "baseline": "ca:v3", "candidate": "ca:v4", "guardrails": {"min_requests": 1e999}}'
         )
-        response = send_raw(ci_client, "/api/v1/canary/experiments/", body)
+        response = send_raw(manager, "/api/v1/canary/experiments/", body)
         assert_error(response, 400, "guardrails.min_requests")
         assert not Experiment.objects.exists()
 

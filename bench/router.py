@@ -495,7 +495,7 @@ def bench_events_inprocess(*, batches: list[list[dict]]) -> dict:
 
     started = time.perf_counter()
     for batch in batches:
-        result = events_ingest(events=batch)
+        result = events_ingest(events=batch, actor=SYSTEM)
         assert result.accepted == len(batch), result
     elapsed = time.perf_counter() - started
     rows = sum(len(b) for b in batches)

@@ -11,6 +11,8 @@ READ_ROLES = frozenset({VIEWER, CI, RELEASE_MANAGER})
 WRITE_ROLES = frozenset({CI, RELEASE_MANAGER})
 # Move a version's status, decide releases, run canaries.
 RELEASE_ROLES = frozenset({RELEASE_MANAGER})
+# Turn and outcome events: what users did, reported by the chat application only.
+EVENT_ROLES = frozenset({APP})
 
 
 def user_roles(user) -> frozenset[str]:

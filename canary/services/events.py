@@ -34,7 +34,9 @@ from canary.models import Experiment, OutcomeEvent, TurnEvent
 from canary.services.assignment import ArmHistory, experiment_arm_history, qa_token_allowed, unit_id_of
 from engines.input_checks import iso_datetime_parse, text_problem
 from engines.routing import ARMS, CANDIDATE
+from registry.actors import Actor, actor_require_role
 from registry.errors import ApplicationError
+from registry.roles import EVENT_ROLES
 
 KINDS = ("turn", "outcome")
 ROLES = tuple(TurnEvent.Role.values)
@@ -247,8 +249,10 @@ def _parse(event: object, index: int, checks: _Checks, errors: _Errors):
     )
 
 
-def events_ingest(*, events: object) -> IngestResult:
-    """Validate a batch of events (all of it, or none is stored), then store the new ones."""
+def events_ingest(*, events: object, actor: Actor) -> IngestResult:
+    """Validate a batch of events (all of it, or none is stored), then store the new ones. Only the
+    chat application (the `app` role) reports what its users did: these rows feed gate layers 2 and 3."""
+    actor_require_role(actor, EVENT_ROLES, action="send canary events")
     limit = settings.EVALHUB_EVENTS_MAX_BATCH
     if not isinstance(events, list) or not events:
         raise ApplicationError("events must be a non-empty list.", fields={"events": ["a non-empty list"]})

@@ -59,8 +59,8 @@ class ModelVersionForm(forms.ModelForm):
                 )
         except ApplicationError as exc:
             for key, messages_ in (exc.fields or {"__all__": [exc.message]}).items():
-                field = key.split(".")[0]
-                field = field if field in self.fields else None
+                head = key.split(".")[0]
+                field = head if head in self.fields else None
                 self.add_error(
                     field, "; ".join(messages_) if field == key else f"{key}: {' '.join(messages_)}"
                 )

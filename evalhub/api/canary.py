@@ -231,7 +231,7 @@ class EventsApi(APIView):
     def post(self, request):
         body = request.data
         events = body.get("events") if isinstance(body, dict) else body
-        result = events_ingest(events=events)
+        result = events_ingest(events=events, actor=request.user)
         return Response(
             {"received": result.received, "accepted": result.accepted, "duplicates": result.duplicates},
             status=status.HTTP_201_CREATED if result.accepted else status.HTTP_200_OK,

@@ -47,7 +47,7 @@ def traffic(*, sessions: int, arm: str, error_rate: float = 0.0, latency: float 
                 | {"error": "timeout" if rng.random() < error_rate else ""}
             )
     for start in range(0, len(events), 4000):
-        events_ingest(events=events[start : start + 4000])
+        events_ingest(events=events[start : start + 4000], actor=SYSTEM)
 
 
 def probe_report(experiment, *, candidate_only: int = 3, baseline_only: int = 2, pairs: int = 40):

@@ -67,13 +67,13 @@ def refused(events: list[dict]) -> dict[str, list[str]]:
     """The fields named by the error; nothing of the batch is stored."""
     before = TurnEvent.objects.count() + OutcomeEvent.objects.count()
     with pytest.raises(ApplicationError) as caught:
-        events_ingest(events=events)
+        events_ingest(events=events, actor=SYSTEM)
     assert TurnEvent.objects.count() + OutcomeEvent.objects.count() == before
     return caught.value.fields
 
 
 def accepted(events: list[dict]) -> None:
-    assert events_ingest(events=events).accepted == len(events)
+    assert events_ingest(events=events, actor=SYSTEM).accepted == len(events)
 
 
 class TestTimestamps:
@@ -227,3 +227,22 @@ class TestStorableText:
     def test_turn_index_beyond_the_column(self, running, index):
         fields = refused([turn(user_on(running, "baseline", "u"), "baseline", turn_index=index)])
         assert list(fields) == ["events[0].turn_index"]
+
+
+@pytest.mark.parametrize("role", ["viewer", "ci", "release_manager"])
+def test_only_the_app_role_sends_events(running, role):
+    """A ci token must not write the traffic that the gate's layers 2 and 3 judge (nor a release manager)."""
+    from django.contrib.auth import get_user_model
+
+    from registry.services.tokens import user_role_grant
+
+    user = get_user_model().objects.create_user(username=f"u-{role}")
+    user_role_grant(user=user, role=role)
+    with pytest.raises(ApplicationError) as refused:
+        events_ingest(events=[turn(user_on(running, "baseline", "u"), "baseline")], actor=user)
+    assert refused.value.status_code == 403 and not TurnEvent.objects.exists()
+    app = get_user_model().objects.create_user(username="chat-app")
+    user_role_grant(user=app, role="app")
+    assert (
+        events_ingest(events=[turn(user_on(running, "baseline", "u"), "baseline")], actor=app).accepted == 1
+    )

@@ -102,7 +102,7 @@ def traffic(experiment):
                 "timestamp": experiment.share_since.isoformat(),
             }
         )
-    events_ingest(events=events)
+    events_ingest(events=events, actor=SYSTEM)
     # What the follow-up detector would have said: openers are new, second questions follow-ups.
     user_turns = TurnEvent.objects.filter(experiment=experiment, role="user")
     user_turns.filter(turn_index=0).update(follow_up_kind="new")

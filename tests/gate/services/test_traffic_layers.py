@@ -91,7 +91,7 @@ def sessions(*, arm: str, count: int, accuracy: float, follow_up_if_wrong: float
 
 def ingest(events):
     for start in range(0, len(events), 4000):
-        events_ingest(events=events[start : start + 4000])
+        events_ingest(events=events[start : start + 4000], actor=SYSTEM)
 
 
 def details_of(layer):

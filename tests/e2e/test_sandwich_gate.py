@@ -84,7 +84,8 @@ def test_simulated_canary_traffic_feeds_all_three_layers_and_the_cli_exit_code(
                 "--server",
                 server,
                 "--json",
-                env={**env, "EVALHUB_TOKEN": demo_token(var_dir=var_dir)},
+                # No EVALHUB_TOKEN: the command mints an app-role token (only the app may send events).
+                env=env,
             )
         )
         assert simulated["failed"] == 0 and simulated["users_on_both_arms"] == 0

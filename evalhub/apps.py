@@ -7,3 +7,6 @@ class EvalhubConfig(AppConfig):
     name = "evalhub"
     label = "web"
     verbose_name = "EvalHub"
+
+    def ready(self) -> None:
+        from evalhub.api import schema  # noqa: F401 (registers the token scheme with drf-spectacular)

@@ -63,7 +63,7 @@ api_v1 = (
             name="canary-proxy",
         ),
         re_path(r"^events/?$", canary_apis.EventsApi.as_view(), name="events"),
-        re_path(r"^.*$", common.ApiNotFound.as_view(), name="not-found"),
+        re_path(r"^[\s\S]*$", common.ApiNotFound.as_view(), name="not-found"),
     ],
     "api",
 )

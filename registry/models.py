@@ -4,7 +4,10 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
-slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9._-]*$", "Use lowercase letters, digits, '.', '_' and '-'.")
+# \Z, not $: a `$` would let a trailing newline through.
+slug_validator = RegexValidator(
+    r"^[a-z0-9][a-z0-9._-]*\Z", "Use lowercase letters, digits, '.', '_' and '-'."
+)
 
 
 class ModelVersion(models.Model):

@@ -70,9 +70,16 @@ def _validate(body: object) -> list[dict]:
     found = json_problem(body)
     if found:
         raise ApplicationError(f"{found[0] or 'body'} {found[1]}.", fields={found[0] or "body": [found[1]]})
-    if body.get("stream"):
+    if "stream" in body and body["stream"] is not False:
         raise ApplicationError(
             "Streaming is not supported by the canary proxy yet.", fields={"stream": ["must be false"]}
+        )
+    if "model" in body and not isinstance(body["model"], str):
+        raise ApplicationError("model must be a string.", fields={"model": ["a string (it is ignored)"]})
+    user = body.get("user")
+    if "user" in body and not (isinstance(user, str) and 0 < len(user) <= 200):
+        raise ApplicationError(
+            "user must be a string of 1 to 200 characters.", fields={"user": ["1-200 characters"]}
         )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -138,7 +145,7 @@ def chat_completion_proxy(
 ) -> ProxyAnswer:
     messages = _validate(body)
     assert isinstance(body, dict)  # _validate refuses anything else
-    user_id = body.get("user") if isinstance(body.get("user"), str) and body.get("user") else user_id
+    user_id = body.get("user") or user_id
     if not user_id and not session_id:
         raise ApplicationError(
             "Say who is asking: the request's `user`, or an X-EvalHub-User or X-EvalHub-Session header.",

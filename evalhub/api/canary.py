@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
@@ -25,7 +25,8 @@ from canary.services.events import events_ingest
 from canary.services.probes import probe_runs_request, probe_set_import_jsonl
 from canary.services.proxy import chat_completion_proxy
 from engines.routing import ARMS
-from evalhub.api.common import StrictSerializer, VersionRefField
+from evalhub.api.common import SlugNameField, StrictSerializer, VersionRefField
+from evalhub.api.schema import ErrorSerializer
 from registry.errors import ApplicationError
 from registry.roles import APP, CI, RELEASE_MANAGER
 
@@ -77,10 +78,10 @@ class ExperimentOutputSerializer(serializers.Serializer):
     ramp_auto = serializers.BooleanField(source="experiment.ramp_auto")
     guardrails = serializers.DictField(source="experiment.guardrails")
     end_reason = serializers.CharField(source="experiment.end_reason")
-    created_by = serializers.CharField(source="experiment.created_by.username", default=None)
+    created_by = serializers.CharField(source="experiment.created_by.username", default=None, allow_null=True)
     created_at = serializers.DateTimeField(source="experiment.created_at")
-    started_at = serializers.DateTimeField(source="experiment.started_at")
-    ended_at = serializers.DateTimeField(source="experiment.ended_at")
+    started_at = serializers.DateTimeField(source="experiment.started_at", allow_null=True)
+    ended_at = serializers.DateTimeField(source="experiment.ended_at", allow_null=True)
     live = LiveSerializer(source="arms")
     latest_analysis = AnalysisOutputSerializer(allow_null=True)
 
@@ -94,7 +95,7 @@ class ExperimentListApi(APIView):
     write_roles = frozenset({RELEASE_MANAGER})
 
     class InputSerializer(StrictSerializer):
-        name = serializers.SlugField(max_length=100)
+        name = SlugNameField()
         baseline = VersionRefField()
         candidate = VersionRefField()
         traffic_percent = serializers.FloatField(required=False)
@@ -105,13 +106,15 @@ class ExperimentListApi(APIView):
             child=serializers.CharField(min_length=16, max_length=200), required=False, max_length=20
         )
 
-    @extend_schema(responses=ExperimentOutputSerializer(many=True))
+    @extend_schema(operation_id="experiments_list", responses=ExperimentOutputSerializer(many=True))
     def get(self, request):
         return Response(
             ExperimentOutputSerializer(experiments_live(experiments=experiment_list()), many=True).data
         )
 
-    @extend_schema(request=InputSerializer, responses={201: ExperimentOutputSerializer})
+    @extend_schema(
+        operation_id="experiment_create", request=InputSerializer, responses={201: ExperimentOutputSerializer}
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -131,7 +134,7 @@ class ExperimentListApi(APIView):
 
 
 class ExperimentDetailApi(APIView):
-    @extend_schema(responses=ExperimentOutputSerializer)
+    @extend_schema(operation_id="experiment_get", responses=ExperimentOutputSerializer)
     def get(self, request, name: str):
         return Response(experiment_output(experiment_get(name=name)))
 
@@ -146,7 +149,9 @@ class ExperimentActionApi(APIView):
         reason = serializers.CharField(max_length=2000, required=False, default="")
         traffic_percent = serializers.FloatField(required=False, help_text="ramp only; default: next step")
 
-    @extend_schema(request=InputSerializer, responses=ExperimentOutputSerializer)
+    @extend_schema(
+        operation_id="experiment_act", request=InputSerializer, responses=ExperimentOutputSerializer
+    )
     def post(self, request, name: str, action: str):
         experiment = experiment_get(name=name)
         serializer = self.InputSerializer(data=request.data)
@@ -163,14 +168,16 @@ class ExperimentActionApi(APIView):
 
 
 def _assign_input(data: object) -> dict:
-    """AssignApi.InputSerializer's checks by hand: on this hot path a serializer instance (its
-    deep-copied fields) costs 0.3 ms, about a third of the request (profiled in-process)."""
+    """ASSIGN_REQUEST's checks by hand: on this hot path a serializer instance (its deep-copied
+    fields) costs 0.3 ms, about a third of the request (profiled in-process)."""
     if not isinstance(data, dict):
         raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
     errors: dict[str, list[str]] = {key: ["Unknown field."] for key in data if key not in ASSIGN_FIELDS}
     for key, value in data.items():
         if key in ASSIGN_FIELDS and not (isinstance(value, str) and len(value) <= 200):
             errors[key] = ["Must be a string of at most 200 characters."]
+        elif key in ("user_id", "session_id") and value == "":
+            errors[key] = ["May not be blank: leave it out instead."]
     if "force_arm" in data and "force_arm" not in errors and data["force_arm"] not in ARMS:
         errors["force_arm"] = [f'"{data["force_arm"]}" is not a valid choice.']
     if errors:
@@ -179,18 +186,25 @@ def _assign_input(data: object) -> dict:
 
 
 ASSIGN_FIELDS = ("user_id", "session_id", "force_arm", "qa_token")
+_UNIT_TEXT = {"type": "string", "minLength": 1, "maxLength": 200}
+ASSIGN_REQUEST = {
+    "type": "object",
+    "properties": {
+        "user_id": {**_UNIT_TEXT, "description": "The sticky unit; else the session."},
+        "session_id": _UNIT_TEXT,
+        "force_arm": {"type": "string", "enum": list(ARMS), "description": "QA only: needs `qa_token`."},
+        "qa_token": {"type": "string", "maxLength": 200, "description": "On the experiment's allow-list."},
+    },
+    "anyOf": [{"required": ["user_id"]}, {"required": ["session_id"]}],
+    "additionalProperties": False,
+}
 
 
 class AssignApi(APIView):
-    """Which arm and version serve this user (or session)."""
+    """Which arm and version serve this user (or session). The body's fields are checked by hand
+    (`_assign_input`): on this hot path a serializer instance costs a third of the request."""
 
     write_roles = APP_ROLES
-
-    class InputSerializer(StrictSerializer):
-        user_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        session_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        force_arm = serializers.ChoiceField(choices=ARMS, required=False)
-        qa_token = serializers.CharField(max_length=200, required=False)
 
     class OutputSerializer(serializers.Serializer):
         experiment = serializers.CharField()
@@ -199,7 +213,9 @@ class AssignApi(APIView):
         bucket = serializers.IntegerField()
         forced = serializers.BooleanField()
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    @extend_schema(
+        operation_id="canary_assign", request={"application/json": ASSIGN_REQUEST}, responses=OutputSerializer
+    )
     def post(self, request, name: str):
         experiment = experiment_get_live(name=name)
         routing = experiment_assign(experiment=experiment, **_assign_input(request.data))
@@ -225,6 +241,7 @@ class EventsApi(APIView):
         duplicates = serializers.IntegerField()
 
     @extend_schema(
+        operation_id="events_send",
         request={"application/json": {"type": "object", "properties": {"events": {"type": "array"}}}},
         responses=OutputSerializer,
     )
@@ -238,6 +255,37 @@ class EventsApi(APIView):
         )
 
 
+_MESSAGE = {
+    "type": "object",
+    "required": ["role", "content"],
+    "properties": {
+        "role": {"type": "string", "minLength": 1, "description": "system, user, assistant, ..."},
+        "content": {"type": "string"},
+    },
+}
+PROXY_REQUEST = {
+    "type": "object",
+    "required": ["messages"],
+    "properties": {
+        "model": {"type": "string", "description": "ignored: the caller's arm decides the version"},
+        "messages": {
+            "type": "array",
+            "minItems": 1,
+            "items": _MESSAGE,
+            "description": "The conversation so far; the last message must be the user's.",
+        },
+        "user": {**_UNIT_TEXT, "description": "Who asks (the sticky unit); else the X-EvalHub-User header."},
+        "stream": {"type": "boolean", "enum": [False], "description": "streaming is not supported yet"},
+    },
+    "description": "An OpenAI chat completion request; other keys are forwarded as they are.",
+}
+PROXY_ANSWER_HEADERS = {
+    "X-EvalHub-Arm": "the caller's arm",
+    "X-EvalHub-Model-Version": "the version that answered",
+    "X-EvalHub-Fallback": "1 when the candidate failed and the baseline answered",
+}
+
+
 class ChatCompletionsProxyApi(APIView):
     """OpenAI-compatible chat completions, answered by the caller's arm (no streaming yet).
 
@@ -249,8 +297,30 @@ class ChatCompletionsProxyApi(APIView):
     write_roles = APP_ROLES
 
     @extend_schema(
-        request={"application/json": {"type": "object"}},
-        responses={200: {"type": "object"}},
+        operation_id="canary_chat_completions",
+        request={"application/json": PROXY_REQUEST},
+        parameters=[
+            OpenApiParameter(
+                "X-EvalHub-User", str, OpenApiParameter.HEADER, description="who asks, if not `user`"
+            ),
+            OpenApiParameter(
+                "X-EvalHub-Session", str, OpenApiParameter.HEADER, description="the unit without a user"
+            ),
+            OpenApiParameter(
+                "X-EvalHub-Force-Arm", str, OpenApiParameter.HEADER, enum=list(ARMS), description="QA only"
+            ),
+            OpenApiParameter("X-EvalHub-QA-Token", str, OpenApiParameter.HEADER, description="QA only"),
+            *(
+                OpenApiParameter(header, str, OpenApiParameter.HEADER, response=[200], description=text)
+                for header, text in PROXY_ANSWER_HEADERS.items()
+            ),
+        ],
+        responses={
+            200: OpenApiResponse(
+                {"type": "object"}, description="The chat completion, as the version answered it."
+            ),
+            502: OpenApiResponse(ErrorSerializer, description="Neither version could answer."),
+        },
     )
     def post(self, request, name: str):
         experiment = experiment_get_live(name=name)
@@ -273,12 +343,12 @@ class ExperimentAnalysisApi(APIView):
 
     write_roles = frozenset({RELEASE_MANAGER})
 
-    @extend_schema(responses=AnalysisOutputSerializer(many=True))
+    @extend_schema(operation_id="experiment_analyses_list", responses=AnalysisOutputSerializer(many=True))
     def get(self, request, name: str):
         analyses = analyses_latest(experiment=experiment_get(name=name), limit=50)
         return Response(AnalysisOutputSerializer(analyses, many=True).data)
 
-    @extend_schema(request=None, responses=AnalysisOutputSerializer)
+    @extend_schema(operation_id="experiment_analyse", request=None, responses=AnalysisOutputSerializer)
     def post(self, request, name: str):
         from canary.services.analysis import experiment_analyze  # scipy: only when asked
 
@@ -294,12 +364,14 @@ class ProbeRunListApi(APIView):
     class InputSerializer(StrictSerializer):
         probe_set = serializers.CharField(required=False, help_text="default: every set of the family")
 
-    @extend_schema(responses=ProbeRunOutputSerializer(many=True))
+    @extend_schema(operation_id="experiment_probe_runs_list", responses=ProbeRunOutputSerializer(many=True))
     def get(self, request, name: str):
         runs = probe_runs_list(experiment=experiment_get(name=name))
         return Response(ProbeRunOutputSerializer(runs, many=True).data)
 
-    @extend_schema(request=InputSerializer, responses={202: None})
+    @extend_schema(
+        operation_id="experiment_probe_runs_request", request=InputSerializer, responses={202: None}
+    )
     def post(self, request, name: str):
         experiment = experiment_get(name=name)
         serializer = self.InputSerializer(data=request.data)
@@ -333,17 +405,19 @@ class ProbeSetListApi(APIView):
     write_roles = frozenset({CI, RELEASE_MANAGER})
 
     class UploadSerializer(StrictSerializer):
-        name = serializers.SlugField(max_length=100)
-        family = serializers.SlugField(max_length=100)
+        name = SlugNameField()
+        family = SlugNameField()
         description = serializers.CharField(required=False, allow_blank=True)
         file = serializers.FileField()
 
-    @extend_schema(responses=ProbeSetOutputSerializer(many=True))
+    @extend_schema(operation_id="probe_sets_list", responses=ProbeSetOutputSerializer(many=True))
     def get(self, request):
         return Response(ProbeSetOutputSerializer(probe_sets_list(), many=True).data)
 
     @extend_schema(
-        request={"multipart/form-data": UploadSerializer}, responses={201: ProbeSetOutputSerializer}
+        operation_id="probe_set_upload",
+        request={"multipart/form-data": UploadSerializer},
+        responses={201: ProbeSetOutputSerializer},
     )
     def post(self, request):
         serializer = self.UploadSerializer(data=request.data)

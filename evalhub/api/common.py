@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 class StrictSerializer(serializers.Serializer):
     """Refuses keys it does not know, instead of silently dropping them."""
 
+    refuses_unknown_keys = True  # the schema says so: additionalProperties false
+
     def to_internal_value(self, data):
         unknown = sorted(set(data.keys()) - set(self.fields)) if hasattr(data, "keys") else []
         errors = {key: ["Unknown field."] for key in unknown}
@@ -34,30 +36,80 @@ class StrictSerializer(serializers.Serializer):
         return value
 
 
+# registry.models.slug_validator in the schema's (ECMAScript) dialect, where `$` is the very end;
+# the `not` tells generators that read `$` as Python does not to offer a trailing newline.
+SLUG_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+NO_NEWLINE = {"pattern": "\n"}
+SLUG_SCHEMA = {"type": "string", "pattern": SLUG_PATTERN, "not": NO_NEWLINE, "maxLength": 100}
+
+
+@extend_schema_field(SLUG_SCHEMA)
+class SlugNameField(serializers.RegexField):
+    """A name as the registry stores it: lowercase letters, digits, '.', '_' and '-'."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 100)
+        kwargs.setdefault("error_messages", {"invalid": "Use lowercase letters, digits, '.', '_' and '-'."})
+        super().__init__(r"^[a-z0-9][a-z0-9._-]*\Z", **kwargs)
+
+
+VERSION_REF_SCHEMA = {
+    "oneOf": [
+        {"type": "integer", "minimum": 1, "description": "the version's id"},
+        {
+            "type": "string",
+            "pattern": r"^[a-z0-9][a-z0-9._-]*:[a-z0-9][a-z0-9._-]*$",
+            "not": NO_NEWLINE,
+            "example": "contract-assistant:v4",
+        },
+    ],
+    "description": "A model version: its id or `family:label`.",
+}
+
+
+@extend_schema_field(VERSION_REF_SCHEMA)
 class VersionRefField(serializers.Field):
     """A model version given by id or "family:label"."""
 
     def to_internal_value(self, data):
         if not isinstance(data, (str, int)) or isinstance(data, bool):
             raise serializers.ValidationError("Give an id or family:label.")
-        try:
-            return model_version_get(ref=data)
-        except NotFoundError as exc:
-            raise serializers.ValidationError(exc.message) from None
+        # A well-formed ref to nothing is a 404 naming the field, as it is in a path.
+        return model_version_get(ref=data, field=self.field_name)
 
     def to_representation(self, value):
         return value.ref
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "description": "An eval suite: its id, `name@version`, or `name` (its latest version).",
+    }
+)
 class SuiteRefField(serializers.CharField):
     """An eval suite given by id, "name@version" or name (its latest version)."""
 
     def to_internal_value(self, data):
-        ref = super().to_internal_value(data)
-        try:
-            return eval_suite_get(ref=ref)
-        except NotFoundError as exc:
-            raise serializers.ValidationError(exc.message) from None
+        return eval_suite_get(ref=super().to_internal_value(data), field=self.field_name)
+
+
+@extend_schema_field({"type": "integer", "minimum": 1})
+class RecordRefField(serializers.IntegerField):
+    """A row of `queryset` given by its id; an id of nothing is a 404 naming the field."""
+
+    def __init__(self, *, queryset, noun: str, **kwargs):
+        super().__init__(min_value=1, max_value=2**63 - 1, **kwargs)
+        self.queryset, self.noun = queryset, noun
+
+    def run_validation(self, data=serializers.empty):
+        pk = super().run_validation(data)  # the type and the range first: a 400, not a lookup
+        if pk is None:
+            return None
+        found = self.queryset.filter(pk=pk).first()
+        if found is None:
+            raise NotFoundError(f"No {self.noun} {pk}.", field=self.field_name)
+        return found
 
 
 def absolute_url(context: dict, url: str) -> str:
@@ -79,12 +131,18 @@ class Pagination(LimitOffsetPagination):
 
 def filter_params(request, serializer_class) -> dict:
     serializer = serializer_class(data=request.query_params)
+    # DRF reads a blank form value as "not given"; a blank filter is refused instead, as documented.
+    blank = {name: ["may not be blank"] for name in serializer.fields if request.query_params.get(name) == ""}
+    if blank:
+        raise serializers.ValidationError(blank)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
 
 
 def paginated(request, view, queryset, serializer_class) -> Response:
-    paginator = Pagination()
+    """A page of `queryset` as `{count, next, previous, results}` (the view sets `pagination_class =
+    Pagination`, which is also how the schema knows it is paginated)."""
+    paginator = view.pagination_class()
     page = paginator.paginate_queryset(queryset, request, view=view)
     return paginator.get_paginated_response(
         serializer_class(page, many=True, context={"request": request}).data
@@ -96,6 +154,9 @@ def paginated(request, view, queryset, serializer_class) -> Response:
 # ---------------------------------------------------------------------------------------------
 @extend_schema(exclude=True)
 class ApiNotFound(APIView):
+    """Every path under /api/v1/ that no endpoint has (its URL pattern matches any character,
+    newlines included), so an API client always gets the JSON error shape."""
+
     permission_classes: list[type[BasePermission]] = []
     authentication_classes: list[type[BaseAuthentication]] = []
 

@@ -12,6 +12,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalhub.api.common import (
+    Pagination,
+    RecordRefField,
     StrictSerializer,
     SuiteRefField,
     VersionRefField,
@@ -60,10 +62,10 @@ class LayerResultOutputSerializer(serializers.ModelSerializer):
 
 class GateRunOutputSerializer(serializers.ModelSerializer):
     candidate = serializers.CharField(source="candidate.ref")
-    baseline = serializers.CharField(source="baseline.ref", default=None)
+    baseline = serializers.CharField(source="baseline.ref", default=None, allow_null=True)
     suite = serializers.SerializerMethodField()
-    policy = serializers.CharField(source="policy.name", default=None)
-    experiment = serializers.CharField(source="experiment.name", default=None)
+    policy = serializers.CharField(source="policy.name", default=None, allow_null=True)
+    experiment = serializers.CharField(source="experiment.name", default=None, allow_null=True)
     layers = LayerResultOutputSerializer(many=True, read_only=True)
     url = serializers.SerializerMethodField()
     html_url = serializers.SerializerMethodField()
@@ -104,6 +106,8 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
 
 
 class GateRunListApi(APIView):
+    pagination_class = Pagination
+
     class FilterSerializer(serializers.Serializer):
         candidate = VersionRefField(required=False)
         status = serializers.ChoiceField(choices=GateRun.Status.choices, required=False)
@@ -128,12 +132,18 @@ class GateRunListApi(APIView):
             "running or latest experiment",
         )
 
-    @extend_schema(parameters=[FilterSerializer], responses=GateRunOutputSerializer(many=True))
+    @extend_schema(
+        operation_id="gate_runs_list",
+        parameters=[FilterSerializer],
+        responses=GateRunOutputSerializer(many=True),
+    )
     def get(self, request):
         filters = filter_params(request, self.FilterSerializer)
         return paginated(request, self, gate_run_list(filters=filters), GateRunOutputSerializer)
 
-    @extend_schema(request=InputSerializer, responses={202: GateRunOutputSerializer})
+    @extend_schema(
+        operation_id="gate_run_start", request=InputSerializer, responses={202: GateRunOutputSerializer}
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -163,7 +173,7 @@ class GateRunListApi(APIView):
 
 
 class GateRunDetailApi(APIView):
-    @extend_schema(responses=GateRunOutputSerializer)
+    @extend_schema(operation_id="gate_run_get", responses=GateRunOutputSerializer)
     def get(self, request, pk: int):
         run = gate_run_get(gate_run_id=pk)
         return Response(GateRunOutputSerializer(run, context={"request": request}).data)
@@ -183,7 +193,18 @@ class GateRunReportApi(APIView):
 
     renderer_classes = [renderers.JSONRenderer, MarkdownRenderer]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def finalize_response(self, request, response, *args, **kwargs):
+        if response.status_code >= 400:  # errors keep the one JSON shape, whatever was asked for
+            request.accepted_renderer, request.accepted_media_type = (
+                renderers.JSONRenderer(),
+                "application/json",
+            )
+        return super().finalize_response(request, response, *args, **kwargs)
+
+    @extend_schema(
+        operation_id="gate_run_report",
+        responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/markdown"): OpenApiTypes.STR},
+    )
     def get(self, request, pk: int):
         report = gate_run_report(run=gate_run_get(gate_run_id=pk))
         if request.accepted_renderer.format == "md":
@@ -197,7 +218,7 @@ class SampleOutputSerializer(serializers.Serializer):
     perturbation = serializers.CharField()
     diff = serializers.CharField()
     version = serializers.CharField(source="version.ref")
-    item_id = serializers.CharField(source="item.external_id", default=None)
+    item_id = serializers.CharField(source="item.external_id", default=None, allow_null=True)
     input = serializers.SerializerMethodField()
     expected_label = serializers.CharField(source="item.label", default="")
     reference = serializers.CharField(source="item.reference", default="")
@@ -213,6 +234,8 @@ class SampleOutputSerializer(serializers.Serializer):
 
 
 class GateRunSamplesApi(APIView):
+    pagination_class = Pagination
+
     class FilterSerializer(serializers.Serializer):
         layer = serializers.ChoiceField(choices=LAYER_NAMES, required=False)
         version = VersionRefField(required=False)
@@ -221,6 +244,7 @@ class GateRunSamplesApi(APIView):
         offset = serializers.IntegerField(required=False, min_value=0)
 
     @extend_schema(
+        operation_id="gate_run_samples_list",
         parameters=[FilterSerializer],
         responses=SampleOutputSerializer(many=True),
         description="Per-item model outputs of a gate run, for drill-down.",
@@ -282,6 +306,8 @@ class ImmutableApi(APIView):
 
 
 class DecisionListApi(ImmutableApi):
+    pagination_class = Pagination
+
     write_roles = frozenset({RELEASE_MANAGER})
 
     class FilterSerializer(serializers.Serializer):
@@ -294,21 +320,31 @@ class DecisionListApi(ImmutableApi):
         version = VersionRefField()
         action = serializers.ChoiceField(choices=Decision.Action.choices)
         reason = serializers.CharField(max_length=REASON_MAX_LENGTH)
-        gate_run = serializers.PrimaryKeyRelatedField(
+        gate_run = RecordRefField(
             queryset=GateRun.objects.all(),
+            noun="gate run",
             required=False,
             help_text="The gate run decided on; refused when a newer one has finished. Default: the latest.",
         )
-        confirms = serializers.PrimaryKeyRelatedField(
-            queryset=Decision.objects.all(), required=False, help_text="override_confirm: the request's id."
+        confirms = RecordRefField(
+            queryset=Decision.objects.all(),
+            noun="decision",
+            required=False,
+            help_text="override_confirm: the request's id.",
         )
 
-    @extend_schema(parameters=[FilterSerializer], responses=DecisionOutputSerializer(many=True))
+    @extend_schema(
+        operation_id="decisions_list",
+        parameters=[FilterSerializer],
+        responses=DecisionOutputSerializer(many=True),
+    )
     def get(self, request):
         filters = filter_params(request, self.FilterSerializer)
         return paginated(request, self, decision_list(filters=filters), DecisionOutputSerializer)
 
-    @extend_schema(request=InputSerializer, responses={201: DecisionOutputSerializer})
+    @extend_schema(
+        operation_id="decision_record", request=InputSerializer, responses={201: DecisionOutputSerializer}
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -318,7 +354,7 @@ class DecisionListApi(ImmutableApi):
 
 
 class DecisionDetailApi(ImmutableApi):
-    @extend_schema(responses=DecisionOutputSerializer)
+    @extend_schema(operation_id="decision_get", responses=DecisionOutputSerializer)
     def get(self, request, pk: int):
         decision = decision_get(decision_id=pk)
         return Response(DecisionOutputSerializer(decision, context={"request": request}).data)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -9,7 +11,12 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from engines.backends.config import LIMITS, SCHEMAS
 from evalhub.api.common import (
+    SLUG_SCHEMA,
+    VERSION_REF_SCHEMA,
+    Pagination,
+    SlugNameField,
     StrictSerializer,
     VersionRefField,
     filter_params,
@@ -27,9 +34,9 @@ from registry.services.versions import model_version_register, model_version_tra
 
 class ModelVersionOutputSerializer(serializers.ModelSerializer):
     ref = serializers.CharField(read_only=True)
-    baseline = serializers.CharField(source="baseline.ref", default=None)
+    baseline = serializers.CharField(source="baseline.ref", default=None, allow_null=True)
     has_api_key = serializers.SerializerMethodField()
-    created_by = serializers.CharField(source="created_by.username", default=None)
+    created_by = serializers.CharField(source="created_by.username", default=None, allow_null=True)
 
     class Meta:
         model = ModelVersion
@@ -55,7 +62,71 @@ class ModelVersionOutputSerializer(serializers.ModelSerializer):
         return bool(obj.api_key_encrypted)
 
 
+_JSON_TYPES: dict[object, str] = {str: "string", int: "integer"}
+
+
+def _backend_config_schema(kind: str) -> dict:
+    """`engines.backends.config.SCHEMAS[kind]` as JSON Schema: each key's type, limits and default."""
+    properties = {}
+    for key, (kind_of, default, required) in SCHEMAS[kind].items():
+        prop: dict = {"type": _JSON_TYPES.get(kind_of, "number")}
+        if key in LIMITS:
+            prop["minimum"], prop["maximum"] = LIMITS[key]
+        if required and kind_of is str:
+            prop["pattern"] = r"\S"
+        if default is not None:
+            prop["default"] = default
+        properties[key] = prop
+    if "api_key_env" in properties:
+        prefix = settings.EVALHUB_BACKEND_SECRET_ENV_PREFIX
+        allowed = [{"pattern": f"^{re.escape(prefix)}."}] if prefix else []
+        properties["api_key_env"] = {
+            "type": "string",
+            "anyOf": [{"maxLength": 0}, *allowed],
+            "description": f"an environment variable holding the key; its name starts with {prefix!r}",
+        }
+    needed = [key for key, (_, _, is_required) in SCHEMAS[kind].items() if is_required]
+    return {"type": "object", "properties": properties, "required": needed, "additionalProperties": False}
+
+
+def _registration_schema() -> dict:
+    """One body per backend kind, so the docs (and generated clients) say which config each needs.
+    Beyond the schema: a checkpoint `path` must exist inside EVALHUB_MODEL_DIR, URLs must pass the
+    operator's outbound policy, `label_regex` must compile with a group `label`."""
+    common = {
+        "family": SLUG_SCHEMA,
+        "label": SLUG_SCHEMA,
+        "api_key": {"type": "string", "maxLength": 500, "writeOnly": True, "description": "stored encrypted"},
+        "baseline": {**VERSION_REF_SCHEMA, "nullable": True},
+        "description": {"type": "string"},
+        "status": {"type": "string", "enum": ["registered", "promoted"], "default": "registered"},
+        "serving_url": {
+            "type": "string",
+            "maxLength": 500,
+            "description": "OpenAI-compatible base URL for live traffic",
+        },
+    }
+    return {
+        "oneOf": [
+            {
+                "type": "object",
+                "title": kind,
+                "properties": {
+                    **common,
+                    "backend_kind": {"type": "string", "enum": [kind]},
+                    "backend_config": _backend_config_schema(kind),
+                },
+                "required": ["family", "label", "backend_kind", "backend_config"],
+                "additionalProperties": False,
+            }
+            for kind in SCHEMAS
+        ]
+    }
+
+
 class ModelVersionListApi(APIView):
+    pagination_class = Pagination
+
     class FilterSerializer(serializers.Serializer):
         family = serializers.CharField(required=False)
         label = serializers.CharField(required=False)
@@ -65,8 +136,8 @@ class ModelVersionListApi(APIView):
         offset = serializers.IntegerField(required=False, min_value=0)
 
     class InputSerializer(StrictSerializer):
-        family = serializers.CharField(max_length=100)
-        label = serializers.CharField(max_length=100)
+        family = SlugNameField()
+        label = SlugNameField()
         backend_kind = serializers.ChoiceField(choices=ModelVersion.BackendKind.choices)
         backend_config = serializers.DictField()
         api_key = serializers.CharField(required=False, allow_blank=True, write_only=True, max_length=500)
@@ -80,12 +151,20 @@ class ModelVersionListApi(APIView):
             help_text="OpenAI-compatible base URL for live traffic",
         )
 
-    @extend_schema(parameters=[FilterSerializer], responses=ModelVersionOutputSerializer(many=True))
+    @extend_schema(
+        operation_id="model_versions_list",
+        parameters=[FilterSerializer],
+        responses=ModelVersionOutputSerializer(many=True),
+    )
     def get(self, request):
         filters = filter_params(request, self.FilterSerializer)
         return paginated(request, self, model_version_list(filters=filters), ModelVersionOutputSerializer)
 
-    @extend_schema(request=InputSerializer, responses={201: ModelVersionOutputSerializer})
+    @extend_schema(
+        operation_id="model_version_register",
+        request={"application/json": _registration_schema()},
+        responses={201: ModelVersionOutputSerializer},
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -94,7 +173,7 @@ class ModelVersionListApi(APIView):
 
 
 class ModelVersionDetailApi(APIView):
-    @extend_schema(responses=ModelVersionOutputSerializer)
+    @extend_schema(operation_id="model_version_get", responses=ModelVersionOutputSerializer)
     def get(self, request, ref: str):
         return Response(ModelVersionOutputSerializer(model_version_get(ref=ref)).data)
 
@@ -116,7 +195,11 @@ class ModelVersionTransitionApi(APIView):
                 )
             return value
 
-    @extend_schema(request=InputSerializer, responses=ModelVersionOutputSerializer)
+    @extend_schema(
+        operation_id="model_version_transition",
+        request=InputSerializer,
+        responses=ModelVersionOutputSerializer,
+    )
     def post(self, request, ref: str):
         version = model_version_get(ref=ref)
         serializer = self.InputSerializer(data=request.data)
@@ -159,7 +242,52 @@ class EvalItemOutputSerializer(serializers.Serializer):
     metadata = serializers.DictField()
 
 
+_TEXT = {"type": "string", "pattern": "\\S"}
+SUITE_ITEM = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "description": "default: the item's position"},
+        "input": _TEXT,
+        "label": {"type": "string", "description": "the expected label (or give a reference)"},
+        "reference": {"type": "string", "description": "a reference answer (or give a label)"},
+        "language": {"type": "string", "maxLength": 10, "example": "zh"},
+        "tags": {"type": "array", "items": _TEXT},
+        "metadata": {"type": "object"},
+    },
+    "required": ["input"],
+    "anyOf": [
+        {"required": ["label"], "properties": {"label": _TEXT}},
+        {"required": ["reference"], "properties": {"reference": _TEXT}},
+    ],
+    "additionalProperties": False,
+}
+_SUITE_COMMON = {
+    "name": SLUG_SCHEMA,
+    "description": {"type": "string"},
+}
+SUITE_UPLOAD_JSON = {
+    "type": "object",
+    "properties": {**_SUITE_COMMON, "items": {"type": "array", "items": SUITE_ITEM, "minItems": 1}},
+    "required": ["name", "items"],
+    "additionalProperties": False,
+}
+SUITE_UPLOAD_MULTIPART = {
+    "type": "object",
+    "properties": {
+        **_SUITE_COMMON,
+        "format": {"type": "string", "enum": ["jsonl", "csv"], "description": "default: from the file name"},
+        "file": {"type": "string", "format": "binary", "description": "JSONL or CSV, one item a line"},
+        "items": {"type": "string", "description": "instead of a file: the items as a JSON array"},
+    },
+    "required": ["name"],
+    "oneOf": [{"required": ["file"]}, {"required": ["items"]}],
+    "additionalProperties": False,
+}
+
+
 class EvalSuiteListApi(APIView):
+    pagination_class = Pagination
+
     parser_classes = [MultiPartParser, JSONParser]
 
     class FilterSerializer(serializers.Serializer):
@@ -168,7 +296,7 @@ class EvalSuiteListApi(APIView):
         offset = serializers.IntegerField(required=False, min_value=0)
 
     class UploadSerializer(StrictSerializer):
-        name = serializers.SlugField(max_length=100)
+        name = SlugNameField()
         description = serializers.CharField(required=False, allow_blank=True)
         format = serializers.ChoiceField(choices=["jsonl", "csv"], required=False)
         file = serializers.FileField(required=False)
@@ -179,13 +307,18 @@ class EvalSuiteListApi(APIView):
                 raise serializers.ValidationError({"file": ["Send either a file or items, not both."]})
             return data
 
-    @extend_schema(parameters=[FilterSerializer], responses=EvalSuiteOutputSerializer(many=True))
+    @extend_schema(
+        operation_id="eval_suites_list",
+        parameters=[FilterSerializer],
+        responses=EvalSuiteOutputSerializer(many=True),
+    )
     def get(self, request):
         filters = filter_params(request, self.FilterSerializer)
         return paginated(request, self, eval_suite_list(name=filters.get("name")), EvalSuiteOutputSerializer)
 
     @extend_schema(
-        request={"multipart/form-data": UploadSerializer, "application/json": UploadSerializer},
+        operation_id="eval_suite_upload",
+        request={"application/json": SUITE_UPLOAD_JSON, "multipart/form-data": SUITE_UPLOAD_MULTIPART},
         responses={201: EvalSuiteOutputSerializer, 200: EvalSuiteOutputSerializer},
     )
     def post(self, request):
@@ -225,13 +358,15 @@ class EvalSuiteListApi(APIView):
 
 
 class EvalSuiteDetailApi(APIView):
-    @extend_schema(responses=EvalSuiteOutputSerializer)
+    @extend_schema(operation_id="eval_suite_get", responses=EvalSuiteOutputSerializer)
     def get(self, request, ref: str):
         return Response(EvalSuiteOutputSerializer(eval_suite_get(ref=ref)).data)
 
 
 class EvalSuiteItemsApi(APIView):
-    @extend_schema(responses=EvalItemOutputSerializer(many=True))
+    pagination_class = Pagination
+
+    @extend_schema(operation_id="eval_suite_items_list", responses=EvalItemOutputSerializer(many=True))
     def get(self, request, ref: str):
         suite = eval_suite_get(ref=ref)
         return paginated(request, self, suite.items.all(), EvalItemOutputSerializer)

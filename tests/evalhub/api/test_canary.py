@@ -139,13 +139,16 @@ class TestExperiments:
             ({"guardrails": {"max_vibes": 1}}, "guardrails.max_vibes"),
             ({"guardrails": {"max_latency_ratio": -1}}, "guardrails.max_latency_ratio"),
             ({"candidate": "ca:v3"}, "candidate"),
-            ({"candidate": "ca:v9"}, "candidate"),
             ({"name": "Not A Slug"}, "name"),
             ({"bogus": 1}, "bogus"),
         ],
     )
     def test_bad_input_names_the_field(self, manager, versions, overrides, field):
         assert_error(create(manager, **overrides), 400, field)
+        assert not Experiment.objects.exists()
+
+    def test_unknown_version_is_a_404_naming_the_field(self, manager, versions):
+        assert_error(create(manager, candidate="ca:v9"), 404, "candidate")
         assert not Experiment.objects.exists()
 
     def test_small_shares_and_other_families(self, manager, versions):

@@ -169,7 +169,7 @@ class TestModelVersions:
             {"family": "ca", "label": "v9", "baseline": "ca:nope", **BUILTIN},
             format="json",
         )
-        assert_error(response, 400, "baseline")
+        assert_error(response, 404, "baseline")  # a well-formed ref to nothing, as in a path
         response = ci_client.post(
             "/api/v1/model-versions/",
             {"family": "ca", "label": "v9", "backend_kind": "openai", "backend_config": {"model": "m"}},
@@ -345,12 +345,12 @@ class TestGateRuns:
 
     def test_unknown_candidate_and_suite(self, ci_client, v3, suite):
         assert_error(
-            ci_client.post("/api/v1/gate-runs/", {"candidate": "ca:v9"}, format="json"), 400, "candidate"
+            ci_client.post("/api/v1/gate-runs/", {"candidate": "ca:v9"}, format="json"), 404, "candidate"
         )
         response = ci_client.post(
             "/api/v1/gate-runs/", {"candidate": "ca:v3", "suite": "nope"}, format="json"
         )
-        assert_error(response, 400, "suite")
+        assert_error(response, 404, "suite")
         EvalSuite.objects.all().delete()
         assert_error(
             ci_client.post("/api/v1/gate-runs/", {"candidate": "ca:v3"}, format="json"), 400, "suite"

@@ -78,14 +78,15 @@ class TestDecide:
             ({"action": "approve", "reason": "x" * 2001}, "reason"),
             ({"action": "bless", "reason": "r"}, "action"),
             ({"action": "approve", "reason": "r", "colour": "red"}, "colour"),
-            ({"action": "approve", "reason": "r", "gate_run": 999}, "gate_run"),
-            ({"action": "override_confirm", "reason": "r", "confirms": 999}, "confirms"),
+            ({"action": "approve", "reason": "r", "gate_run": 0}, "gate_run"),
+            ({"action": "approve", "reason": "r", "gate_run": "x"}, "gate_run"),
+            ({"action": "override_confirm", "reason": "r", "confirms": -1}, "confirms"),
         ],
     )
     def test_bad_input_names_the_field(self, manager, version_gated, payload, field):
         version, _ = version_gated("pass")
         assert_error(manager.post(URL, {"version": version.ref, **payload}, format="json"), 400, field)
-        assert_error(manager.post(URL, {**payload, "version": "fam:nope"}, format="json"), 400, "version")
+        assert_error(manager.post(URL, {**payload, "version": "fam:nope"}, format="json"), 404, "version")
 
     def test_approve_a_failed_gate_answers_override_required(self, manager, version_gated):
         version, _ = version_gated("fail")

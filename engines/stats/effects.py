@@ -14,8 +14,9 @@ Conventions:
 - A zero control value leaves the difference well defined but the lift undefined: the absolute fields
   (values, estimate, interval, p-value) are kept, the relative ones are None and `relative_error` says
   why ("control mean is zero"). The sequential interval never computes a lift and says so there too.
-- Impossible input (negative counts, non-finite sums) and invalid settings (confidence outside (0, 1))
-  raise ValueError: those are bugs, not a lack of data.
+- Impossible input (negative counts, non-finite sums, a sum of squares below sum²/n, a cross-product
+  beyond Cauchy–Schwarz: `engines.stats.sufficient.moments_check`) and invalid settings (confidence
+  outside (0, 1)) raise ValueError: those are bugs, not a lack of data.
 """
 
 from __future__ import annotations

@@ -17,15 +17,19 @@ def mcnemar_exact(*, only_first: int, only_second: int) -> float:
     """Two-sided exact McNemar p-value for paired binary outcomes.
 
     `only_first`: pairs where only the first system was right; `only_second`: only the second.
-    Under the null both kinds of discordant pair are equally likely (binomial, p = 1/2)."""
+    Under the null both kinds of discordant pair are equally likely (binomial, p = 1/2), so the p-value
+    is twice the binomial tail P(K ≤ min(b, c)), capped at 1. scipy's binomial CDF (the regularised
+    incomplete beta function) costs the same at any n, where summing the binomial coefficients took
+    quadratic time (40 s at 20 000 discordant pairs)."""
+    from scipy import stats as scipy_stats
+
     if only_first < 0 or only_second < 0:
         raise ValueError("counts must be non-negative")
     n = only_first + only_second
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(only_first, only_second) + 1))
-    p_value: float = 2 * tail / 2**n  # int ** int is typed Any (a negative power is a float)
-    return min(1.0, p_value)
+    tail = float(scipy_stats.binom.cdf(min(only_first, only_second), n, 0.5))
+    return min(1.0, 2 * tail)
 
 
 def welch_t(*, first: MeanStats, second: MeanStats) -> tuple[float, float]:

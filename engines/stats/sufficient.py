@@ -13,6 +13,49 @@ MIN_UNITS = 2  # per arm: a sample variance needs two values
 # Centred sums of squares below this fraction of the raw sum of squares are rounding error of
 # sum-of-squares arithmetic.
 VARIANCE_EPSILON = 1e-12
+# How far below zero a centred sum of squares (or beyond Cauchy–Schwarz a cross-product) may fall, as a
+# fraction of the raw sums, before the sums are impossible rather than rounded: summing 10^7 doubles
+# (in Python or in SQL) loses at most about 10^7 · 2^-53 ≈ 1e-9 of their size.
+IMPOSSIBLE_TOLERANCE = 1e-9
+
+
+def moments_check(
+    *, n: int, sums: dict[str, float], squares: dict[str, float], crosses: dict[str, float]
+) -> None:
+    """Raise ValueError when sums, sums of squares and cross-products cannot come from any `n` values.
+
+    `sums` maps a variable to Σv, `squares` to Σv², `crosses` "a*b" to Σab; every sum must be finite, no
+    unit means every sum is 0, each Σv² is at least (Σv)²/n (a variance is not negative), and each
+    centred cross-product is at most the root of the two centred squares (a correlation is within
+    ±1), each up to the rounding error of summing doubles (`IMPOSSIBLE_TOLERANCE`)."""
+    every = {**sums, **{f"{k}²": v for k, v in squares.items()}, **crosses}
+    bad = {name: value for name, value in every.items() if not math.isfinite(value)}
+    if n < 0 or bad:
+        raise ValueError(f"impossible sufficient statistics: n={n}, non-finite sums {bad}")
+    if n == 0:
+        if any(every.values()):
+            raise ValueError(f"impossible sufficient statistics: no units but non-zero sums {every}")
+        return
+    centred_squares = {}
+    for name, total_squares in squares.items():
+        total = sums[name]
+        value = total_squares - total * total / n
+        if value < -IMPOSSIBLE_TOLERANCE * max(total_squares, total * total / n):
+            raise ValueError(
+                f"impossible sufficient statistics: Σ{name}² = {total_squares:.6g} is below "
+                f"(Σ{name})²/n = {total * total / n:.6g} (n={n}), a negative variance"
+            )
+        centred_squares[name] = max(value, 0.0)
+    for name, total_cross in crosses.items():
+        first, second = name.split("*")
+        value = total_cross - sums[first] * sums[second] / n
+        bound = math.sqrt(centred_squares[first] * centred_squares[second])
+        scale = math.sqrt(squares[first] * squares[second])
+        if abs(value) > bound + IMPOSSIBLE_TOLERANCE * scale:
+            raise ValueError(
+                f"impossible sufficient statistics: the centred Σ{first}·{second} = {value:.6g} exceeds "
+                f"sqrt(centred Σ{first}² · centred Σ{second}²) = {bound:.6g} (n={n}), a correlation beyond ±1"
+            )
 
 
 def centred(*, n: int, sum_a: float, sum_b: float, sum_ab: float, scale: float) -> float:
@@ -46,10 +89,7 @@ class MeanStats:
     total_squares: float
 
     def __post_init__(self) -> None:
-        if self.n < 0:
-            raise ValueError(f"negative count n={self.n}")
-        if not (math.isfinite(self.total) and math.isfinite(self.total_squares)) or self.total_squares < 0:
-            raise ValueError(f"impossible sums total={self.total}, total_squares={self.total_squares}")
+        moments_check(n=self.n, sums={"x": self.total}, squares={"x": self.total_squares}, crosses={})
 
     @classmethod
     def of(cls, values: Iterable[float]) -> MeanStats:
@@ -89,11 +129,12 @@ class RatioStats:
     sum_xy: float
 
     def __post_init__(self) -> None:
-        if self.n < 0:
-            raise ValueError(f"negative count n={self.n}")
-        sums = (self.sum_x, self.sum_y, self.sum_x2, self.sum_y2, self.sum_xy)
-        if not all(math.isfinite(value) for value in sums) or self.sum_x2 < 0 or self.sum_y2 < 0:
-            raise ValueError(f"impossible sums {sums}")
+        moments_check(
+            n=self.n,
+            sums={"x": self.sum_x, "y": self.sum_y},
+            squares={"x": self.sum_x2, "y": self.sum_y2},
+            crosses={"x*y": self.sum_xy},
+        )
 
     @classmethod
     def of(cls, pairs: Iterable[tuple[float, float]]) -> RatioStats:
@@ -152,11 +193,12 @@ class CupedStats:
     sum_x_pre: float
 
     def __post_init__(self) -> None:
-        if self.n < 0:
-            raise ValueError(f"negative count n={self.n}")
-        sums = (self.sum_x, self.sum_x2, self.sum_pre, self.sum_pre2, self.sum_x_pre)
-        if not all(math.isfinite(value) for value in sums) or self.sum_x2 < 0 or self.sum_pre2 < 0:
-            raise ValueError(f"impossible sums {sums}")
+        moments_check(
+            n=self.n,
+            sums={"x": self.sum_x, "pre": self.sum_pre},
+            squares={"x": self.sum_x2, "pre": self.sum_pre2},
+            crosses={"x*pre": self.sum_x_pre},
+        )
 
     @classmethod
     def of(cls, pairs: Iterable[tuple[float, float]]) -> CupedStats:

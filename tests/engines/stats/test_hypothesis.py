@@ -27,6 +27,23 @@ class TestMcNemarExact:
             expected = binomtest(b, b + c, 0.5).pvalue
             assert mcnemar_exact(only_first=b, only_second=c) == pytest.approx(expected, rel=1e-9)
 
+    @pytest.mark.parametrize(("b", "c"), [(0, 1), (3, 40), (17, 20), (450, 551), (700, 1300), (2300, 2700)])
+    def test_equals_the_binomial_coefficient_sum(self, b, c):
+        # The former implementation, in exact integers: 2 · Σ_{k ≤ min(b, c)} C(n, k) / 2^n.
+        n = b + c
+        exact = min(1.0, 2 * sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2**n)
+        assert mcnemar_exact(only_first=b, only_second=c) == pytest.approx(exact, rel=1e-12)
+
+    def test_linear_time_at_a_hundred_thousand_pairs(self):
+        import time
+
+        mcnemar_exact(only_first=1, only_second=2)  # scipy's import
+        started = time.perf_counter()
+        p_value = mcnemar_exact(only_first=49_684, only_second=50_316)
+        assert time.perf_counter() - started < 0.1
+        # Normal approximation with continuity correction: |b − c| − 1 = 631 over sqrt(n) = 316.2.
+        assert p_value == pytest.approx(2 * scipy_stats.norm.sf(631 / math.sqrt(100_000)), rel=1e-2)
+
 
 class TestSrmCheck:
     def test_balanced_split(self):

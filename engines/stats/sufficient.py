@@ -177,8 +177,13 @@ class RatioStats:
         ratio, variance = self.ratio, self.ratio_variance
         if ratio is None or variance is None:
             raise ValueError("a ratio needs two units and a non-zero denominator to be linearised")
-        n = self.n
-        return MeanStats(n=n, total=n * ratio, total_squares=(n - 1) * n * variance + n * ratio * ratio)
+        return pseudo_units(n=self.n, mean=ratio, variance_of_mean=variance)
+
+
+def pseudo_units(*, n: int, mean: float, variance_of_mean: float) -> MeanStats:
+    """MeanStats of n pseudo-units whose mean is `mean` and whose sample variance is n·`variance_of_mean`,
+    so that methods taking per-unit means (the sequential interval) see an estimate with that variance."""
+    return MeanStats(n=n, total=n * mean, total_squares=(n - 1) * n * variance_of_mean + n * mean * mean)
 
 
 @dataclass(frozen=True)
@@ -221,4 +226,121 @@ class CupedStats:
                 sum_ab=self.sum_x_pre,
                 scale=math.sqrt(self.sum_x2 * self.sum_pre2),
             ),
+        )
+
+
+RATIO_CUPED_SUMS = (
+    "sum_x",
+    "sum_y",
+    "sum_px",
+    "sum_py",
+    "sum_x2",
+    "sum_y2",
+    "sum_px2",
+    "sum_py2",
+    "sum_xy",
+    "sum_x_px",
+    "sum_x_py",
+    "sum_y_px",
+    "sum_y_py",
+    "sum_px_py",
+)
+
+
+@dataclass(frozen=True)
+class RatioCupedStats:
+    """One arm's per-unit sufficient statistics of a ratio metric Σx/Σy and of the same metric over each
+    unit's pre-period, Σpx/Σpy: counts, sums, squares and every cross-product of (x, y, px, py).
+
+    A unit without pre-period data has px = py = 0 and stays in (GrowthBook's handling: a missing
+    covariate is 0); `pre_units` counts those that have some, for the report."""
+
+    n: int
+    pre_units: int
+    sum_x: float
+    sum_y: float
+    sum_px: float
+    sum_py: float
+    sum_x2: float
+    sum_y2: float
+    sum_px2: float
+    sum_py2: float
+    sum_xy: float
+    sum_x_px: float
+    sum_x_py: float
+    sum_y_px: float
+    sum_y_py: float
+    sum_px_py: float
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.pre_units <= max(self.n, 0):
+            raise ValueError(f"impossible sufficient statistics: {self.pre_units} pre units of n={self.n}")
+        names = ("x", "y", "px", "py")
+        moments_check(
+            n=self.n,
+            sums={name: getattr(self, f"sum_{name}") for name in names},
+            squares={name: getattr(self, f"sum_{name}2") for name in names},
+            crosses={
+                "x*y": self.sum_xy,
+                "x*px": self.sum_x_px,
+                "x*py": self.sum_x_py,
+                "y*px": self.sum_y_px,
+                "y*py": self.sum_y_py,
+                "px*py": self.sum_px_py,
+            },
+        )
+
+    @classmethod
+    def of(cls, units: Iterable[tuple[float, float, float, float]]) -> RatioCupedStats:
+        """The sufficient statistics of (x, y, px, py) per unit (for tests and simulations)."""
+        totals = [0.0] * len(RATIO_CUPED_SUMS)
+        n = pre_units = 0
+        for x, y, px, py in units:
+            n += 1
+            pre_units += px != 0 or py != 0
+            row = (
+                x,
+                y,
+                px,
+                py,
+                x * x,
+                y * y,
+                px * px,
+                py * py,
+                x * y,
+                x * px,
+                x * py,
+                y * px,
+                y * py,
+                px * py,
+            )
+            totals = [total + value for total, value in zip(totals, row, strict=True)]
+        return cls(n=n, pre_units=pre_units, **dict(zip(RATIO_CUPED_SUMS, totals, strict=True)))
+
+    @property
+    def post(self) -> RatioStats:
+        """The experiment period alone."""
+        return RatioStats(
+            n=self.n,
+            sum_x=self.sum_x,
+            sum_y=self.sum_y,
+            sum_x2=self.sum_x2,
+            sum_y2=self.sum_y2,
+            sum_xy=self.sum_xy,
+        )
+
+    def centred(self, first: str, second: str) -> float:
+        """Σ(a − ā)(b − b̄) for two of x, y, px, py, from the raw sums."""
+        names = {("x", "y"): "sum_xy", ("px", "py"): "sum_px_py"}
+        if first == second:
+            cross = getattr(self, f"sum_{first}2")
+        else:
+            cross = getattr(self, names.get((first, second), f"sum_{first}_{second}"))
+        scale = math.sqrt(getattr(self, f"sum_{first}2") * getattr(self, f"sum_{second}2"))
+        return centred(
+            n=self.n,
+            sum_a=getattr(self, f"sum_{first}"),
+            sum_b=getattr(self, f"sum_{second}"),
+            sum_ab=cross,
+            scale=scale,
         )

@@ -16,11 +16,12 @@ from engines.stats.effects import (
     cuped_theta,
     mean_effect,
     proportion_effect,
+    ratio_cuped_effect,
     ratio_effect,
     sequential_half_width,
     sequential_interval,
 )
-from engines.stats.sufficient import CupedStats, MeanStats, Proportion, RatioStats
+from engines.stats.sufficient import CupedStats, MeanStats, Proportion, RatioCupedStats, RatioStats
 
 NUMBERS = (
     "control_value",
@@ -467,3 +468,74 @@ class TestEffect:
         data = effect.to_dict()
         assert data["error"] is None and data["relative_error"] == CONTROL_ZERO
         assert data["estimate"] == approx(0.04) and data["relative"] is None
+
+
+def _ratio_cuped_units(rng, n, *, effect=1.0, no_pre_share=0.3):
+    """Users with a speed u: x = hours over y contracts, px over py contracts before exposure."""
+    u = rng.lognormal(0, 0.5, n)
+    y = rng.integers(1, 4, n).astype(float)
+    py = rng.integers(0, 4, n).astype(float) * (rng.random(n) >= no_pre_share)
+    x = rng.gamma(2 * y, u * effect)
+    px = np.where(py > 0, rng.gamma(np.maximum(2 * py, 1e-9), u), 0.0)
+    return x, y, px, py
+
+
+class TestRatioCuped:
+    def _brute_force(self, arms):
+        """Per-unit linearisations in numpy, the adjusted ratios and their variances of the mean."""
+        lin = []
+        for x, y, px, py in arms:
+            r, rp = x.sum() / y.sum(), px.sum() / py.sum()
+            lin.append(((x - r * y) / y.mean(), (px - rp * py) / py.mean(), r, rp))
+        n1 = [len(z) - 1 for z, *_ in lin]
+        theta = sum(np.cov(z, w)[0, 1] * k for (z, w, *_), k in zip(lin, n1, strict=True)) / sum(
+            np.var(w, ddof=1) * k for (z, w, *_), k in zip(lin, n1, strict=True)
+        )
+        pooled = sum(px.sum() for _, _, px, _ in arms) / sum(py.sum() for *_, py in arms)
+        out = []
+        for z, w, r, rp in lin:
+            out.append((r - theta * (rp - pooled), np.var(z - theta * w, ddof=1) / len(z)))
+        return theta, out
+
+    def test_matches_the_per_unit_linearisation(self):
+        rng = np.random.default_rng(3)
+        arms = [_ratio_cuped_units(rng, 400), _ratio_cuped_units(rng, 350, effect=0.9)]
+        control, treatment = (RatioCupedStats.of(zip(*arm, strict=True)) for arm in arms)
+        result = ratio_cuped_effect(control=control, treatment=treatment, confidence=0.9)
+        theta, ((mean_c, var_c), (mean_t, var_t)) = self._brute_force(arms)
+        effect = result.effect
+        assert result.theta == pytest.approx(theta, rel=1e-9)
+        assert effect.method == "cuped_ratio_delta" and effect.error is None
+        assert effect.control_value == pytest.approx(mean_c, rel=1e-9)
+        assert effect.estimate == pytest.approx(mean_t - mean_c, rel=1e-9)
+        half = scipy_stats.norm.ppf(0.95) * math.sqrt(var_c + var_t)
+        assert effect.ci_high - effect.estimate == pytest.approx(half, rel=1e-9)
+        plain = ratio_effect(control=control.post, treatment=treatment.post)
+        unadjusted = ((plain.ci_high - plain.estimate) / scipy_stats.norm.ppf(0.975)) ** 2
+        assert result.variance_reduction == pytest.approx(1 - (var_c + var_t) / unadjusted, rel=1e-9)
+        # A user's speed shows in both periods (with gamma noise, and 30 % without pre-period data).
+        assert 0.05 < result.variance_reduction < 0.5
+        assert control.pre_units == int((arms[0][3] > 0).sum())
+
+    def test_without_pre_period_data_it_is_the_delta_method(self):
+        rng = np.random.default_rng(4)
+        arms = [_ratio_cuped_units(rng, 200, no_pre_share=1.0) for _ in range(2)]
+        control, treatment = (RatioCupedStats.of(zip(*arm, strict=True)) for arm in arms)
+        result = ratio_cuped_effect(control=control, treatment=treatment)
+        plain = ratio_effect(control=control.post, treatment=treatment.post)
+        assert result.theta == 0.0 and result.variance_reduction == 0.0 and control.pre_units == 0
+        for field in ("estimate", "ci_low", "ci_high", "p_value", "relative"):
+            assert getattr(result.effect, field) == pytest.approx(getattr(plain, field), rel=1e-12)
+
+    def test_degenerate_input_is_an_error_not_an_exception(self):
+        one = RatioCupedStats.of([(1.0, 1.0, 0.0, 0.0)])
+        assert ratio_cuped_effect(control=one, treatment=one).effect.error == TOO_FEW_UNITS
+        zero_y = RatioCupedStats.of([(0.0, 0.0, 1.0, 1.0), (0.0, 0.0, 2.0, 1.0)])
+        assert ratio_cuped_effect(control=zero_y, treatment=zero_y).effect.error == DENOMINATOR_ZERO
+
+    def test_impossible_sums_raise(self):
+        good = RatioCupedStats.of([(1.0, 1.0, 2.0, 1.0), (3.0, 2.0, 0.0, 0.0)])
+        with pytest.raises(ValueError, match="Σpx²"):
+            RatioCupedStats(**{**vars(good), "sum_px2": 1.0})
+        with pytest.raises(ValueError, match="pre units"):
+            RatioCupedStats(**{**vars(good), "pre_units": 3})

@@ -45,13 +45,15 @@ from dataclasses import dataclass, field, replace
 from engines.stats.effects import (
     Effect,
     mean_effect,
+    ratio_cuped_adjust,
+    ratio_cuped_effect,
     ratio_effect,
     sequential_half_width,
     sequential_interval,
 )
 from engines.stats.hypothesis import SrmResult, srm_check
 from engines.stats.intervals import z_for
-from engines.stats.sufficient import MeanStats, RatioStats
+from engines.stats.sufficient import MIN_UNITS, MeanStats, RatioCupedStats, RatioStats, pseudo_units
 from gate.judges.traffic import TrafficInputs
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
 from gate.policy import PolicySection, setting
@@ -91,6 +93,31 @@ class BusinessValuePolicy(PolicySection):
         help="set (> 0, in the metric's unit, fixed before the experiment) for always-valid intervals that "
         "may be looked at any number of times",
     )
+    business_power: float = setting(
+        0.8, low=0.5, high=0.999, help="the fixed horizon's power against business_mde"
+    )
+    business_mde: float | None = setting(
+        None,
+        low=0.0,
+        high=1e12,
+        help="the true improvement the fixed horizon is sized to show with business_power (above "
+        "business_min_effect); null: twice business_min_effect",
+    )
+    business_planning_sd: float | None = setting(
+        None,
+        low=1e-12,
+        high=1e12,
+        help="the per-unit standard deviation that sizes the horizon when the family has too few units "
+        "with the metric in the pre-window before the start",
+    )
+    business_cuped: bool = setting(
+        True,
+        help="CUPED: adjust by each user's same metric over business_cuped_pre_days before their first "
+        "exposure (per user only)",
+    )
+    business_cuped_pre_days: int = setting(
+        14, low=1, high=365, help="the pre-window, in days before a unit's first exposure (and the start)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,12 +140,57 @@ class ArmValue:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FixedHorizon:
+    """The units per arm at which the fixed-horizon test is judged, registered when the experiment
+    started (`units_per_arm` None: none could be sized, `basis` says why); `basis` otherwise says how it
+    was sized (the standard deviation used and where it came from)."""
+
+    units_per_arm: int | None
+    basis: str
+    registered_at: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CupedSummary:
+    """What CUPED did: θ, the variance reduction of the difference's estimate, the units with pre-period
+    data per arm, and the unadjusted effect beside the adjusted one that decided."""
+
+    theta: float | None
+    variance_reduction: float | None
+    pre_days: int
+    pre_units: dict[str, int]
+    unadjusted: Effect
+
+
+Stats = RatioStats | MeanStats | RatioCupedStats
+
+
+def fixed_horizon_units(*, sd: float, min_effect: float, mde: float, alpha: float, power: float) -> int:
+    """Units per arm (equal arms) at which a true improvement `mde` passes the one-sided test "lower bound
+    ≥ min_effect" (or > 0) at level alpha with probability `power`: the bound is Δ̂ − z₁₋α·se with
+    se = sd·sqrt(2/n), so P(pass) = Φ((mde − min_effect)/se − z₁₋α) = power gives
+    n = 2·sd²·(z₁₋α + z_power)² / (mde − min_effect)²."""
+    from scipy import stats as scipy_stats
+
+    if not (math.isfinite(sd) and sd > 0):
+        raise ValueError(f"sd={sd} must be positive and finite")
+    if not (math.isfinite(mde) and mde > min_effect >= 0):
+        raise ValueError(f"mde={mde} must exceed min_effect={min_effect} (both non-negative)")
+    if not 0 < alpha < 0.5 or not 0.5 <= power < 1:
+        raise ValueError(f"alpha={alpha} must be in (0, 0.5) and power={power} in [0.5, 1)")
+    z = float(scipy_stats.norm.ppf(1 - alpha) + scipy_stats.norm.ppf(power))
+    return max(MIN_UNITS, math.ceil(2 * sd * sd * z * z / (mde - min_effect) ** 2))
+
+
+@dataclass(frozen=True, kw_only=True)
 class BusinessValueResult:
     """The layer's verdict and its report.
 
-    `method`: the test that decided ("ratio_delta", "welch_t", or "normal_mixture_sequential" with
-    `sequential` True). `effect`: the fixed-horizon candidate − baseline `Effect` at the same confidence,
-    with the relative lift. `srm`: None when not checked."""
+    `method`: the test that decided ("ratio_delta", "welch_t", "cuped_ratio_delta", or
+    "normal_mixture_sequential" with `sequential` True). `effect`: the fixed-horizon candidate − baseline
+    `Effect` at the same confidence, with the relative lift (CUPED-adjusted when `cuped` is set).
+    `srm`: None when not checked. `horizon`: the registered fixed horizon the test waited for (None: the
+    sequential test, or a caller that judges one look it chose in advance)."""
 
     verdict: str
     reasons: list[str]
@@ -132,12 +204,14 @@ class BusinessValueResult:
     candidate: ArmValue
     srm: SrmResult | None
     sequential: bool
+    horizon: FixedHorizon | None = None
+    cuped: CupedSummary | None = None
 
 
 def _check_settings(
     *,
-    baseline: RatioStats | MeanStats,
-    candidate: RatioStats | MeanStats,
+    baseline: Stats,
+    candidate: Stats,
     direction: str,
     min_effect: float,
     alpha: float,
@@ -147,9 +221,11 @@ def _check_settings(
     srm_alpha: float,
     sequential_tau: float | None,
 ) -> None:
-    if not isinstance(baseline, (RatioStats, MeanStats)) or type(candidate) is not type(baseline):
+    if not isinstance(baseline, (RatioStats, MeanStats, RatioCupedStats)) or type(candidate) is not type(
+        baseline
+    ):
         raise TypeError(
-            "baseline and candidate must both be RatioStats or both MeanStats, got "
+            "baseline and candidate must both be RatioStats, MeanStats or RatioCupedStats, got "
             f"{type(baseline).__name__} and {type(candidate).__name__}"
         )
     if direction not in BUSINESS_DIRECTIONS:
@@ -170,19 +246,6 @@ def _check_settings(
         raise ValueError(f"srm_alpha={srm_alpha} outside (0, 1)")
     if sequential_tau is not None and not (math.isfinite(sequential_tau) and sequential_tau > 0):
         raise ValueError(f"sequential_tau={sequential_tau} must be positive and finite")
-
-
-def _difference_variance(*, baseline: RatioStats | MeanStats, candidate: RatioStats | MeanStats) -> float:
-    """Variance of the estimate of candidate − baseline (delta method for ratios)."""
-    if isinstance(baseline, RatioStats):
-        assert isinstance(candidate, RatioStats)
-        parts = (baseline.ratio_variance, candidate.ratio_variance)
-    else:
-        assert isinstance(candidate, MeanStats)
-        assert baseline.variance is not None and candidate.variance is not None
-        parts = (baseline.variance / baseline.n, candidate.variance / candidate.n)
-    assert parts[0] is not None and parts[1] is not None
-    return parts[0] + parts[1]
 
 
 def _units_factor(*, variance: float, gap: float, alpha: float, tau: float | None) -> float:
@@ -209,14 +272,72 @@ def _units_factor(*, variance: float, gap: float, alpha: float, tau: float | Non
     return variance / root
 
 
-def _value(stats: RatioStats | MeanStats) -> float | None:
+def _value(stats: Stats) -> float | None:
+    if isinstance(stats, RatioCupedStats):
+        return stats.post.ratio
     return stats.ratio if isinstance(stats, RatioStats) else stats.mean
+
+
+def _cuped_arms(baseline: RatioCupedStats, candidate: RatioCupedStats) -> tuple[MeanStats, MeanStats]:
+    """Both arms CUPED-adjusted, as per-unit MeanStats with the adjusted ratio and its variance."""
+    adjusted = ratio_cuped_adjust(control=baseline, treatment=candidate)
+    arms = []
+    for stats, arm in ((baseline, adjusted.control), (candidate, adjusted.treatment)):
+        assert arm.mean is not None and arm.variance is not None
+        arms.append(pseudo_units(n=stats.n, mean=arm.mean, variance_of_mean=arm.variance / stats.n))
+    return arms[0], arms[1]
+
+
+def _per_unit(baseline: Stats, candidate: Stats) -> tuple[MeanStats, MeanStats]:
+    """Each arm as per-unit MeanStats whose mean is the arm's estimate and whose variance / n is its
+    variance (see the module docstring): a ratio linearised, a CUPED-adjusted ratio with its adjusted
+    mean and variance, a mean as it is."""
+    if isinstance(baseline, RatioCupedStats):
+        assert isinstance(candidate, RatioCupedStats)
+        return _cuped_arms(baseline, candidate)
+    if isinstance(baseline, RatioStats):
+        assert isinstance(candidate, RatioStats)
+        return baseline.linearised(), candidate.linearised()
+    assert isinstance(baseline, MeanStats) and isinstance(candidate, MeanStats)
+    return baseline, candidate
+
+
+def _difference_variance(baseline: Stats, candidate: Stats) -> float:
+    """Variance of the estimate of candidate − baseline (delta method for ratios, adjusted by CUPED)."""
+    variances = []
+    for arm in _per_unit(baseline, candidate):
+        assert arm.variance is not None
+        variances.append(arm.variance / arm.n)
+    return variances[0] + variances[1]
+
+
+def _fixed_effect(
+    *, baseline: Stats, candidate: Stats, confidence: float
+) -> tuple[Effect, CupedSummary | None]:
+    """The fixed-horizon effect for the arms' kind of statistics, and what CUPED did when it applies."""
+    if isinstance(baseline, RatioCupedStats):
+        assert isinstance(candidate, RatioCupedStats)
+        cuped = ratio_cuped_effect(control=baseline, treatment=candidate, confidence=confidence)
+        unadjusted = ratio_effect(control=baseline.post, treatment=candidate.post, confidence=confidence)
+        summary = CupedSummary(
+            theta=cuped.theta,
+            variance_reduction=cuped.variance_reduction,
+            pre_days=0,
+            pre_units={"baseline": baseline.pre_units, "candidate": candidate.pre_units},
+            unadjusted=unadjusted,
+        )
+        return cuped.effect, summary
+    if isinstance(baseline, RatioStats):
+        assert isinstance(candidate, RatioStats)
+        return ratio_effect(control=baseline, treatment=candidate, confidence=confidence), None
+    assert isinstance(baseline, MeanStats) and isinstance(candidate, MeanStats)
+    return mean_effect(control=baseline, treatment=candidate, confidence=confidence), None
 
 
 def business_value_judge(
     *,
-    baseline: RatioStats | MeanStats,
-    candidate: RatioStats | MeanStats,
+    baseline: Stats,
+    candidate: Stats,
     direction: str,
     min_effect: float = 0.0,
     alpha: float = 0.05,
@@ -225,13 +346,21 @@ def business_value_judge(
     expected_candidate_share: float | None = None,
     srm_alpha: float = 0.001,
     sequential_tau: float | None = None,
+    horizon: FixedHorizon | None = None,
+    cuped_pre_days: int = 0,
 ) -> BusinessValueResult:
     """Pass when the candidate's improvement over baseline is at least `min_effect` with one-sided
     confidence 1 − alpha (fixed horizon, or always valid with `sequential_tau`); see the module docstring.
 
     `assigned_units` = (baseline, candidate) units assigned, checked against the shares
     (1 − expected_candidate_share, expected_candidate_share) for a sample ratio mismatch when both are
-    given (an all-or-nothing split has no share to check: pass None and `srm` is None)."""
+    given (an all-or-nothing split has no share to check: pass None and `srm` is None).
+
+    `horizon` (fixed-horizon test only): the registered units per arm. Until both arms reach it the
+    verdict is insufficient data stating it, with no estimate in the reasons; at it the test decides
+    pass or fail once (no "more units would show it": that advice is peeking). Without a horizon the
+    caller stands for judging one look chosen in advance. RatioCupedStats arms are judged CUPED-adjusted
+    (`cuped_pre_days` only labels the report)."""
     _check_settings(
         baseline=baseline,
         candidate=candidate,
@@ -246,12 +375,9 @@ def business_value_judge(
     )
     confidence = 1 - 2 * alpha
     level = f"{confidence * 100:g} %"
-    if isinstance(baseline, RatioStats):
-        assert isinstance(candidate, RatioStats)
-        effect = ratio_effect(control=baseline, treatment=candidate, confidence=confidence)
-    else:
-        assert isinstance(candidate, MeanStats)
-        effect = mean_effect(control=baseline, treatment=candidate, confidence=confidence)
+    effect, cuped = _fixed_effect(baseline=baseline, candidate=candidate, confidence=confidence)
+    if cuped is not None:
+        cuped = replace(cuped, pre_days=cuped_pre_days)
     srm = None
     if assigned_units is not None and expected_candidate_share is not None:
         srm = srm_check(
@@ -260,6 +386,8 @@ def business_value_judge(
             alpha=srm_alpha,
         )
     sequential = sequential_tau is not None
+    if sequential:
+        horizon = None  # the always-valid interval may be read at any look
     method = "normal_mixture_sequential" if sequential else effect.method
 
     def result(
@@ -278,6 +406,8 @@ def business_value_judge(
             candidate=ArmValue(units=candidate.n, value=_value(candidate)),
             srm=srm,
             sequential=sequential,
+            horizon=horizon,
+            cuped=cuped,
         )
 
     if srm is not None and srm.mismatch:
@@ -290,11 +420,23 @@ def business_value_judge(
             "not trusted"
         )
         return result(ERROR, [reason])
+    peeking = (
+        "the fixed-horizon test is judged once, at the horizon; set business_sequential_tau (fixed before "
+        "the experiment) for an interval that may be judged at every look"
+    )
+    if horizon is not None and horizon.units_per_arm is None:
+        return result(INSUFFICIENT, [f"no fixed horizon was registered: {horizon.basis}; {peeking}"])
     too_few = [
         f"{arm} has {stats.n} units, the policy needs at least {min_units}"
         for arm, stats in (("baseline", baseline), ("candidate", candidate))
         if stats.n < min_units
     ]
+    if horizon is not None and horizon.units_per_arm and min(baseline.n, candidate.n) < horizon.units_per_arm:
+        reason = (
+            f"before the registered horizon of {horizon.units_per_arm} units per arm "
+            f"({baseline.n} baseline and {candidate.n} candidate units so far; {horizon.basis}): {peeking}"
+        )
+        return result(INSUFFICIENT, [reason, *too_few])
     if too_few:
         return result(INSUFFICIENT, too_few)
     if effect.error is not None:
@@ -302,12 +444,7 @@ def business_value_judge(
 
     decision: Effect = effect
     if sequential_tau is not None:
-        if isinstance(baseline, RatioStats):
-            assert isinstance(candidate, RatioStats)
-            baseline_units, candidate_units = baseline.linearised(), candidate.linearised()
-        else:
-            assert isinstance(candidate, MeanStats)
-            baseline_units, candidate_units = baseline, candidate
+        baseline_units, candidate_units = _per_unit(baseline, candidate)
         decision = sequential_interval(
             control=baseline_units, treatment=candidate_units, tau=sequential_tau, confidence=confidence
         )
@@ -327,17 +464,22 @@ def business_value_judge(
     passed = low >= min_effect if min_effect > 0 else low > 0
     interval = f"{level} {'always-valid ' if sequential else ''}interval [{low:.4g}, {high:.4g}]"
     summary = f"improvement ({direction} is better) {estimate:.4g}, {interval}"
+    if cuped is not None:
+        summary = f"CUPED-adjusted {summary}"
+    at_horizon = f" at the registered horizon of {horizon.units_per_arm} units per arm" if horizon else ""
     if passed:
         comparison = f">= the minimum effect {min_effect:g}" if min_effect > 0 else "> 0"
-        reason = f"{summary}: lower bound {low:.4g} {comparison} (one-sided test at alpha {alpha:g})"
+        reason = (
+            f"{summary}{at_horizon}: lower bound {low:.4g} {comparison} (one-sided test at alpha {alpha:g})"
+        )
         return result(PASS, [reason], improvement)
 
     target = f"the minimum effect {min_effect:g}" if min_effect > 0 else "0"
     shortfall = f"is below {target}" if min_effect > 0 else "is not above 0 (no improvement shown)"
-    reasons = [f"{summary}: lower bound {low:.4g} {shortfall}"]
-    if estimate > min_effect:
+    reasons = [f"{summary}{at_horizon}: lower bound {low:.4g} {shortfall}"]
+    if estimate > min_effect and horizon is None:
         factor = _units_factor(
-            variance=_difference_variance(baseline=baseline, candidate=candidate),
+            variance=_difference_variance(baseline, candidate),
             gap=estimate - min_effect,
             alpha=alpha,
             tau=sequential_tau,

@@ -6,8 +6,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 from engines.stats.effects import ratio_effect, sequential_half_width, sequential_interval
-from engines.stats.sufficient import MeanStats, RatioStats
-from gate.judges.business_value import business_value_judge
+from engines.stats.sufficient import MeanStats, RatioCupedStats, RatioStats
+from gate.judges.business_value import FixedHorizon, business_value_judge, fixed_horizon_units
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
 
 
@@ -261,6 +261,8 @@ class TestReport:
             "candidate",
             "srm",
             "sequential",
+            "horizon",
+            "cuped",
         }
 
     def test_control_zero_keeps_the_decision(self):
@@ -306,3 +308,94 @@ class TestValidation:
         result = judge(baseline=RATIO_CONTROL, candidate=RATIO_TREATMENT, min_units=2)
         assert result.improvement.ci_low == pytest.approx(-effect.ci_high)
         assert result.effect == effect
+
+
+class TestRegisteredHorizon:
+    HORIZON = FixedHorizon(
+        units_per_arm=300, basis="sd 1 from the policy", registered_at="2026-12-01T10:00:00Z"
+    )
+
+    def test_sized_by_hand(self):
+        # z_0.95 + z_0.8 = 1.644854 + 0.841621 = 2.486475; 2 · 1² · 2.486475² / 0.2² = 309.13 → 310.
+        assert fixed_horizon_units(sd=1.0, min_effect=0.0, mde=0.2, alpha=0.05, power=0.8) == 310
+        # Against a bar of 0.1 the margin is 0.1: four times the units.
+        assert fixed_horizon_units(sd=1.0, min_effect=0.1, mde=0.2, alpha=0.05, power=0.8) == 1237
+        with pytest.raises(ValueError):
+            fixed_horizon_units(sd=1.0, min_effect=0.2, mde=0.2, alpha=0.05, power=0.8)
+
+    def test_before_the_horizon_is_insufficient_data_stating_it(self):
+        # The same numbers pass without a horizon (TestFixedHorizon): 200 units are short of 300.
+        result = judge(min_effect=0.1, horizon=self.HORIZON)
+        assert result.verdict == INSUFFICIENT and result.improvement is None
+        assert result.horizon == self.HORIZON
+        assert result.reasons == [
+            "before the registered horizon of 300 units per arm (200 baseline and 200 candidate units so "
+            "far; sd 1 from the policy): the fixed-horizon test is judged once, at the horizon; set "
+            "business_sequential_tau (fixed before the experiment) for an interval that may be judged at "
+            "every look"
+        ]
+
+    def test_at_the_horizon_it_decides_once(self):
+        horizon = FixedHorizon(units_per_arm=200, basis="sd 1 from the policy")
+        assert judge(min_effect=0.1, horizon=horizon).verdict == PASS
+        # Where the bound misses but the estimate clears the bar, no "more units would show it": a fail.
+        result = judge(min_effect=0.2, horizon=horizon)
+        assert result.verdict == FAIL and result.improvement.units_needed is None
+        assert "at the registered horizon of 200 units per arm" in result.reasons[0]
+
+    def test_no_registered_horizon_is_insufficient_data(self):
+        horizon = FixedHorizon(units_per_arm=None, basis="the policy sets no business_mde")
+        result = judge(min_effect=0.1, horizon=horizon)
+        assert result.verdict == INSUFFICIENT
+        assert result.reasons[0].startswith(
+            "no fixed horizon was registered: the policy sets no business_mde"
+        )
+
+    def test_the_sequential_test_ignores_the_horizon(self):
+        result = judge(min_effect=0.0, horizon=self.HORIZON, sequential_tau=0.3)
+        assert result.horizon is None and result.sequential
+        assert result.verdict in (PASS, FAIL, INSUFFICIENT)
+        assert not result.reasons[0].startswith("before the registered horizon")
+
+
+class TestCuped:
+    # Per user (hours, contracts, pre-period hours, pre-period contracts); one user per arm has no history.
+    CONTROL = RatioCupedStats.of(
+        [(2.0, 1, 2.2, 1), (5.0, 3, 4.0, 2), (1.5, 1, 0.0, 0), (6.0, 2, 5.5, 2), (3.0, 2, 3.2, 2)]
+    )
+    TREATMENT = RatioCupedStats.of(
+        [
+            (1.0, 1, 1.4, 1),
+            (4.0, 3, 4.4, 3),
+            (2.5, 2, 0.0, 0),
+            (3.5, 3, 3.0, 2),
+            (2.0, 2, 2.5, 2),
+            (1.5, 1, 1.2, 1),
+        ]
+    )
+
+    def test_judged_on_the_adjusted_effect_with_the_variance_reduction_reported(self):
+        from engines.stats.effects import ratio_cuped_effect
+
+        result = judge(baseline=self.CONTROL, candidate=self.TREATMENT, min_units=2, cuped_pre_days=14)
+        expected = ratio_cuped_effect(control=self.CONTROL, treatment=self.TREATMENT, confidence=0.9)
+        assert result.method == "cuped_ratio_delta" and result.effect == expected.effect
+        assert result.cuped.theta == expected.theta and result.cuped.pre_days == 14
+        assert result.cuped.variance_reduction == expected.variance_reduction > 0
+        assert result.cuped.pre_units == {"baseline": 4, "candidate": 5}
+        assert result.cuped.unadjusted == ratio_effect(
+            control=self.CONTROL.post, treatment=self.TREATMENT.post, confidence=0.9
+        )
+        assert result.baseline.value == approx(17.5 / 9)
+        assert result.improvement.estimate == approx(-expected.effect.estimate)
+        assert result.reasons[0].startswith("CUPED-adjusted improvement (decrease is better)")
+
+    def test_sequential_on_the_adjusted_arms(self):
+        from engines.stats.effects import ratio_cuped_adjust
+
+        result = judge(baseline=self.CONTROL, candidate=self.TREATMENT, min_units=2, sequential_tau=0.5)
+        adjusted = ratio_cuped_adjust(control=self.CONTROL, treatment=self.TREATMENT)
+        variance = adjusted.control.variance / 5 + adjusted.treatment.variance / 6
+        half = sequential_half_width(variance=variance, tau=0.5, confidence=0.9)
+        assert result.improvement.ci_high - result.improvement.estimate == pytest.approx(half, rel=1e-9)
+        assert result.improvement.estimate == pytest.approx(adjusted.control.mean - adjusted.treatment.mean)

@@ -63,6 +63,9 @@ class Experiment(models.Model):
     # While paused everyone is on the baseline: the window ends here until the experiment resumes.
     paused_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # Layer 3's fixed horizon, registered once when the experiment starts (gate.services.horizons): the
+    # metric, the units per arm (null when none could be sized, with the reason) and how it was sized.
+    business_horizon = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [

@@ -203,6 +203,146 @@ def outcome_stats_by_arm(*, window: TrafficWindow, metric: str, per: str) -> dic
     return _arms(rows, names)
 
 
+UNIT_KEY = "CASE WHEN user_id = '' THEN 'unit:' || unit_id ELSE user_id END"
+
+
+def outcome_stats_of_family(
+    *, family: str, metric: str, per: str, start: datetime, end: datetime
+) -> dict[str, float]:
+    """The sufficient statistics of an outcome metric over every experiment of `family` from `start` to
+    `end`, both arms together (per="user": one row per user across experiments, as RatioStats fields;
+    per="outcome": MeanStats fields). Sizes the fixed horizon from the data before an experiment starts."""
+    outcomes, experiments = OutcomeEvent._meta.db_table, Experiment._meta.db_table
+    where = (
+        f"o.experiment_id IN (SELECT id FROM {experiments} WHERE family = %s) "
+        "AND o.metric = %s AND o.occurred_at >= %s AND o.occurred_at < %s"
+    )
+    if per == "outcome":
+        sql = f"SELECT 'all', COUNT(*), SUM(value), SUM(value * value) FROM {outcomes} o WHERE {where}"
+        names: tuple[str, ...] = MEAN_FIELDS
+    else:
+        sql = f"""
+            SELECT 'all', COUNT(*), SUM(x), SUM(y), SUM(x * x), SUM(y * y), SUM(x * y)
+            FROM (SELECT SUM(value) AS x, COUNT(*) AS y FROM {outcomes} o WHERE {where} GROUP BY {UNIT_KEY})
+                AS per_unit
+        """
+        names = RATIO_FIELDS
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [family, metric, start, end])
+        (_, *values) = cursor.fetchone()
+    return {name: _number(value) for name, value in zip(names, values, strict=True)}
+
+
+RATIO_CUPED_FIELDS = (
+    "n",
+    "pre_units",
+    "sum_x",
+    "sum_y",
+    "sum_px",
+    "sum_py",
+    "sum_x2",
+    "sum_y2",
+    "sum_px2",
+    "sum_py2",
+    "sum_xy",
+    "sum_x_px",
+    "sum_x_py",
+    "sum_y_px",
+    "sum_y_py",
+    "sum_px_py",
+)
+
+
+def _days_before(column: str) -> str:
+    """SQL for `column` minus %s days (the one parameter it takes: an int on PostgreSQL, '-N days' on
+    SQLite, see `_days_param`)."""
+    if connection.vendor == "postgresql":
+        return f"{column} - make_interval(days => %s)"
+    return f"datetime({column}, %s)"
+
+
+def _days_param(days: int) -> object:
+    return days if connection.vendor == "postgresql" else f"-{int(days)} days"
+
+
+def outcome_cuped_sql(*, window: TrafficWindow, metric: str, pre_days: int) -> tuple[str, list[object]]:
+    """The query behind `outcome_cuped_stats_by_arm` and its parameters."""
+    turns, outcomes, experiments = (
+        TurnEvent._meta.db_table,
+        OutcomeEvent._meta.db_table,
+        Experiment._meta.db_table,
+    )
+    experiment = window.experiment
+    since = experiment.started_at or window.start
+    sql = f"""
+        WITH exposure AS (
+            -- A user's first exposure: their first user turn or outcome since the experiment started.
+            SELECT unit, MIN(seen_at) AS first_at FROM (
+                SELECT user_id AS unit, occurred_at AS seen_at FROM {turns}
+                WHERE experiment_id = %s AND source <> 'probe' AND role = 'user' AND user_id <> ''
+                  AND occurred_at >= %s
+                UNION ALL
+                SELECT user_id, occurred_at FROM {outcomes}
+                WHERE experiment_id = %s AND metric = %s AND user_id <> '' AND occurred_at >= %s
+            ) AS seen
+            GROUP BY unit
+        ),
+        post AS (
+            SELECT arm, {UNIT_KEY} AS unit, SUM(value) AS x, COUNT(*) AS y FROM {outcomes}
+            WHERE experiment_id = %s AND metric = %s AND occurred_at >= %s AND occurred_at < %s
+            GROUP BY arm, {UNIT_KEY}
+        ),
+        pre AS (
+            -- The same metric over the pre-window before the first exposure, in any of the family's
+            -- experiments (before the start everyone was on the baseline).
+            SELECT e.unit, SUM(o.value) AS px, COUNT(*) AS py
+            FROM exposure e JOIN {outcomes} o ON o.user_id = e.unit
+            WHERE o.experiment_id IN (SELECT id FROM {experiments} WHERE family = %s) AND o.metric = %s
+              AND o.occurred_at < e.first_at AND o.occurred_at >= {_days_before("e.first_at")}
+            GROUP BY e.unit
+        )
+        SELECT arm, COUNT(*), SUM(has_pre), SUM(x), SUM(y), SUM(px), SUM(py),
+               SUM(x * x), SUM(y * y), SUM(px * px), SUM(py * py),
+               SUM(x * y), SUM(x * px), SUM(x * py), SUM(y * px), SUM(y * py), SUM(px * py)
+        FROM (
+            -- A unit without pre-period data stays in with px = py = 0 (as GrowthBook does).
+            SELECT post.arm, post.x, post.y, COALESCE(pre.px, 0) AS px, COALESCE(pre.py, 0) AS py,
+                   CASE WHEN pre.py IS NULL THEN 0 ELSE 1 END AS has_pre
+            FROM post LEFT JOIN pre ON pre.unit = post.unit
+        ) AS per_unit
+        GROUP BY arm
+    """
+    params: list[object] = [
+        experiment.pk,
+        since,
+        experiment.pk,
+        metric,
+        since,
+        experiment.pk,
+        metric,
+        window.start,
+        window.end,
+        experiment.family,
+        metric,
+        _days_param(pre_days),
+    ]
+    return sql, params
+
+
+def outcome_cuped_stats_by_arm(
+    *, window: TrafficWindow, metric: str, pre_days: int
+) -> dict[str, dict[str, float]]:
+    """Per arm, RatioCupedStats fields of an outcome metric per user over the window and each user's
+    pre-period covariate: the user's same metric (Σ values, number of outcomes) over the `pre_days` days
+    before their first exposure (their first user turn or outcome since the experiment started), from
+    the outcome events of all the family's experiments. Units without a user have no history."""
+    sql, params = outcome_cuped_sql(window=window, metric=metric, pre_days=pre_days)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return _arms(rows, RATIO_CUPED_FIELDS)
+
+
 def assigned_units_by_arm(*, window: TrafficWindow) -> dict[str, int]:
     """Randomisation units seen on each arm (users; sessions without a user), for the SRM check."""
     table = TurnEvent._meta.db_table

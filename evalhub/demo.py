@@ -146,8 +146,9 @@ def _demo_canary_install(*, v3: ModelVersion, v4: ModelVersion):
     experiment at 1 %."""
     from canary.models import Experiment, ProbeSet
     from canary.probes_gen import demo_probes_build
-    from canary.services.experiments import experiment_create, experiment_start
+    from canary.services.experiments import experiment_create
     from canary.services.probes import probe_set_import
+    from gate.services.horizons import experiment_start_registered
 
     for version, port in zip((v3, v4), DEMO_SERVE_PORTS, strict=True):
         if not version.serving_url:
@@ -178,7 +179,7 @@ def _demo_canary_install(*, v3: ModelVersion, v4: ModelVersion):
         experiment.status == Experiment.Status.DRAFT
         and not Experiment.objects.filter(family=FAMILY, status__in=Experiment.ACTIVE).exists()
     ):
-        experiment = experiment_start(experiment=experiment, actor=DEMO, reason="demo set-up")
+        experiment = experiment_start_registered(experiment=experiment, actor=DEMO, reason="demo set-up")
     return experiment
 
 

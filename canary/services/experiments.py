@@ -393,3 +393,33 @@ def experiment_ramp(
             reason=reason,
         )
     return locked
+
+
+def experiment_horizon_register(*, experiment: Experiment, horizon: dict, actor: Actor) -> Experiment:
+    """Store layer 3's fixed horizon on a running experiment, once (the gate sizes it when the experiment
+    starts: `gate.services.horizons`); audited. A horizon is a commitment made before the data: a second
+    registration is refused (409)."""
+    actor_require_role(actor, LIFECYCLE_ROLES, action="register an experiment's horizon")
+    with transaction.atomic():
+        locked = _locked(experiment)
+        if locked.business_horizon:
+            registered = locked.business_horizon.get("registered_at")
+            raise ApplicationError(
+                f"Experiment {locked.name} registered its horizon at {registered}.",
+                code="conflict",
+                fields={"business_horizon": ["registered once, when the experiment starts"]},
+                status_code=409,
+            )
+        if locked.status != Status.RUNNING:
+            raise ApplicationError(
+                f"Experiment {locked.name} is {locked.status}: a horizon is registered when it starts.",
+                code="illegal_transition",
+                fields={"status": ["must be running"]},
+                status_code=409,
+            )
+        locked.business_horizon = horizon
+        locked.save(update_fields=["business_horizon"])
+        audit_record(
+            actor=actor, action="experiment.horizon_register", target=locked, before={}, after=horizon
+        )
+    return locked

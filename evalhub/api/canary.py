@@ -27,6 +27,7 @@ from canary.services.proxy import chat_completion_proxy
 from engines.routing import ARMS
 from evalhub.api.common import SlugNameField, StrictSerializer, VersionRefField
 from evalhub.api.schema import ErrorSerializer
+from gate.services.horizons import experiment_start_registered
 from registry.errors import ApplicationError
 from registry.roles import APP, CI, RELEASE_MANAGER
 
@@ -162,6 +163,8 @@ class ExperimentActionApi(APIView):
         common = {"experiment": experiment, "actor": request.user, "reason": data["reason"]}
         if action == "ramp":
             experiment = lifecycle.experiment_ramp(**common, traffic_percent=data.get("traffic_percent"))
+        elif action == "start":  # with layer 3's fixed horizon
+            experiment = experiment_start_registered(**common)
         else:
             experiment = getattr(lifecycle, f"experiment_{action}")(**common)
         return Response(experiment_output(experiment))

@@ -12,6 +12,7 @@ from canary.selectors import experiment_get, experiment_overview_list
 from canary.services import experiments as lifecycle
 from evalhub.permissions import reader_required, roles_required
 from gate.services.dashboard import experiment_dashboard
+from gate.services.horizons import experiment_start_registered
 from registry.errors import ApplicationError
 from registry.roles import RELEASE_MANAGER, RELEASE_ROLES, user_roles
 
@@ -55,6 +56,8 @@ def experiment_action(request: HttpRequest, name: str, action: str) -> HttpRespo
             changed = lifecycle.experiment_ramp(
                 **common, traffic_percent=_percent(request.POST.get("traffic_percent", ""))
             )
+        elif action == "start":  # with layer 3's fixed horizon
+            changed = experiment_start_registered(**common)
         else:
             changed = getattr(lifecycle, f"experiment_{action}")(**common)
     except ApplicationError as exc:

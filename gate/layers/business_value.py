@@ -7,9 +7,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from canary.models import Experiment
 from canary.selectors import (
     TrafficWindow,
     assigned_units_by_arm,
+    outcome_cuped_stats_by_arm,
     outcome_stats_by_arm,
     outcomes_by_arm_sql,
     outcomes_by_hour,
@@ -18,13 +20,14 @@ from canary.selectors import (
     traffic_window_get,
 )
 from engines.routing import BASELINE, CANDIDATE
-from engines.stats.sufficient import MeanStats, RatioStats
+from engines.stats.sufficient import MeanStats, RatioCupedStats, RatioStats
 from gate.judges.business_value import (
     DECREASE,
     BusinessInputs,
     BusinessValueDetails,
     BusinessValuePolicy,
     BusinessValueResult,
+    FixedHorizon,
     business_value_judge,
 )
 from gate.judges.verdict import ERROR, INSUFFICIENT, PASS
@@ -47,12 +50,49 @@ def outcome_stats(
     return kind(**stats[BASELINE]), kind(**stats[CANDIDATE])
 
 
+def cuped_applies(policy: BusinessValuePolicy) -> bool:
+    """CUPED needs a unit with a history: a user (per="outcome" makes each outcome its own unit)."""
+    return policy.business_cuped and policy.business_per == "user"
+
+
+def registered_horizon(*, experiment: Experiment, policy: BusinessValuePolicy) -> FixedHorizon:
+    """The fixed horizon a run judges `experiment` by: the one registered at its start, when it was
+    sized for the metric and unit the run's policy judges."""
+    plan = experiment.business_horizon
+    if not plan:
+        return FixedHorizon(
+            units_per_arm=None,
+            basis=f"experiment {experiment.name} started without one; start a new experiment to register it",
+        )
+    metric, per = policy.business_metric, policy.business_per
+    if (plan.get("metric"), plan.get("per")) != (metric, per):
+        return FixedHorizon(
+            units_per_arm=None,
+            basis=f"the horizon registered at the start is for {plan.get('metric')} per {plan.get('per')}, "
+            f"this policy judges {metric} per {per}",
+            registered_at=plan.get("registered_at"),
+        )
+    return FixedHorizon(
+        units_per_arm=plan.get("units_per_arm"), basis=plan["basis"], registered_at=plan.get("registered_at")
+    )
+
+
 def business_value_measure(
     *, window: TrafficWindow, policy: BusinessValuePolicy, metric: str, units: dict[str, int]
 ) -> BusinessValueResult:
     """Layer 3's judgement of `metric` over a window, with the policy's direction, minimum effect and
-    tau, and the split checked on `units` (`assigned_units_by_arm`). The layer and the dashboards call it."""
-    baseline, candidate = outcome_stats(window=window, policy=policy, metric=metric)
+    tau, CUPED when it applies, the horizon registered at the experiment's start, and the split checked
+    on `units` (`assigned_units_by_arm`). The layer and the dashboards call it."""
+    baseline: RatioStats | MeanStats | RatioCupedStats
+    candidate: RatioStats | MeanStats | RatioCupedStats
+    if cuped_applies(policy):
+        # RatioCupedStats' keyword arguments: `n` and `pre_units` ints, the sums numbers.
+        stats: dict[str, dict[str, Any]] = outcome_cuped_stats_by_arm(
+            window=window, metric=metric, pre_days=policy.business_cuped_pre_days
+        )
+        baseline, candidate = RatioCupedStats(**stats[BASELINE]), RatioCupedStats(**stats[CANDIDATE])
+    else:
+        baseline, candidate = outcome_stats(window=window, policy=policy, metric=metric)
     return business_value_judge(
         baseline=baseline,
         candidate=candidate,
@@ -64,6 +104,8 @@ def business_value_measure(
         expected_candidate_share=window.candidate_share,
         srm_alpha=policy.business_srm_alpha,
         sequential_tau=policy.business_sequential_tau,
+        horizon=registered_horizon(experiment=window.experiment, policy=policy),
+        cuped_pre_days=policy.business_cuped_pre_days,
     )
 
 
@@ -108,8 +150,10 @@ class BusinessValueLayer(GateLayer[BusinessValueDetails]):
     details_type = BusinessValueDetails
     metric = "business_value"
     method = (
-        "the policy's outcome metric per user (ratio, delta method) or per outcome (Welch), candidate "
-        "against baseline; one-sided test at business_alpha on the improvement's lower bound; "
+        "the policy's outcome metric per user (ratio, delta method; CUPED on each user's same metric over "
+        "the pre-window before their first exposure) or per outcome (Welch), candidate against baseline; "
+        "one-sided test at business_alpha on the improvement's lower bound, once at the horizon registered "
+        "when the experiment started, or always valid (business_sequential_tau) at every look; "
         "sample-ratio check"
     )
 

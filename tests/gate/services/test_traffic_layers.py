@@ -8,15 +8,23 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from canary.models import Experiment, TurnEvent
-from canary.selectors import TrafficWindow, follow_up_counts_by_arm, outcome_stats_by_arm, traffic_window_get
+from canary.models import Experiment, OutcomeEvent, TurnEvent
+from canary.selectors import (
+    TrafficWindow,
+    follow_up_counts_by_arm,
+    outcome_cuped_stats_by_arm,
+    outcome_stats_by_arm,
+    traffic_window_get,
+)
 from canary.services.events import events_ingest
-from canary.services.experiments import experiment_create, experiment_start
+from canary.services.experiments import experiment_create, experiment_horizon_register, experiment_start
 from canary.services.follow_ups import follow_ups_label
-from engines.stats.sufficient import RatioStats
+from engines.stats.sufficient import RatioCupedStats, RatioStats
+from gate.judges.business_value import BusinessValuePolicy
 from gate.layers.registry import layer_get
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute, gate_run_start
+from gate.services.horizons import business_horizon_plan
 from registry.actors import SYSTEM
 from registry.dispatch import Task
 from registry.services.suites import eval_suite_import, suite_items_parse
@@ -299,7 +307,17 @@ def test_outcome_statistics_from_sql_equal_the_per_user_sums(experiment):
     assert by_outcome["baseline"] == {"n": 0, "total": 0, "total_squares": 0}
 
 
+def horizon_register(experiment, **policy):
+    """Register the horizon `policy` sizes, as a start through the gate does (the fixture starts the
+    experiment through canary alone)."""
+    section = BusinessValuePolicy.parse({"business_metric": "review_hours", **policy})
+    plan = business_horizon_plan(experiment=experiment, policy=section, policy_name="test")
+    return experiment_horizon_register(experiment=experiment, horizon=plan, actor=SYSTEM)
+
+
 def test_business_layer_passes_when_review_hours_fall_by_more_than_the_minimum(experiment, suite):
+    # sd 0.5 from the policy, a true 0.6 against the bar 0.2: 2 · 0.25 · 2.486475² / 0.4² = 19.3 → 20 users.
+    horizon_register(experiment, business_min_effect=0.2, business_mde=0.6, business_planning_sd=0.5)
     ingest(
         outcomes(arm="baseline", users=300, hours=3.0, seed=0)[0]
         + outcomes(arm="candidate", users=300, hours=2.2, seed=0)[0]
@@ -316,7 +334,114 @@ def test_business_layer_passes_when_review_hours_fall_by_more_than_the_minimum(e
     assert (layer.verdict, run.verdict) == ("pass", "pass"), layer.reasons
     assert 0.2 < layer.ci_low < layer.estimate < layer.ci_high
     assert layer.estimate == pytest.approx(0.8, abs=0.15)
-    assert details_of(layer).judged.srm.mismatch is False
+    judged = details_of(layer).judged
+    assert judged.srm.mismatch is False
+    assert judged.horizon.units_per_arm == 20 and "at the registered horizon of 20" in layer.reasons[0]
+    # CUPED is on by default; nobody has a history here, so it adjusts nothing.
+    assert judged.method == "cuped_ratio_delta"
+    assert judged.cuped.pre_units == {"baseline": 0, "candidate": 0} and judged.cuped.variance_reduction == 0
+
+
+def test_business_layer_before_the_registered_horizon_is_insufficient_data_stating_it(experiment, suite):
+    # The same traffic as above, under a horizon of 2 · 0.25 · 2.486475² / 0.05² = 1236.5 → 1237 users.
+    registered = horizon_register(
+        experiment, business_min_effect=0.2, business_mde=0.25, business_planning_sd=0.5
+    )
+    assert registered.business_horizon["units_per_arm"] == 1237
+    ingest(
+        outcomes(arm="baseline", users=300, hours=3.0, seed=0)[0]
+        + outcomes(arm="candidate", users=300, hours=2.2, seed=0)[0]
+    )
+    ingest(user_turns(arm="baseline", users=300) + user_turns(arm="candidate", users=300))
+    run = run_layers(
+        experiment.candidate,
+        suite,
+        required_layers=["business_value"],
+        business_metric="review_hours",
+        business_min_effect=0.2,
+    )
+    [layer] = run.layers.all()
+    assert layer.verdict == "insufficient_data" and layer.estimate is None
+    assert layer.reasons[0].startswith(
+        "before the registered horizon of 1237 units per arm (300 baseline and 300 candidate units so far; "
+        "sd 0.5 from business_planning_sd"
+    )
+    # The sequential option is judged at every look, horizon or not.
+    run = run_layers(
+        experiment.candidate,
+        suite,
+        required_layers=["business_value"],
+        business_metric="review_hours",
+        business_min_effect=0.2,
+        business_sequential_tau=0.2,
+    )
+    [layer] = run.layers.all()
+    assert layer.verdict == "pass", layer.reasons
+
+
+def test_cuped_covariate_is_each_users_metric_in_the_pre_window_before_first_exposure(experiment):
+    """Pre-period outcomes from an earlier experiment of the family and from this one's draft days count
+    within the pre-window before the user's first exposure; older ones, other metrics, other families
+    and outcomes after the exposure do not; users without history stay in with 0."""
+    started = experiment.started_at
+    earlier = experiment_create(
+        name="exp-old", baseline=experiment.baseline, candidate=experiment.candidate, actor=SYSTEM
+    )
+    other_v = model_version_register(family="other", label="v1", actor=SYSTEM, **BUILTIN)
+    other_w = model_version_register(family="other", label="v2", actor=SYSTEM, baseline=other_v, **BUILTIN)
+    other = experiment_create(name="exp-other", baseline=other_v, candidate=other_w, actor=SYSTEM)
+    alice = user_on(experiment, "candidate", "alice")
+    bob = user_on(experiment, "baseline", "bob")
+    carol = user_on(experiment, "baseline", "carol")  # no history
+
+    def outcome(exp, user, value, at, metric="review_hours", arm="baseline"):
+        return OutcomeEvent(
+            experiment=exp,
+            event_id=f"{exp.name}-{user}-{metric}-{at.timestamp()}",
+            unit_id=f"c-{at.timestamp()}",
+            user_id=user,
+            arm=arm,
+            metric=metric,
+            value=value,
+            occurred_at=at,
+        )
+
+    day = timedelta(days=1)
+    OutcomeEvent.objects.bulk_create(
+        [
+            outcome(earlier, alice, 4.0, started - 3 * day),  # in alice's pre-window
+            outcome(experiment, alice, 2.0, started - 2 * day),  # this experiment's draft days
+            outcome(earlier, alice, 9.0, started - 20 * day),  # older than 14 days
+            outcome(earlier, alice, 9.0, started - day, metric="other_metric"),
+            outcome(other, alice, 9.0, started - day),  # another family
+            outcome(earlier, bob, 1.5, started - 5 * day),
+            # In the window: alice first turns up 10 minutes after the start, bob with his outcomes.
+            outcome(experiment, alice, 3.0, started + timedelta(minutes=30), arm="candidate"),
+            outcome(experiment, alice, 1.0, started + timedelta(minutes=40), arm="candidate"),
+            outcome(experiment, bob, 2.5, started + timedelta(minutes=20)),
+            outcome(experiment, carol, 5.0, started + timedelta(minutes=25)),
+        ]
+    )
+    TurnEvent.objects.create(
+        experiment=experiment,
+        event_id="alice-0",
+        session_id="s-alice",
+        user_id=alice,
+        arm="candidate",
+        turn_index=0,
+        role="user",
+        text="q",
+        occurred_at=started + timedelta(minutes=10),
+    )
+    window = traffic_window_get(experiment=experiment)
+    stats = outcome_cuped_stats_by_arm(window=window, metric="review_hours", pre_days=14)
+    # Per user (x, y, px, py): alice (4, 2, 6, 2); bob (2.5, 1, 1.5, 1); carol (5, 1, 0, 0).
+    assert RatioCupedStats(**stats["candidate"]) == RatioCupedStats.of([(4.0, 2, 6.0, 2)])
+    assert RatioCupedStats(**stats["baseline"]) == RatioCupedStats.of([(2.5, 1, 1.5, 1), (5.0, 1, 0.0, 0)])
+    # A 4-day pre-window keeps only what lies within 4 days of each first exposure.
+    short = outcome_cuped_stats_by_arm(window=window, metric="review_hours", pre_days=4)
+    assert RatioCupedStats(**short["candidate"]) == RatioCupedStats.of([(4.0, 2, 6.0, 2)])
+    assert RatioCupedStats(**short["baseline"]) == RatioCupedStats.of([(2.5, 1, 0.0, 0), (5.0, 1, 0.0, 0)])
 
 
 def test_a_sample_ratio_mismatch_is_an_error_never_a_pass(experiment, suite):

@@ -1,0 +1,115 @@
+"""Layer 3's fixed horizon: sized and registered when an experiment starts, so that the fixed-horizon
+business test is judged once, at a sample size fixed before any of the experiment's data (no peeking).
+
+The size comes from the family's gate policy (the one a run that names none uses): the improvement the
+horizon must show (`business_mde`, default twice `business_min_effect`) over the bar, at `business_alpha`
+with `business_power`, and a per-unit standard deviation measured in SQL over the family's outcomes of the
+metric in the pre-window before the start (`business_cuped_pre_days`), or the policy's
+`business_planning_sd` when fewer than `business_min_units` units had any. A horizon that cannot be sized
+is registered as such, with the reason, and the fixed-horizon layer says so until a new experiment
+starts under a policy that sizes one.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from canary.models import Experiment
+from canary.selectors import outcome_stats_of_family
+from canary.services.experiments import experiment_horizon_register, experiment_start
+from engines.stats.sufficient import MeanStats, RatioStats
+from gate.judges.business_value import BusinessValuePolicy, fixed_horizon_units
+from gate.services.policies import gate_policy_resolve
+from registry.actors import Actor
+
+
+def _measured_sd(
+    *, experiment: Experiment, policy: BusinessValuePolicy, metric: str
+) -> tuple[float | None, int]:
+    """The per-unit standard deviation of `metric` over the family's outcomes in the pre-window before
+    the start (the linearised ratio's for per-user units), and the units it rests on."""
+    start = experiment.started_at or timezone.now()
+    # The stats class's keyword arguments: `n` an int, the sums numbers.
+    stats: dict[str, Any] = outcome_stats_of_family(
+        family=experiment.family,
+        metric=metric,
+        per=policy.business_per,
+        start=start - timedelta(days=policy.business_cuped_pre_days),
+        end=start,
+    )
+    if policy.business_per == "user":
+        ratio = RatioStats(**stats)
+        variance = ratio.ratio_variance
+        unit_variance = None if variance is None else variance * ratio.n
+        return (math.sqrt(unit_variance) if unit_variance else None), ratio.n
+    mean = MeanStats(**stats)
+    return (math.sqrt(mean.variance) if mean.variance else None), mean.n
+
+
+def business_horizon_plan(
+    *, experiment: Experiment, policy: BusinessValuePolicy, policy_name: str
+) -> dict[str, Any]:
+    """The horizon to register for `experiment` under `policy`: what `experiment_horizon_register`
+    stores (metric, per, units_per_arm or None, basis, the settings that sized it)."""
+    metric = policy.business_metric
+    min_effect = policy.business_min_effect
+    mde = policy.business_mde if policy.business_mde is not None else 2 * min_effect
+    plan: dict[str, Any] = {
+        "metric": metric,
+        "per": policy.business_per,
+        "policy": policy_name,
+        "alpha": policy.business_alpha,
+        "power": policy.business_power,
+        "min_effect": min_effect,
+        "mde": mde,
+        "sd": None,
+        "units_per_arm": None,
+        "registered_at": timezone.now().isoformat(),
+    }
+    if not metric:
+        return {**plan, "basis": f"policy {policy_name!r} names no business_metric"}
+    if mde <= min_effect:
+        return {
+            **plan,
+            "basis": f"policy {policy_name!r} sizes no horizon: business_mde ({mde:g}) must exceed "
+            f"business_min_effect ({min_effect:g})",
+        }
+    days = policy.business_cuped_pre_days
+    sd, units = _measured_sd(experiment=experiment, policy=policy, metric=metric)
+    if sd is not None and units >= policy.business_min_units:
+        source = f"sd {sd:.4g} measured over {units} units of {metric} in the {days} days before the start"
+    elif policy.business_planning_sd is not None:
+        sd = policy.business_planning_sd
+        source = f"sd {sd:.4g} from business_planning_sd ({units} units of {metric} before the start)"
+    else:
+        return {
+            **plan,
+            "basis": f"only {units} units of {metric} in the {days} days before the start (the policy needs "
+            f"{policy.business_min_units}) and policy {policy_name!r} sets no business_planning_sd",
+        }
+    assert sd is not None
+    horizon = fixed_horizon_units(
+        sd=sd, min_effect=min_effect, mde=mde, alpha=policy.business_alpha, power=policy.business_power
+    )
+    basis = (
+        f"{source}; a true improvement of {mde:g} passes the bar {min_effect:g} with power "
+        f"{policy.business_power:g} at alpha {policy.business_alpha:g}"
+    )
+    return {**plan, "sd": sd, "units_per_arm": horizon, "basis": basis}
+
+
+def experiment_start_registered(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
+    """Start `experiment` and register its fixed horizon under the family's policy, in one transaction
+    (both audited). Every interface starts experiments through here."""
+    with transaction.atomic():
+        started = experiment_start(experiment=experiment, actor=actor, reason=reason)
+        policy, config = gate_policy_resolve(name=None, overrides=None, family=started.family)
+        plan = business_horizon_plan(
+            experiment=started, policy=config.section(BusinessValuePolicy), policy_name=policy.name
+        )
+        return experiment_horizon_register(experiment=started, horizon=plan, actor=actor)

@@ -1,0 +1,117 @@
+"""Layer 3's fixed horizon, registered when an experiment starts: sized from the family's history in SQL
+or from the policy, stored on the experiment once, audited, through the API as through the service."""
+
+import math
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from canary.models import Experiment, OutcomeEvent
+from canary.services.experiments import experiment_create, experiment_horizon_register
+from engines.stats.sufficient import RatioStats
+from gate.judges.business_value import BusinessValuePolicy, fixed_horizon_units
+from gate.layers.business_value import registered_horizon
+from gate.services.horizons import experiment_start_registered
+from gate.services.policies import gate_policy_save
+from registry.actors import SYSTEM
+from registry.errors import ApplicationError
+from registry.models import AuditLog
+from registry.roles import RELEASE_MANAGER
+from registry.services.versions import model_version_register
+
+pytestmark = pytest.mark.django_db
+
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
+POLICY = {"business_metric": "review_hours", "business_min_effect": 0.2, "business_min_units": 30}
+
+
+@pytest.fixture
+def versions():
+    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
+    return v3, v4
+
+
+def draft(versions, name="exp"):
+    return experiment_create(name=name, baseline=versions[0], candidate=versions[1], actor=SYSTEM)
+
+
+def history(experiment, users: int, days_ago: float):
+    """Outcomes of `users` users (1–3 contracts, hours growing with the user) `days_ago` days back."""
+    at = timezone.now() - timedelta(days=days_ago)
+    rows, per_user = [], []
+    for u in range(users):
+        values = [1.0 + (u % 7) * 0.3 + 0.1 * c for c in range(1 + u % 3)]
+        per_user.append((sum(values), len(values)))
+        rows += [
+            OutcomeEvent(
+                experiment=experiment,
+                event_id=f"{days_ago}-{u}-{c}",
+                unit_id=f"c-{u}-{c}",
+                user_id=f"user-{u}",
+                arm="baseline",
+                metric="review_hours",
+                value=value,
+                occurred_at=at,
+            )
+            for c, value in enumerate(values)
+        ]
+    OutcomeEvent.objects.bulk_create(rows)
+    return RatioStats.of(per_user)
+
+
+def test_the_horizon_is_sized_from_the_familys_history_before_the_start(versions):
+    gate_policy_save(name="fam", config=POLICY, actor=SYSTEM)
+    earlier = draft(versions, "earlier")
+    expected = history(earlier, users=60, days_ago=3)
+    history(earlier, users=500, days_ago=30)  # before the 14-day pre-window: not counted
+    started = experiment_start_registered(experiment=draft(versions), actor=SYSTEM, reason="go")
+
+    sd = math.sqrt(expected.ratio_variance * expected.n)
+    plan = started.business_horizon
+    assert plan["units_per_arm"] == fixed_horizon_units(sd=sd, min_effect=0.2, mde=0.4, alpha=0.05, power=0.8)
+    assert plan["sd"] == pytest.approx(sd, rel=1e-9)
+    assert plan["basis"].startswith(f"sd {sd:.4g} measured over 60 units of review_hours in the 14 days")
+    assert (plan["metric"], plan["per"], plan["policy"], plan["mde"]) == ("review_hours", "user", "fam", 0.4)
+    row = AuditLog.objects.get(action="experiment.horizon_register")
+    assert row.after == plan and row.target_id == str(started.pk)
+    assert AuditLog.objects.filter(action="experiment.running", target_id=str(started.pk)).exists()
+    assert Experiment.objects.get(pk=started.pk).business_horizon == plan
+
+
+def test_without_history_the_policys_planning_sd_sizes_it_and_else_none_is_registered(versions):
+    gate_policy_save(name="fam", config={**POLICY, "business_planning_sd": 0.5}, actor=SYSTEM)
+    started = experiment_start_registered(experiment=draft(versions), actor=SYSTEM)
+    assert started.business_horizon["units_per_arm"] == 78  # 2 · 0.5² · 2.486475² / (0.4 − 0.2)² = 77.3
+    section = BusinessValuePolicy.parse(POLICY)
+    horizon = registered_horizon(experiment=started, policy=section)
+    assert horizon.units_per_arm == 78 and "business_planning_sd" in horizon.basis
+    # A run judging another metric finds no horizon for it.
+    other = registered_horizon(experiment=started, policy=BusinessValuePolicy.parse({"business_metric": "x"}))
+    assert other.units_per_arm is None and "for review_hours per user" in other.basis
+
+
+def test_a_policy_that_sizes_nothing_registers_why(versions):
+    started = experiment_start_registered(experiment=draft(versions), actor=SYSTEM)  # the default policy
+    assert started.business_horizon["units_per_arm"] is None
+    assert started.business_horizon["basis"] == "policy 'default' names no business_metric"
+    assert AuditLog.objects.filter(action="experiment.horizon_register").count() == 1
+
+
+def test_a_horizon_is_registered_once(versions):
+    started = experiment_start_registered(experiment=draft(versions), actor=SYSTEM)
+    with pytest.raises(ApplicationError) as raised:
+        experiment_horizon_register(experiment=started, horizon={"units_per_arm": 1}, actor=SYSTEM)
+    assert raised.value.status_code == 409
+
+
+def test_the_api_start_registers_the_horizon(versions, make_client):
+    gate_policy_save(name="fam", config={**POLICY, "business_planning_sd": 0.5}, actor=SYSTEM)
+    draft(versions)
+    manager = make_client(RELEASE_MANAGER)
+    response = manager.post("/api/v1/canary/experiments/exp/start/", {"reason": "go"}, format="json")
+    assert response.status_code == 200, response.content
+    experiment = Experiment.objects.get(name="exp")
+    assert experiment.status == "running" and experiment.business_horizon["units_per_arm"] == 78
+    assert AuditLog.objects.get(action="experiment.horizon_register").actor == manager.user

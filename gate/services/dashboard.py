@@ -260,7 +260,11 @@ def _metric(
     min_effect = policy.business_min_effect if applies else 0.0
     tau = policy.business_sequential_tau if applies else None
     judged_as = replace(
-        policy, business_direction=direction, business_min_effect=min_effect, business_sequential_tau=tau
+        policy,
+        business_metric=metric,
+        business_direction=direction,
+        business_min_effect=min_effect,
+        business_sequential_tau=tau,
     )
     result = business_value_measure(window=window, policy=judged_as, metric=metric, units=units)
     daily_tau = tau or (min_effect if min_effect > 0 else None)

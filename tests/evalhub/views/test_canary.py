@@ -13,7 +13,7 @@ from canary.models import Experiment, ProbeRun, ProbeSet, TurnEvent
 from canary.selectors import assigned_units_by_arm, follow_up_counts_by_arm, outcome_stats_by_arm
 from canary.services.analysis import experiment_analyze
 from canary.services.events import events_ingest
-from canary.services.experiments import experiment_create, experiment_start
+from canary.services.experiments import experiment_create, experiment_horizon_register, experiment_start
 from engines.stats.effects import sequential_interval
 from engines.stats.sufficient import RatioStats
 from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
@@ -164,6 +164,12 @@ def test_list_shows_every_experiment_with_its_latest_verdict(experiment, traffic
     assert listed == {"exp": analysis.verdict, "draft-one": None}
 
 
+def horizon_at(experiment, units: int):
+    """Register a fixed horizon for review hours per user, as a start through the gate would."""
+    plan = {"metric": "review_hours", "per": "user", "units_per_arm": units, "basis": "set by the test"}
+    return experiment_horizon_register(experiment=experiment, horizon=plan, actor=SYSTEM)
+
+
 def test_dashboard_numbers_are_the_selectors_and_the_gate_judges(experiment, traffic, viewer):
     response = viewer.get("/canary/exp/")
     assert response.status_code == 200
@@ -199,7 +205,9 @@ def test_dashboard_numbers_are_the_selectors_and_the_gate_judges(experiment, tra
         ratio = RatioStats(**stats[arm]).ratio
         assert getattr(review, arm).value == pytest.approx(ratio)
         assert f"{ratio:.3f}" in html
-    assert review.direction == "decrease" and review.improvement.estimate > 0
+    # Without a registered horizon the fixed-horizon test shows no improvement (watching it is peeking).
+    assert review.verdict == "insufficient_data" and review.improvement is None
+    assert review.reasons[0].startswith("no fixed horizon was registered: experiment exp started without")
     assert metrics["csat"].result.verdict == "insufficient_data"
     units = assigned_units_by_arm(window=window)
     assert dashboard.business.units == units == {"baseline": SESSIONS, "candidate": SESSIONS}
@@ -207,8 +215,16 @@ def test_dashboard_numbers_are_the_selectors_and_the_gate_judges(experiment, tra
     # No policy for the family: no tau, no minimum effect, so no daily table, and the page says why.
     assert metrics["review_hours"].daily == [] and "business_sequential_tau" in html
 
+    # At a registered horizon of 200 users per arm (240 are in) the fixed-horizon test decides.
+    horizon_at(experiment, 200)
+    dashboard = viewer.get("/canary/exp/").context["dashboard"]
+    review = {m.metric: m for m in dashboard.business.metrics}["review_hours"].result
+    assert review.direction == "decrease" and review.improvement.estimate > 0
+    assert review.horizon.units_per_arm == 200
+
 
 def test_direction_may_be_flipped_for_display(experiment, traffic, viewer):
+    horizon_at(experiment, 200)
     dashboard = viewer.get("/canary/exp/?direction=increase").context["dashboard"]
     review = {m.metric: m for m in dashboard.business.metrics}["review_hours"].result
     assert review.direction == "increase" and review.improvement.estimate < 0

@@ -1,71 +1,133 @@
-"""A/A simulation of gate layer 3: how often `business_value_judge` passes when nothing differs.
+"""Simulations of gate layer 3 under the documented workflow: A/A false-pass rates (nothing differs, so
+every pass is false) and power at a true effect, each with and without CUPED.
 
-Each run is one experiment in which both arms come from the same population, so every pass is a false
-positive. Per run and arm, `users_per_arm` users each review 1–3 contracts (uniform); a user's hours per
-contract have a per-user random effect u ~ lognormal(−σ²/2, σ = 0.5) (mean 1: some reviewers are slower),
-and each contract takes Gamma(shape 2, scale u) hours, so the user's total is Gamma(2·k, u) for k
-contracts. The metric is hours per contract, Σx/Σy over users (2 h on average), a ratio whose
-outcomes cluster in users: the delta method is exercised. The judge runs with direction "decrease" and
-min_effect 0, the usual "did the candidate help at all" question.
+Each run is one experiment. Per run and arm, `users_per_arm` users each review 1–3 contracts (uniform);
+a user's hours per contract have a per-user random effect u ~ lognormal(−σ²/2, σ = 0.5) (mean 1: some
+reviewers are slower), and each contract takes Gamma(shape 2, scale u) hours, so the user's total is
+Gamma(2·k, u) for k contracts. The metric is hours per contract, Σx/Σy over users (2 h on average), a ratio
+whose outcomes cluster in users: the delta method is exercised. Before their first exposure 70 % of users
+have a history: 1–3 contracts in the pre-window, at the same speed u (the other 30 % are new and enter
+CUPED with px = py = 0, as the layer treats them). The judge runs with direction "decrease" and min_effect
+0, the usual "did the candidate help at all" question. A power run scales the candidate's hours by
+`effect` (0.9: 10 % less, 0.2 h per contract).
 
-Rates returned (each a fraction of `runs`):
-- fixed_single_look: the fixed-horizon test, once, on all users: ≈ alpha;
-- two_sided_single_look: the same effect's two-sided p < alpha (either direction): ≈ alpha;
-- fixed_peeking: the fixed-horizon test at `looks` equally spaced cumulative looks (users arriving over
-  time), a false positive if any look passes: inflated well above alpha (Armitage, McPherson & Rowe
-  1969), which is why a layer that is recomputed as traffic arrives needs the sequential option;
-- sequential_peeking: the always-valid test (`sequential_tau`) at the same looks: ≤ alpha;
-- sequential_single_look: the always-valid test once, at the end (the price of validity: below alpha).
+Looks are `looks` equally spaced cumulative sample sizes (users arriving over time); the last is
+`users_per_arm`. The documented workflow:
+- fixed horizon: the horizon registered at the start is `users_per_arm`; the layer is judged at every
+  look, and before the horizon it is insufficient data, so only the last look can pass;
+- sequential (`sequential_tau`): the always-valid interval, judged at every look, any pass counted.
+For contrast, `fixed_free_peeking` judges the fixed-horizon test at every look with no horizon, as the
+layer did before horizons were registered (Armitage, McPherson & Rowe 1969: inflated well above alpha).
 
-τ defaults to 0.2 h per contract, 10 % of the 2 h mean: the smallest improvement worth shipping a
-model for in this scenario. It is a property of the policy, fixed before any data is seen (choosing it
-from the data voids the guarantee; any τ fixed in advance keeps it, τ only moves where the power goes).
-The normal-mixture boundary is closest to the fixed-horizon one at about
-V ≈ τ² / (2·log(1/α') + log(1 + 2·log(1/α'))) (the tuning of ρ = 1/τ² for a chosen time in Howard et al.
-2021; V is the variance of the difference): for α' = 0.1 and τ = 0.2, V ≈ 0.04 / 6.33 ≈ 0.0063, about
-where a 0.2 h effect gets 80 % power at a fixed horizon (V = (0.2 / (1.645 + 0.842))² ≈ 0.0065). So
-τ = the minimum effect puts the boundary's best point at the sample size that can detect that effect.
-Here V ≈ 0.018 at 300 users per arm, still short of it: the sequential test is conservative at these
-sizes (its rate is well below alpha).
+τ defaults to 0.2 h per contract, 10 % of the 2 h mean: the smallest improvement worth shipping a model
+for in this scenario, fixed before any data (choosing it from the data voids the guarantee; any τ fixed in
+advance keeps it, τ only moves where the power goes). The normal-mixture boundary is closest to the
+fixed-horizon one at about V ≈ τ² / (2·log(1/α') + log(1 + 2·log(1/α'))) (Howard et al. 2021; V is the
+variance of the difference): for α' = 0.1 and τ = 0.2, V ≈ 0.0063, about where a 0.2 h effect gets 80 %
+power at a fixed horizon; at 300 users per arm V ≈ 0.018, so the sequential test is conservative there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 import numpy as np
 
-from engines.stats.sufficient import RatioStats
-from gate.judges.business_value import DECREASE, business_value_judge
+from engines.stats.sufficient import RATIO_CUPED_SUMS, RatioCupedStats
+from gate.judges.business_value import DECREASE, BusinessValueResult, FixedHorizon, business_value_judge
 from gate.judges.verdict import PASS
 
 DEFAULT_TAU = 0.2  # hours per contract: the minimum effect worth detecting, fixed in advance
 USER_EFFECT_SIGMA = 0.5
 HOURS_SHAPE, HOURS_SCALE = 2.0, 1.0
 MAX_CONTRACTS = 3
+HISTORY_SHARE = 0.7  # users with outcomes in the pre-window
+SCENARIOS = ("fixed_single_look", "fixed_looks", "fixed_free_peeking", "sequential_looks")
 RATES = (
-    "fixed_single_look",
+    *(f"{name}{suffix}" for name in SCENARIOS for suffix in ("", "_cuped")),
     "two_sided_single_look",
-    "fixed_peeking",
-    "sequential_peeking",
     "sequential_single_look",
 )
 
 
-def _simulate(*, rng: np.random.Generator, runs: int, users: int) -> np.ndarray:
-    """Cumulative per-user sums, shape (5, runs, 2 arms, users): Σx, Σy, Σx², Σy², Σxy over the first
-    users of each arm, users in arrival order."""
+def _simulate(*, rng: np.random.Generator, runs: int, users: int, effect: float = 1.0) -> np.ndarray:
+    """Cumulative per-user sums, shape (15, runs, 2 arms, users): the RATIO_CUPED_SUMS of (x, y, px, py)
+    in that order, then the count of users with a history, over the first users of each arm in arrival
+    order. The candidate (arm 1) has its hours scaled by `effect`; the pre-period is untreated."""
     size = (runs, 2, users)
     contracts = rng.integers(1, MAX_CONTRACTS + 1, size=size).astype(float)
-    user_effect = rng.lognormal(-(USER_EFFECT_SIGMA**2) / 2, USER_EFFECT_SIGMA, size=size)
-    hours = rng.gamma(HOURS_SHAPE * contracts, HOURS_SCALE * user_effect)
-    per_user = np.stack([hours, contracts, hours * hours, contracts * contracts, hours * contracts])
-    return np.cumsum(per_user, axis=-1)
+    speed = rng.lognormal(-(USER_EFFECT_SIGMA**2) / 2, USER_EFFECT_SIGMA, size=size)
+    scale = HOURS_SCALE * speed * np.array([1.0, effect])[None, :, None]
+    hours = rng.gamma(HOURS_SHAPE * contracts, scale)
+    has_history = rng.random(size) < HISTORY_SHARE
+    pre_contracts = rng.integers(1, MAX_CONTRACTS + 1, size=size) * has_history
+    # Gamma needs a positive shape: users without history get 0 hours whatever is drawn.
+    pre_hours = rng.gamma(HOURS_SHAPE * np.maximum(pre_contracts, 1), HOURS_SCALE * speed) * has_history
+    x, y, px, py = hours, contracts, pre_hours, pre_contracts.astype(float)
+    rows = [x, y, px, py, x * x, y * y, px * px, py * py, x * y, x * px, x * py, y * px, y * py, px * py]
+    return np.cumsum(np.stack([*rows, has_history.astype(float)]), axis=-1)
 
 
-def _arm(sums: np.ndarray, n: int) -> RatioStats:
-    sum_x, sum_y, sum_x2, sum_y2, sum_xy = (float(value) for value in sums)
-    return RatioStats(n=n, sum_x=sum_x, sum_y=sum_y, sum_x2=sum_x2, sum_y2=sum_y2, sum_xy=sum_xy)
+def _arm(sums: np.ndarray, n: int) -> RatioCupedStats:
+    values = dict(zip(RATIO_CUPED_SUMS, (float(v) for v in sums[:-1]), strict=True))
+    return RatioCupedStats(n=n, pre_units=round(float(sums[-1])), **values)
+
+
+def _look_sizes(users: int, looks: int) -> list[int]:
+    return [round(users * (look + 1) / looks) for look in range(looks)]
+
+
+def _check(*, runs: int, users_per_arm: int, looks: int) -> None:
+    if runs < 1 or users_per_arm < 2 * looks or looks < 1:
+        raise ValueError(
+            f"need runs >= 1, looks >= 1 and users_per_arm >= 2·looks, got runs={runs}, looks={looks}, "
+            f"users_per_arm={users_per_arm}"
+        )
+
+
+def _runs(
+    *, cumulative: np.ndarray, users: int, looks: int, alpha: float, tau: float
+) -> list[dict[str, BusinessValueResult | bool]]:
+    """Per run, what each scenario gave: "<scenario>[_cuped]" → passed at the last look or at any."""
+    sizes = _look_sizes(users, looks)
+    horizon = FixedHorizon(units_per_arm=users, basis="registered at the start: the last look")
+    out = []
+    for run in range(cumulative.shape[1]):
+        passed: dict[str, BusinessValueResult | bool] = dict.fromkeys(
+            (f"{name}{suffix}" for name in SCENARIOS for suffix in ("", "_cuped")), False
+        )
+        for size in sizes:
+            arms = [_arm(cumulative[:, run, arm, size - 1], size) for arm in (0, 1)]
+            for suffix, (control, treatment) in (
+                ("", (arms[0].post, arms[1].post)),
+                ("_cuped", (arms[0], arms[1])),
+            ):
+                # Every look is judged: the sample-size guard is not what is studied here.
+                judge: Callable[..., BusinessValueResult] = partial(
+                    business_value_judge,
+                    baseline=control,
+                    candidate=treatment,
+                    direction=DECREASE,
+                    alpha=alpha,
+                    min_units=2,
+                )
+                fixed = judge(horizon=horizon)
+                free = judge()
+                sequential = judge(sequential_tau=tau)
+                passed[f"fixed_looks{suffix}"] = bool(passed[f"fixed_looks{suffix}"]) or fixed.verdict == PASS
+                passed[f"fixed_free_peeking{suffix}"] = (
+                    bool(passed[f"fixed_free_peeking{suffix}"]) or free.verdict == PASS
+                )
+                passed[f"sequential_looks{suffix}"] = (
+                    bool(passed[f"sequential_looks{suffix}"]) or sequential.verdict == PASS
+                )
+                if size == users:
+                    passed[f"fixed_single_look{suffix}"] = fixed.verdict == PASS
+                    passed[f"last{suffix}"] = fixed
+                    passed[f"sequential_last{suffix}"] = sequential
+        out.append(passed)
+    return out
 
 
 def aa_false_positive_rates(
@@ -77,43 +139,26 @@ def aa_false_positive_rates(
     alpha: float = 0.05,
     tau: float | None = None,
 ) -> dict[str, float]:
-    """Simulate `runs` A/A experiments and return the layer's false-positive rates (module docstring).
+    """Simulate `runs` A/A experiments and return the layer's false-pass rates (module docstring) in
+    RATES, with and without CUPED, and the mean variance reduction CUPED gave at the last look.
 
-    Returns runs, seed, users_per_arm, looks, alpha, tau and the rates named in RATES."""
-    if runs < 1 or users_per_arm < 2 * looks or looks < 1:
-        raise ValueError(
-            f"need runs >= 1, looks >= 1 and users_per_arm >= 2·looks, got runs={runs}, looks={looks}, "
-            f"users_per_arm={users_per_arm}"
-        )
+    Also returns runs, seed, users_per_arm, looks, alpha and tau."""
+    _check(runs=runs, users_per_arm=users_per_arm, looks=looks)
     tau = DEFAULT_TAU if tau is None else tau
     cumulative = _simulate(rng=np.random.default_rng(seed), runs=runs, users=users_per_arm)
-    look_sizes = [round(users_per_arm * (look + 1) / looks) for look in range(looks)]
-    counts = dict.fromkeys(RATES, 0)
-    for run in range(runs):
-        fixed_any = sequential_any = False
-        for size in look_sizes:
-            control = _arm(cumulative[:, run, 0, size - 1], size)
-            treatment = _arm(cumulative[:, run, 1, size - 1], size)
-            # Every look is judged: the sample-size guard is not what is studied here.
-            judge = partial(
-                business_value_judge,
-                baseline=control,
-                candidate=treatment,
-                direction=DECREASE,
-                alpha=alpha,
-                min_units=2,
-            )
-            fixed = judge()
-            sequential = judge(sequential_tau=tau)
-            fixed_any |= fixed.verdict == PASS
-            sequential_any |= sequential.verdict == PASS
-        # After the loop `fixed` / `sequential` hold the last look, on all users.
-        counts["fixed_single_look"] += fixed.verdict == PASS
-        p_value = fixed.effect.p_value
-        counts["two_sided_single_look"] += p_value is not None and p_value < alpha
-        counts["sequential_single_look"] += sequential.verdict == PASS
-        counts["fixed_peeking"] += fixed_any
-        counts["sequential_peeking"] += sequential_any
+    results = _runs(cumulative=cumulative, users=users_per_arm, looks=looks, alpha=alpha, tau=tau)
+    rates = {
+        name: sum(bool(result[name]) for result in results) / runs
+        for name in RATES
+        if name not in ("two_sided_single_look", "sequential_single_look")
+    }
+    lasts = [result["last"] for result in results]
+    p_values = [last.effect.p_value for last in lasts if isinstance(last, BusinessValueResult)]
+    rates["two_sided_single_look"] = sum(p is not None and p < alpha for p in p_values) / runs
+    sequential = [result["sequential_last"] for result in results]
+    rates["sequential_single_look"] = (
+        sum(isinstance(s, BusinessValueResult) and s.verdict == PASS for s in sequential) / runs
+    )
     return {
         "runs": runs,
         "seed": seed,
@@ -121,5 +166,59 @@ def aa_false_positive_rates(
         "looks": looks,
         "alpha": alpha,
         "tau": tau,
-        **{name: count / runs for name, count in counts.items()},
+        **rates,
+        "cuped_variance_reduction": _mean_reduction(results),
+    }
+
+
+def _mean_reduction(results: list[dict[str, BusinessValueResult | bool]]) -> float:
+    reductions = []
+    for result in results:
+        last = result["last_cuped"]
+        assert isinstance(last, BusinessValueResult) and last.cuped is not None
+        if last.cuped.variance_reduction is not None:
+            reductions.append(last.cuped.variance_reduction)
+    return float(np.mean(reductions))
+
+
+def planning_sd(*, seed: int, users: int = 100_000) -> float:
+    """The per-user standard deviation of the linearised metric in this population (what the layer
+    measures over the pre-window before a start to size the horizon), from one large simulated arm."""
+    cumulative = _simulate(rng=np.random.default_rng(seed), runs=1, users=users)
+    ratio = _arm(cumulative[:, 0, 0, -1], users).post
+    assert ratio.ratio_variance is not None
+    return float(np.sqrt(ratio.ratio_variance * users))
+
+
+def power_rates(
+    *,
+    runs: int,
+    seed: int,
+    users_per_arm: int,
+    effect: float = 0.9,
+    looks: int = 10,
+    alpha: float = 0.05,
+    tau: float | None = None,
+) -> dict[str, float]:
+    """Pass rates when the candidate's hours are `effect` times the baseline's (0.9: a true 10 % saving),
+    at a horizon of `users_per_arm` (size it with `fixed_horizon_units` and `planning_sd`): the
+    fixed-horizon test at the horizon, the sequential test at any of `looks`, each with and without CUPED,
+    and the mean variance reduction."""
+    _check(runs=runs, users_per_arm=users_per_arm, looks=looks)
+    tau = DEFAULT_TAU if tau is None else tau
+    cumulative = _simulate(rng=np.random.default_rng(seed), runs=runs, users=users_per_arm, effect=effect)
+    results = _runs(cumulative=cumulative, users=users_per_arm, looks=looks, alpha=alpha, tau=tau)
+    names = [
+        f"{name}{suffix}" for name in ("fixed_single_look", "sequential_looks") for suffix in ("", "_cuped")
+    ]
+    return {
+        "runs": runs,
+        "seed": seed,
+        "users_per_arm": users_per_arm,
+        "effect": effect,
+        "looks": looks,
+        "alpha": alpha,
+        "tau": tau,
+        **{name: sum(bool(result[name]) for result in results) / runs for name in names},
+        "cuped_variance_reduction": _mean_reduction(results),
     }

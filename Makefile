@@ -44,6 +44,7 @@ bench: install
 	$(PY) bench/robustness.py
 	$(PY) bench/router.py
 	$(PY) bench/ab_false_positives.py
+	$(PY) bench/mcnemar.py
 	$(PY) bench/stats.py
 
 ## Re-resolve requirements.in into the fully pinned requirements.txt.

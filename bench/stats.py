@@ -413,7 +413,13 @@ def gate_run_prepare(*, candidate, suite):
         candidate=candidate,
         suite=suite,
         actor=SYSTEM,
-        policy_overrides={"required_layers": ["follow_up_rate", "business_value"], "business_metric": METRIC},
+        # CUPED off: layer 3 is compared with the plain per-user aggregation below; its CUPED query
+        # (`outcome_cuped_stats_by_arm`) is timed as a task of its own.
+        policy_overrides={
+            "required_layers": ["follow_up_rate", "business_value"],
+            "business_metric": METRIC,
+            "business_cuped": False,
+        },
     )
     run = gate_run_claim(gate_run_id=run.pk, worker="bench")
     return run, gate_policy_parse(run.policy_config)
@@ -436,6 +442,7 @@ def tasks_build(*, run, policy, attribution: bool) -> dict[str, Callable[[], obj
     from canary.selectors import (
         assigned_units_by_arm,
         follow_up_counts_by_arm,
+        outcome_cuped_stats_by_arm,
         outcome_stats_by_arm,
         traffic_window_get,
     )
@@ -468,6 +475,9 @@ def tasks_build(*, run, policy, attribution: bool) -> dict[str, Callable[[], obj
         "scan outcomes": lambda: plain_scan(table="canary_outcomeevent", experiment=experiment),
         "follow_up_counts_by_arm": lambda: follow_up_counts_by_arm(window=window(), kinds=kinds),
         "outcome_stats_by_arm": lambda: outcome_stats_by_arm(window=window(), metric=METRIC, per=per),
+        "outcome_cuped_stats_by_arm": lambda: outcome_cuped_stats_by_arm(
+            window=window(), metric=METRIC, pre_days=14
+        ),
         "assigned_units_by_arm": lambda: assigned_units_by_arm(window=window()),
         "layer 2 follow_up_rate": layer("follow_up_rate"),
         "layer 3 business_value": layer("business_value"),
@@ -622,6 +632,8 @@ def figures_compute(*, times: dict[str, list[float]], outside_sql: dict[str, lis
         "assigned_units_by_arm / scan turn events": med["assigned_units_by_arm"] / scan,
         "outcome_stats_by_arm / scan outcomes": med["outcome_stats_by_arm"] / med["scan outcomes"],
         "outcome_stats_by_arm / scan turn events": med["outcome_stats_by_arm"] / scan,
+        "outcome_cuped_stats_by_arm / outcome_stats_by_arm": med["outcome_cuped_stats_by_arm"]
+        / med["outcome_stats_by_arm"],
     }
     if "attribution layer 2" in med:
         ratios["attribution layer 2 / layer 2"] = med["attribution layer 2"] / layer2

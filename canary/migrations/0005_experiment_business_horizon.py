@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('canary', '0003_window_share_and_pause'),
+        ('canary', '0004_names_slug_ends_at_the_end'),
     ]
 
     operations = [

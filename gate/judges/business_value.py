@@ -27,13 +27,20 @@ sequential_interval the delta-method V = Var(R̂_c) + Var(R̂_t) (up to rounding
 metric's unit) is the spread of effects the mixture bets on; fix it with the policy, before any data, on
 the scale of the minimum effect worth detecting: choosing it from the data voids the guarantee.
 
+CUPED (`RatioCupedStats` arms: each unit's same ratio over its pre-period as the covariate): the effect
+is `ratio_cuped_effect`'s, the sequential interval takes the adjusted arms, and the result carries θ, the
+variance reduction and the unadjusted effect (`CupedSummary`).
+
 Verdicts, in order: a sample ratio mismatch of the assigned units (`srm_check`, p < srm_alpha) is
-"error" whatever the effect (the assignment or logging is broken); fewer than `min_units` units in an arm,
-or degenerate statistics (`Effect.error`: zero variance, zero denominator), is "insufficient_data"; then
-pass or fail. A fail whose point estimate clears the minimum effect says about how many units per arm
-the bound would need to clear it too, if the effect held at its estimate: n·(z₁₋α·se/(estimate −
-min_effect))² at a fixed horizon, the n at which the normal-mixture half-width shrinks to estimate −
-min_effect when sequential (the variance of the difference falls as 1/n). Invalid settings raise
+"error" whatever the effect (the assignment or logging is broken); a fixed-horizon test given a
+`FixedHorizon` is "insufficient_data" while none was registered or until both arms reach it (no estimate
+in the reasons: reading it before the horizon is peeking); fewer than `min_units` units in an arm, or
+degenerate statistics (`Effect.error`: zero variance, zero denominator), is "insufficient_data"; then pass
+or fail. A fail whose point estimate clears the minimum effect says, when sequential or without a
+horizon, about how many units per arm the bound would need to clear it too, if the effect held at its
+estimate: n·(z₁₋α·se/(estimate − min_effect))² at a fixed horizon, the n at which the normal-mixture
+half-width shrinks to estimate − min_effect when sequential (the variance of the difference falls as
+1/n); at a registered horizon it is a fail (the horizon was the one look). Invalid settings raise
 ValueError naming the argument.
 """
 

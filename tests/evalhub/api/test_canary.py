@@ -87,6 +87,7 @@ class TestExperiments:
         assert actions == [
             "experiment.create",
             "experiment.running",
+            "experiment.horizon_register",  # layer 3's fixed horizon, sized at the start
             "experiment.ramp",
             "experiment.ramp",
             "experiment.ramp",

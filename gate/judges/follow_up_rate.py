@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 
 from engines.stats.intervals import newcombe_interval, wilson_interval, z_for
 from engines.stats.sufficient import MeanStats
+from gate.judges.follow_up_review import LiveAgreement, LiveAgreementPolicy
 from gate.judges.traffic import TrafficInputs
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
-from gate.policy import PolicySection, setting
+from gate.policy import setting
 from gate.reporting import Attribution
 
 NEWCOMBE = "newcombe_hybrid_score"
@@ -48,7 +49,9 @@ MAX_UNJUDGED_SHARE = 0.05
 
 
 @dataclass(frozen=True)
-class FollowUpRatePolicy(PolicySection):
+class FollowUpRatePolicy(LiveAgreementPolicy):
+    """Layer 2's keys; the live-agreement keys come from `LiveAgreementPolicy`."""
+
     follow_up_max: float = setting(0.18, low=0.0, high=1.0, help="the bar for the candidate's follow-up rate")
     follow_up_decide_on: str = setting(
         UPPER_BOUND,
@@ -371,6 +374,8 @@ class FollowUpRateDetails:
     inputs: FollowUpInputs
     method: str = ""
     judged: FollowUpRateResult | None = None
+    # The detector against reviewers' labels of live turns (`gate.judges.follow_up_review`).
+    live_agreement: LiveAgreement | None = None
     labelled_now: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     attribution: Attribution | None = None

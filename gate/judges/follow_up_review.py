@@ -1,0 +1,157 @@
+"""The follow-up detector measured on live traffic: people's labels of sampled live user turns (the
+review queue, `canary.services.reviews`) against the kinds the detector gave them. Pure, no Django.
+
+What layer 2 counts is whether a turn is of a counted kind (`follow_up_kinds`), so agreement is the
+share of reviewed turns where the detector and the reviewer agree on that, with a Wilson interval;
+the three-kind agreement and the confusion matrix are reported beside it, with the detector's
+precision and recall of the counted kinds on the reviewed turns. With at least `min_labels` reviewed
+turns and an agreement below `minimum` (the point estimate: the labels show the detector misjudges
+more often than the policy allows), layer 2's verdict is `insufficient_data` with that reason: its
+rate cannot be trusted either way. Fewer labels leave the check unapplied, and the report says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from engines.stats.intervals import wilson_interval
+from gate.judges.verdict import ERROR, INSUFFICIENT
+from gate.policy import PolicySection, setting
+
+# What the check found: applied and met, applied and not met, or too few labels to apply it.
+MET, BELOW_MINIMUM, TOO_FEW_LABELS = "met", "below_minimum", "too_few_labels"
+
+
+@dataclass(frozen=True)
+class LiveAgreementPolicy(PolicySection):
+    follow_up_live_agreement_min: float = setting(
+        0.80,
+        low=0.0,
+        high=1.0,
+        help="below this agreement of the detector with reviewers' labels of live turns, layer 2 is "
+        "insufficient data",
+    )
+    follow_up_live_min_labels: int = setting(
+        50, low=1, high=10**9, help="fewer reviewed live turns leave the agreement check unapplied"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveAgreement:
+    """Reviewed turns (`labels`), those where detector and reviewer agree on counted or not
+    (`agreeing`), the agreement with its Wilson interval, the three-kind agreement, `confusion`
+    (reviewer's label -> detector's kind -> turns), the detector's precision and recall of the counted
+    kinds (None when undefined), and the check: `status` (MET, BELOW_MINIMUM, TOO_FEW_LABELS) and its
+    reason."""
+
+    labels: int
+    agreeing: int
+    agreement: float | None
+    ci_low: float
+    ci_high: float
+    confidence: float
+    kind_agreement: float | None
+    precision: float | None
+    recall: float | None
+    confusion: dict[str, dict[str, int]]
+    counted_kinds: list[str]
+    minimum: float
+    min_labels: int
+    status: str
+    reason: str
+
+    @property
+    def kinds(self) -> list[str]:
+        """Every label or kind in the confusion matrix, sorted: its rows' and columns' order."""
+        return sorted({*self.confusion, *(kind for row in self.confusion.values() for kind in row)})
+
+    @property
+    def confusion_rows(self) -> list[tuple[str, list[int]]]:
+        """The confusion matrix as (reviewer's label, turns per detector kind in `kinds` order) rows."""
+        kinds = self.kinds
+        return [(label, [self.confusion.get(label, {}).get(k, 0) for k in kinds]) for label in kinds]
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def live_agreement_judge(
+    *,
+    confusion: Mapping[str, Mapping[str, int]],
+    counted_kinds: Sequence[str],
+    minimum: float = 0.80,
+    min_labels: int = 50,
+    confidence: float = 0.95,
+) -> LiveAgreement:
+    """The detector's agreement with reviewers' labels, from the confusion counts (reviewer's label ->
+    detector's kind -> turns); see the module docstring. Negative counts raise ValueError."""
+    if not 0 <= minimum <= 1:
+        raise ValueError(f"minimum={minimum} outside [0, 1]")
+    if isinstance(min_labels, bool) or not isinstance(min_labels, int) or min_labels < 1:
+        raise ValueError(f"min_labels={min_labels!r} must be a positive integer")
+    counted = set(counted_kinds)
+    labels = agreeing = same_kind = true_positive = predicted = actual = 0
+    table: dict[str, dict[str, int]] = {}
+    for label, row in confusion.items():
+        for kind, count in row.items():
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"confusion[{label!r}][{kind!r}]={count!r} must be a non-negative integer")
+            table.setdefault(label, {})[kind] = count
+            labels += count
+            agreeing += count if (label in counted) == (kind in counted) else 0
+            same_kind += count if label == kind else 0
+            true_positive += count if label in counted and kind in counted else 0
+            predicted += count if kind in counted else 0
+            actual += count if label in counted else 0
+    low, high = wilson_interval(successes=agreeing, n=labels, confidence=confidence)
+    agreement = _ratio(agreeing, labels)
+    summary = (
+        f"live agreement of the detector with reviewers {agreement:.3f} ({agreeing} of {labels} reviewed "
+        f"turns, {confidence * 100:g} % CI [{low:.3f}, {high:.3f}])"
+        if agreement is not None
+        else "no live turns reviewed yet"
+    )
+    if labels < min_labels:
+        status = TOO_FEW_LABELS
+        reason = f"{summary}: not checked, the policy needs at least {min_labels} reviewed turns"
+    elif agreement is not None and agreement < minimum:
+        status = BELOW_MINIMUM
+        reason = (
+            f"{summary} is below the policy's minimum {minimum:g}: the detector's labels cannot be trusted "
+            "on this traffic"
+        )
+    else:
+        status = MET
+        reason = f"{summary} >= minimum {minimum:g}"
+    return LiveAgreement(
+        labels=labels,
+        agreeing=agreeing,
+        agreement=agreement,
+        ci_low=low,
+        ci_high=high,
+        confidence=confidence,
+        kind_agreement=_ratio(same_kind, labels),
+        precision=_ratio(true_positive, predicted),
+        recall=_ratio(true_positive, actual),
+        confusion=table,
+        counted_kinds=sorted(counted),
+        minimum=minimum,
+        min_labels=min_labels,
+        status=status,
+        reason=reason,
+    )
+
+
+def live_agreement_apply(
+    *, verdict: str, reasons: Sequence[str], live: LiveAgreement
+) -> tuple[str, list[str]]:
+    """Layer 2's verdict and reasons once the live agreement is known: `insufficient_data` when the
+    agreement is below the minimum (a pass or a fail of an untrusted detector shows nothing), the
+    agreement noted among the reasons whenever some turn was reviewed. An error stays an error."""
+    if live.labels == 0:
+        return verdict, list(reasons)
+    if live.status == BELOW_MINIMUM and verdict != ERROR:
+        return INSUFFICIENT, [*reasons, live.reason]
+    return verdict, [*reasons, live.reason]

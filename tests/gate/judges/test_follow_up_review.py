@@ -1,0 +1,117 @@
+import pytest
+from scipy.stats import binomtest
+
+from gate.judges.follow_up_rate import FollowUpRatePolicy
+from gate.judges.follow_up_review import (
+    BELOW_MINIMUM,
+    MET,
+    TOO_FEW_LABELS,
+    live_agreement_apply,
+    live_agreement_judge,
+)
+from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
+from gate.policy import PolicyError
+
+# Reviewer's label -> detector's kind -> turns: 100 reviewed turns.
+CONFUSION = {
+    "follow_up": {"follow_up": 40, "deepening": 5, "new": 5},
+    "deepening": {"follow_up": 10, "deepening": 20},
+    "new": {"new": 18, "follow_up": 2},
+}
+
+
+def approx(value):
+    return pytest.approx(value, abs=5e-6)
+
+
+class TestAgreement:
+    def test_counted_follow_ups_only(self):
+        # Agree on "counted or not": 40 (follow_up, follow_up) + 20 (deepening, deepening) + 18 (new, new)
+        # = 78 of 100; (follow_up, deepening) and (deepening, follow_up) disagree.
+        live = live_agreement_judge(confusion=CONFUSION, counted_kinds=["follow_up"])
+        assert (live.labels, live.agreeing, live.agreement) == (100, 78, 0.78)
+        # Wilson 78/100 by hand: centre 0.769523, half 0.080346; scipy agrees below.
+        assert (live.ci_low, live.ci_high) == (approx(0.689296), approx(0.849987))
+        scipy_ci = binomtest(78, 100).proportion_ci(method="wilson")
+        assert (live.ci_low, live.ci_high) == (approx(scipy_ci.low), approx(scipy_ci.high))
+        assert live.kind_agreement == 0.78  # 40 + 20 + 18 on the diagonal
+        assert live.precision == approx(40 / 52)  # detector said follow_up 40 + 10 + 2 times
+        assert live.recall == approx(40 / 50)  # reviewers said follow_up 50 times
+        assert live.status == BELOW_MINIMUM  # 0.78 < 0.80 with 100 >= 50 labels
+        assert live.reason == (
+            "live agreement of the detector with reviewers 0.780 (78 of 100 reviewed turns, 95 % CI "
+            "[0.689, 0.850]) is below the policy's minimum 0.8: the detector's labels cannot be trusted "
+            "on this traffic"
+        )
+        assert live.kinds == ["deepening", "follow_up", "new"]
+        assert live.confusion_rows == [
+            ("deepening", [20, 10, 0]),
+            ("follow_up", [5, 40, 5]),
+            ("new", [0, 2, 18]),
+        ]
+
+    def test_both_kinds_counted(self):
+        # Counted = follow_up or deepening: 40 + 5 + 10 + 20 agree as counted, 18 as not: 93 of 100.
+        live = live_agreement_judge(confusion=CONFUSION, counted_kinds=["follow_up", "deepening"])
+        assert (live.agreeing, live.status) == (93, MET)
+        assert (live.ci_low, live.ci_high) == (approx(0.862505), approx(0.965681))
+        assert live.precision == approx(75 / 77) and live.recall == approx(75 / 80)
+        assert live.reason.endswith(">= minimum 0.8")
+
+    def test_too_few_labels_leave_it_unchecked(self):
+        live = live_agreement_judge(confusion=CONFUSION, counted_kinds=["follow_up"], min_labels=101)
+        assert live.status == TOO_FEW_LABELS
+        assert live.reason.endswith("not checked, the policy needs at least 101 reviewed turns")
+
+    def test_no_labels(self):
+        live = live_agreement_judge(confusion={}, counted_kinds=["follow_up"])
+        assert (live.labels, live.agreement, live.precision, live.recall) == (0, None, None, None)
+        assert (live.ci_low, live.ci_high, live.status) == (0.0, 1.0, TOO_FEW_LABELS)
+        assert live.reason.startswith("no live turns reviewed yet")
+
+    def test_minimum_is_met_at_equality(self):
+        live = live_agreement_judge(confusion=CONFUSION, counted_kinds=["follow_up"], minimum=0.78)
+        assert live.status == MET
+
+    @pytest.mark.parametrize(
+        "kwargs, message",
+        [
+            ({"confusion": {"new": {"new": -1}}}, "must be a non-negative integer"),
+            ({"confusion": {"new": {"new": 1.5}}}, "must be a non-negative integer"),
+            ({"minimum": 1.5}, "minimum=1.5 outside"),
+            ({"min_labels": 0}, "min_labels=0 must be a positive integer"),
+        ],
+    )
+    def test_bad_input_raises(self, kwargs, message):
+        with pytest.raises(ValueError, match=message):
+            live_agreement_judge(**{"confusion": CONFUSION, "counted_kinds": ["follow_up"], **kwargs})
+
+
+class TestApply:
+    below = live_agreement_judge(confusion=CONFUSION, counted_kinds=["follow_up"])
+    met = live_agreement_judge(confusion=CONFUSION, counted_kinds=["follow_up"], minimum=0.5)
+
+    @pytest.mark.parametrize("verdict", [PASS, FAIL, INSUFFICIENT])
+    def test_below_the_minimum_is_insufficient_data_with_the_reason(self, verdict):
+        assert live_agreement_apply(verdict=verdict, reasons=["r"], live=self.below) == (
+            INSUFFICIENT,
+            ["r", self.below.reason],
+        )
+
+    def test_an_error_stays_an_error(self):
+        assert live_agreement_apply(verdict=ERROR, reasons=[], live=self.below)[0] == ERROR
+
+    def test_met_keeps_the_verdict_and_notes_the_agreement(self):
+        assert live_agreement_apply(verdict=PASS, reasons=["r"], live=self.met) == (PASS, ["r", self.met.reason])
+
+    def test_no_labels_change_nothing(self):
+        none = live_agreement_judge(confusion={}, counted_kinds=["follow_up"])
+        assert live_agreement_apply(verdict=PASS, reasons=["r"], live=none) == (PASS, ["r"])
+
+
+def test_policy_keys_join_layer_2():
+    section = FollowUpRatePolicy.parse({"follow_up_live_agreement_min": 0.9, "follow_up_live_min_labels": 20})
+    assert (section.follow_up_live_agreement_min, section.follow_up_live_min_labels) == (0.9, 20)
+    assert FollowUpRatePolicy().follow_up_live_agreement_min == 0.8
+    with pytest.raises(PolicyError, match="follow_up_live_min_labels"):
+        FollowUpRatePolicy.parse({"follow_up_live_min_labels": 0})

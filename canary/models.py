@@ -12,6 +12,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from engines.routing import ARMS, BUCKETS
 from registry.models import ModelVersion, slug_validator
@@ -255,3 +256,32 @@ class CanaryAnalysis(models.Model):
 
     def __str__(self) -> str:
         return f"{self.experiment_id}:{self.verdict}@{self.created_at:%Y-%m-%d %H:%M}"
+
+
+class FollowUpReview(models.Model):
+    """A person's label of one live user turn (the follow-up review queue): what the turn really is,
+    to measure the follow-up detector on live traffic and to grow its labelled set. One label per
+    reviewer and turn; the detector's own kind stays on the turn."""
+
+    class Label(models.TextChoices):
+        FOLLOW_UP = "follow_up", _("follow-up")
+        DEEPENING = "deepening", _("deepening")
+        OTHER = "new", _("other")  # the detector's "new": another matter, a closing, a greeting
+
+    turn = models.ForeignKey(TurnEvent, on_delete=models.CASCADE, related_name="reviews")
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="follow_up_reviews")
+    label = models.CharField(max_length=12, choices=Label.choices)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="follow_up_reviews"
+    )
+    reviewer_name = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["turn", "reviewer_name"], name="canary_follow_up_review_once"),
+        ]
+        indexes = [models.Index(fields=["experiment", "turn"], name="canary_review_experiment")]
+
+    def __str__(self) -> str:
+        return f"{self.turn_id}:{self.label} by {self.reviewer_name}"

@@ -8,11 +8,20 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Avg, Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Avg, Count, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from canary.models import CanaryAnalysis, Experiment, OutcomeEvent, Probe, ProbeRun, ProbeSet, TurnEvent
+from canary.models import (
+    CanaryAnalysis,
+    Experiment,
+    FollowUpReview,
+    OutcomeEvent,
+    Probe,
+    ProbeRun,
+    ProbeSet,
+    TurnEvent,
+)
 from engines.input_checks import text_problem
 from engines.routing import ARMS, BUCKETS
 from registry.errors import ApplicationError, NotFoundError
@@ -742,3 +751,42 @@ def probe_sets_list(*, ids: Sequence[int] | None = None) -> list[ProbeSetSummary
         )
         for s in sets
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The follow-up review queue: people's labels of live user turns against the detector's kinds.
+# ---------------------------------------------------------------------------------------------
+def follow_up_reviews_first(*, experiment: Experiment) -> QuerySet[FollowUpReview]:
+    """One label per reviewed turn of the experiment, the first given (a later reviewer's label of the
+    same turn is a second opinion and does not count twice)."""
+    first = (
+        FollowUpReview.objects.filter(experiment=experiment)
+        .values("turn")
+        .annotate(first=Min("pk"))
+        .values("first")
+    )
+    return FollowUpReview.objects.filter(pk__in=Subquery(first))
+
+
+def follow_up_review_confusion(*, experiment: Experiment) -> dict[str, dict[str, int]]:
+    """Reviewer's label -> the detector's kind of the turn -> reviewed turns (one query, grouped in
+    SQL); turns the detector has not judged are left out."""
+    rows = (
+        follow_up_reviews_first(experiment=experiment)
+        .filter(turn__follow_up_kind__isnull=False)
+        .values_list("label", "turn__follow_up_kind")
+        .annotate(turns=Count("pk"))
+    )
+    confusion: dict[str, dict[str, int]] = {}
+    for label, kind, turns in rows:
+        confusion.setdefault(label, {})[kind] = turns
+    return confusion
+
+
+def experiments_for_review() -> QuerySet[Experiment]:
+    """Every experiment with its number of reviewed turns (one query)."""
+    return experiment_list().annotate(reviews=Count("follow_up_reviews"))
+
+
+def follow_up_reviews_count(*, experiment: Experiment, reviewer_name: str) -> int:
+    return FollowUpReview.objects.filter(experiment=experiment, reviewer_name=reviewer_name).count()

@@ -5,7 +5,9 @@ from __future__ import annotations
 VIEWER, CI, RELEASE_MANAGER = "viewer", "ci", "release_manager"
 # The production chat app: canary assignment, proxy and telemetry, nothing else.
 APP = "app"
-ROLES = (VIEWER, CI, RELEASE_MANAGER, APP)
+# Labels sampled live turns in the follow-up review queue; reads nothing else.
+ANNOTATOR = "annotator"
+ROLES = (VIEWER, CI, RELEASE_MANAGER, APP, ANNOTATOR)
 READ_ROLES = frozenset({VIEWER, CI, RELEASE_MANAGER})
 # Register versions, upload suites and probe sets, start gate runs.
 WRITE_ROLES = frozenset({CI, RELEASE_MANAGER})
@@ -13,6 +15,8 @@ WRITE_ROLES = frozenset({CI, RELEASE_MANAGER})
 RELEASE_ROLES = frozenset({RELEASE_MANAGER})
 # Turn and outcome events: what users did, reported by the chat application only.
 EVENT_ROLES = frozenset({APP})
+# The follow-up review queue: label live turns, read the labels' agreement, export them.
+REVIEW_ROLES = frozenset({RELEASE_MANAGER, ANNOTATOR})
 
 
 def user_roles(user) -> frozenset[str]:

@@ -42,3 +42,40 @@ def experiment_backdate(experiment: Experiment, *, started: timedelta, share_sin
         share_since=now - (share_since if share_since is not None else started),
     )
     return Experiment.objects.select_related("baseline", "candidate").get(pk=experiment.pk)
+
+
+def chat_session(
+    experiment: Experiment,
+    *,
+    session: str,
+    turns: list[str],
+    kind: str | None = "follow_up",
+    arm: str = "baseline",
+    source: str = "client",
+    answer_error: str = "",
+) -> list:
+    """Stored turns of one session straight into the event store (user, assistant, user, ...), a
+    minute ago and 20 s apart; the user turns after the first get the detector kind `kind`, the
+    assistant turns the error `answer_error`. Returns the TurnEvents."""
+    from canary.models import TurnEvent
+
+    start = timezone.now() - timedelta(minutes=1)
+    made = []
+    for index, text in enumerate(turns):
+        user = index % 2 == 0
+        made.append(
+            TurnEvent.objects.create(
+                experiment=experiment,
+                event_id=f"{session}-{index}",
+                session_id=session,
+                arm=arm,
+                turn_index=index,
+                role="user" if user else "assistant",
+                text=text,
+                error="" if user else answer_error,
+                source=source,
+                follow_up_kind=("new" if index == 0 else kind) if user else None,
+                occurred_at=start + timedelta(seconds=20 * index),
+            )
+        )
+    return made

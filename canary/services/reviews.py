@@ -1,0 +1,203 @@
+"""The follow-up review queue: release managers and annotators label a random sample of an
+experiment's live user turns (the question, the answer and the user's next turn), blind to the
+detector's kind. The labels measure the detector on live traffic (`gate.judges.follow_up_review`,
+shown on layer 2) and are exported in the labelled set's JSONL format to grow the training set.
+
+A turn is reviewable when the detector judged it from a question and an answer the user got: a user
+turn of user traffic (never probes) whose previous two turns are the user's question and an
+assistant answer without an error (a fallback answer counts), all with text. Each turn is labelled
+once: the queue offers only turns nobody has labelled. Every label is audited.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Max, Min, QuerySet
+
+from canary.models import Experiment, FollowUpReview, TurnEvent
+from canary.selectors import follow_up_reviews_first
+from registry.actors import Actor, actor_name, actor_require_role, actor_user
+from registry.errors import ApplicationError, NotFoundError
+from registry.roles import REVIEW_ROLES
+from registry.services.audit import audit_record
+
+LANGUAGES = ("en", "zh")
+LABELS = tuple(FollowUpReview.Label.values)
+# Turns read per query while looking for a reviewable one, and at most this many per pick (so a
+# language that is rare in the traffic cannot make one pick read the whole experiment).
+BATCH = 64
+MAX_SCANNED = 4096
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_WORD = re.compile(r"[A-Za-z]+")
+Role = TurnEvent.Role
+
+
+def text_language(text: str) -> str:
+    """ "zh" when the text holds at least as many CJK characters as Latin words, else "en" (so a
+    Chinese question naming an English term, "这个 force majeure 条款", is Chinese)."""
+    return "zh" if len(_CJK.findall(text)) >= max(1, len(_LATIN_WORD.findall(text))) else "en"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewItem:
+    """One turn to label, in the labelled set's terms; `language` is guessed from the question and
+    the next turn."""
+
+    turn_id: int
+    event_id: str
+    language: str
+    previous_question: str
+    previous_answer: str
+    next_turn: str
+    gap_seconds: float
+
+
+def _reviewable(*, experiment: Experiment) -> QuerySet[TurnEvent]:
+    return TurnEvent.objects.filter(
+        experiment=experiment, role=Role.USER, turn_index__gte=2, follow_up_kind__isnull=False
+    ).exclude(source=TurnEvent.Source.PROBE)
+
+
+def _items(turns: Sequence[TurnEvent]) -> dict[int, ReviewItem]:
+    """The reviewable ones of `turns` as review items, by turn id: the two turns before each are read
+    in one query on the session index."""
+    if not turns:
+        return {}
+    wanted = {(t.experiment_id, t.session_id, t.turn_index - k) for t in turns for k in (1, 2)}
+    rows = TurnEvent.objects.filter(
+        experiment_id__in={t.experiment_id for t in turns},
+        session_id__in={t.session_id for t in turns},
+        turn_index__in={index for _, _, index in wanted},
+    ).only("experiment_id", "session_id", "turn_index", "role", "text", "error", "fallback", "occurred_at")
+    context = {key: t for t in rows if (key := (t.experiment_id, t.session_id, t.turn_index)) in wanted}
+    items = {}
+    for turn in turns:
+        answer = context.get((turn.experiment_id, turn.session_id, turn.turn_index - 1))
+        question = context.get((turn.experiment_id, turn.session_id, turn.turn_index - 2))
+        if (
+            answer is None
+            or question is None
+            or answer.role != Role.ASSISTANT
+            or question.role != Role.USER
+            or (answer.error and not answer.fallback)
+            or not (answer.text.strip() and question.text.strip() and turn.text.strip())
+        ):
+            continue
+        items[turn.pk] = ReviewItem(
+            turn_id=turn.pk,
+            event_id=turn.event_id,
+            language=text_language(f"{question.text}\n{turn.text}"),
+            previous_question=question.text,
+            previous_answer=answer.text,
+            next_turn=turn.text,
+            gap_seconds=max(0.0, (turn.occurred_at - answer.occurred_at).total_seconds()),
+        )
+    return items
+
+
+def follow_up_review_next(
+    *, experiment: Experiment, actor: Actor, language: str | None = None, rng: random.Random | None = None
+) -> ReviewItem | None:
+    """A random reviewable turn nobody has labelled yet (of `language` when given), or None.
+
+    Random by id: the first such turn at or after a uniformly drawn id, wrapping around, so each pick
+    costs a few index reads whatever the traffic (a turn right after a long run of ids that are not
+    reviewable, such as a burst of probe traffic, is a little more likely to be drawn)."""
+    actor_require_role(actor, REVIEW_ROLES, action="review follow-ups")
+    if language not in (None, *LANGUAGES):
+        raise ApplicationError(
+            f"Unknown language {language!r}.", fields={"language": [f"one of {', '.join(LANGUAGES)}"]}
+        )
+    open_turns = _reviewable(experiment=experiment).filter(reviews__isnull=True)
+    bounds = open_turns.aggregate(low=Min("pk"), high=Max("pk"))
+    if bounds["low"] is None:
+        return None
+    start = (rng or random.Random()).randint(bounds["low"], bounds["high"])
+    scanned = 0
+    for part in (open_turns.filter(pk__gte=start), open_turns.filter(pk__lt=start)):
+        after = None
+        while scanned < MAX_SCANNED:
+            page = part if after is None else part.filter(pk__gt=after)
+            batch = list(page.order_by("pk")[:BATCH])
+            if not batch:
+                break
+            scanned += len(batch)
+            items = _items(batch)
+            for turn in batch:
+                item = items.get(turn.pk)
+                if item is not None and language in (None, item.language):
+                    return item
+            after = batch[-1].pk
+    return None
+
+
+@transaction.atomic
+def follow_up_review_record(
+    *, experiment: Experiment, turn_id: int, label: str, actor: Actor
+) -> FollowUpReview:
+    """Record `actor`'s label of one reviewable turn of the experiment (audited). Labelling the same
+    turn again changes this reviewer's label."""
+    actor_require_role(actor, REVIEW_ROLES, action="review follow-ups")
+    if label not in LABELS:
+        raise ApplicationError(f"Unknown label {label!r}.", fields={"label": [f"one of {', '.join(LABELS)}"]})
+    turn = _reviewable(experiment=experiment).filter(pk=turn_id).first()
+    if turn is None or turn.pk not in _items([turn]):
+        raise NotFoundError(
+            f"No reviewable turn {turn_id} in experiment {experiment.name!r}.", field="turn_id"
+        )
+    name = actor_name(actor)
+    review = FollowUpReview.objects.select_for_update().filter(turn=turn, reviewer_name=name).first()
+    before = {"label": review.label} if review else None
+    if review is None:
+        review = FollowUpReview.objects.create(
+            turn=turn, experiment=experiment, label=label, reviewer=actor_user(actor), reviewer_name=name
+        )
+    elif review.label == label:
+        return review
+    else:
+        review.label = label
+        review.save(update_fields=["label"])
+    audit_record(
+        actor=actor,
+        action="follow_up_review.record",
+        target=review,
+        before=before,
+        after={"label": label, "experiment": experiment.name, "event_id": turn.event_id},
+    )
+    return review
+
+
+def follow_up_reviews_export(*, experiment: Experiment, actor: Actor) -> Iterator[dict[str, object]]:
+    """The experiment's reviewed turns as rows of the labelled set (`id, language, previous_question,
+    previous_answer, next_turn, gap_seconds, label`; the first label of each turn), oldest review
+    first, read in batches as they are consumed. The role is checked at the call."""
+    actor_require_role(actor, REVIEW_ROLES, action="export follow-up reviews")
+    return _export_rows(experiment=experiment)
+
+
+def _export_rows(*, experiment: Experiment) -> Iterator[dict[str, object]]:
+    reviews = follow_up_reviews_first(experiment=experiment).select_related("turn").order_by("pk")
+    after = 0
+    while True:
+        batch = list(reviews.filter(pk__gt=after)[:500])
+        if not batch:
+            return
+        items = _items([review.turn for review in batch])
+        for review in batch:
+            item = items.get(review.turn_id)
+            if item is not None:
+                yield {
+                    "id": f"{experiment.name}-{item.event_id}",
+                    "language": item.language,
+                    "previous_question": item.previous_question,
+                    "previous_answer": item.previous_answer,
+                    "next_turn": item.next_turn,
+                    "gap_seconds": item.gap_seconds,
+                    "label": review.label,
+                }
+        after = batch[-1].pk

@@ -10,15 +10,15 @@ from registry.roles import READ_ROLES, WRITE_ROLES, user_roles
 
 
 class HasRole(permissions.BasePermission):
-    """Reads need any role; writes need one of the view's `write_roles` (default: ci or
-    release_manager)."""
+    """Reads need one of the view's `read_roles` (default: viewer, ci or release_manager); writes one
+    of its `write_roles` (default: ci or release_manager)."""
 
     message = "Your role does not allow this."
 
     def has_permission(self, request, view) -> bool:
         roles = user_roles(request.user)
         if request.method in permissions.SAFE_METHODS:
-            return bool(roles & READ_ROLES)
+            return bool(roles & getattr(view, "read_roles", READ_ROLES))
         return bool(roles & getattr(view, "write_roles", WRITE_ROLES))
 
 

@@ -6,8 +6,9 @@ from evalhub.api import canary as canary_apis
 from evalhub.api import common
 from evalhub.api import gate as gate_apis
 from evalhub.api import registry as registry_apis
+from evalhub.api import reviews as review_apis
 from evalhub.views import canary as canary_views
-from evalhub.views import gate_runs, versions
+from evalhub.views import gate_runs, reviews, versions
 
 NAME = r"(?P<name>[-a-zA-Z0-9_.]+)"
 api_v1 = (
@@ -56,6 +57,21 @@ api_v1 = (
             canary_apis.ProbeRunListApi.as_view(),
             name="experiment-probe-runs",
         ),
+        re_path(
+            rf"^canary/experiments/{NAME}/reviews/?$",
+            review_apis.ReviewListApi.as_view(),
+            name="experiment-reviews",
+        ),
+        re_path(
+            rf"^canary/experiments/{NAME}/reviews/next/?$",
+            review_apis.ReviewNextApi.as_view(),
+            name="experiment-reviews-next",
+        ),
+        re_path(
+            rf"^canary/experiments/{NAME}/reviews/export/?$",
+            review_apis.ReviewExportApi.as_view(),
+            name="experiment-reviews-export",
+        ),
         re_path(rf"^canary/{NAME}/assign/?$", canary_apis.AssignApi.as_view(), name="canary-assign"),
         re_path(
             rf"^canary/{NAME}/v1/chat/completions/?$",
@@ -87,6 +103,9 @@ urlpatterns = [
     path("versions/<str:ref>/decide/", versions.version_decide, name="version-decide"),
     path("gate-runs/<int:pk>/", gate_runs.gate_run_detail, name="gate-run-detail"),
     path("canary/", include(canary_pages)),
+    path("review/", reviews.review_list, name="review-list"),
+    path("review/<str:name>/", reviews.review_queue, name="review-queue"),
+    path("review/<str:name>/export.jsonl", reviews.review_export, name="review-export"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

@@ -25,8 +25,10 @@ from gate.judges.follow_up_rate import (
     FollowUpRateResult,
     follow_up_rate_judge,
 )
+from gate.judges.follow_up_review import live_agreement_apply
 from gate.judges.verdict import INSUFFICIENT, PASS
 from gate.layers.base import GateLayer, LayerContext, LayerKind, ReportPart, estimates_of, to_json
+from gate.layers.follow_up_review import follow_up_live_agreement_measure
 from gate.layers.traffic import EXAMPLES, no_experiment_reason, probe_table, system_level, traffic_inputs
 from gate.models import GateRun, LayerResult
 from gate.policy import GatePolicyConfig
@@ -141,6 +143,9 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
         label_seconds = time.perf_counter() - mark
         mark = time.perf_counter()
         result = follow_up_rate_measure(window=window, policy=ctx.policy)
+        live = follow_up_live_agreement_measure(experiment=experiment, policy=ctx.policy)
+        verdict, reasons = live_agreement_apply(verdict=result.verdict, reasons=result.reasons, live=live)
+        result = replace(result, verdict=verdict, reasons=reasons)
         sql_seconds = time.perf_counter() - mark
         inputs = FollowUpInputs(
             **vars(traffic_inputs(window)),
@@ -152,6 +157,7 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
             inputs=inputs,
             method=METHOD,
             judged=result,
+            live_agreement=live,
             labelled_now=labelled,
             timings={"labelling": label_seconds, "aggregation": sql_seconds},
         )
@@ -174,6 +180,8 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
         if details is None:
             return ReportPart(inputs={}, estimates={})
         estimates = estimates_of(details.judged) if details.judged else {}
+        if details.live_agreement is not None:
+            estimates["live_agreement"] = to_json(details.live_agreement)
         return ReportPart(
             inputs=to_json(details.inputs), estimates=estimates, attribution=details.attribution
         )

@@ -1,7 +1,8 @@
 """Every endpoint × role against one table, generated from the URLconf: a new endpoint (or a new method
 of an API view) without a row fails the test. The roles are the README's: `viewer` reads, `ci`
 registers, uploads and starts runs, `release_manager` also decides releases and runs canaries, `app`
-(the chat app) only assigns, proxies and sends events; the anonymous get nothing but the login."""
+(the chat app) only assigns, proxies and sends events, `annotator` only labels turns in the follow-up
+review queue (with release managers); the anonymous get nothing but the login."""
 
 import pytest
 from django.conf import settings
@@ -23,12 +24,13 @@ from registry.services.versions import model_version_register
 
 pytestmark = pytest.mark.django_db
 
-ANONYMOUS, VIEWER, CI, APP, RM = "anonymous", "viewer", "ci", "app", "release_manager"
-ROLES = (ANONYMOUS, VIEWER, CI, APP, RM)
+ANONYMOUS, VIEWER, CI, APP, RM, ANNOTATOR = "anonymous", "viewer", "ci", "app", "release_manager", "annotator"
+ROLES = (ANONYMOUS, VIEWER, CI, APP, RM, ANNOTATOR)
 READERS = frozenset({VIEWER, CI, RM})
 WRITERS = frozenset({CI, RM})
 RELEASE = frozenset({RM})
 CHAT = frozenset({APP, CI, RM})
+REVIEWERS = frozenset({RM, ANNOTATOR})
 
 # url name -> method -> the roles it lets through (they may still get a 4xx for what they send).
 TABLE: dict[str, dict[str, frozenset[str]]] = {
@@ -50,6 +52,9 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "api:experiment-analyses": {"GET": READERS, "POST": RELEASE},
     "api:experiment-probe-runs": {"GET": READERS, "POST": RELEASE},
     "api:probe-set-list": {"GET": READERS, "POST": WRITERS},
+    "api:experiment-reviews": {"GET": READERS | REVIEWERS, "POST": REVIEWERS},
+    "api:experiment-reviews-next": {"GET": REVIEWERS},
+    "api:experiment-reviews-export": {"GET": REVIEWERS},
     "api:canary-assign": {"POST": CHAT},
     "api:canary-proxy": {"POST": CHAT},
     "api:events": {"POST": frozenset({APP})},
@@ -65,6 +70,9 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "canary:experiment-list": {"GET": READERS},
     "canary:experiment-detail": {"GET": READERS},
     "canary:experiment-action": {"POST": RELEASE},
+    "review-list": {"GET": REVIEWERS},
+    "review-queue": {"GET": REVIEWERS, "POST": REVIEWERS},
+    "review-export": {"GET": REVIEWERS},
 }
 HANDLERS = ("get", "post", "put", "patch", "delete")
 NOT_IN_THE_TABLE = ("admin:",)  # the Django admin is for staff, checked by Django itself

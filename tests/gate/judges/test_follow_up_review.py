@@ -102,7 +102,8 @@ class TestApply:
         assert live_agreement_apply(verdict=ERROR, reasons=[], live=self.below)[0] == ERROR
 
     def test_met_keeps_the_verdict_and_notes_the_agreement(self):
-        assert live_agreement_apply(verdict=PASS, reasons=["r"], live=self.met) == (PASS, ["r", self.met.reason])
+        applied = live_agreement_apply(verdict=PASS, reasons=["r"], live=self.met)
+        assert applied == (PASS, ["r", self.met.reason])
 
     def test_no_labels_change_nothing(self):
         none = live_agreement_judge(confusion={}, counted_kinds=["follow_up"])

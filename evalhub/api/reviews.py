@@ -1,0 +1,114 @@
+"""The follow-up review queue over the API: a turn to label, a label, the detector's live agreement,
+and the labels as JSONL (release managers and annotators; readers may read the agreement)."""
+
+from __future__ import annotations
+
+import json
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from canary.selectors import experiment_get
+from canary.services.reviews import (
+    LABELS,
+    LANGUAGES,
+    follow_up_review_next,
+    follow_up_review_record,
+    follow_up_reviews_export,
+)
+from evalhub.api.common import StrictSerializer
+from gate.layers.base import to_json
+from gate.services.reviews import follow_up_review_agreement
+from registry.roles import READ_ROLES, REVIEW_ROLES
+
+
+class ReviewItemSerializer(serializers.Serializer):
+    turn_id = serializers.IntegerField()
+    language = serializers.CharField()
+    previous_question = serializers.CharField()
+    previous_answer = serializers.CharField()
+    next_turn = serializers.CharField()
+    gap_seconds = serializers.FloatField()
+
+    class Meta:
+        ref_name = "FollowUpReviewItem"
+
+
+class ReviewNextApi(APIView):
+    """A random live turn nobody has labelled yet (`?language=en|zh`); `turn` is null when none is left."""
+
+    read_roles = REVIEW_ROLES
+
+    @extend_schema(
+        parameters=[OpenApiParameter("language", str, enum=list(LANGUAGES), required=False)],
+        responses=inline_serializer("FollowUpReviewNext", {"turn": ReviewItemSerializer(allow_null=True)}),
+    )
+    def get(self, request, name: str):
+        item = follow_up_review_next(
+            experiment=experiment_get(name=name),
+            actor=request.user,
+            language=request.query_params.get("language"),
+        )
+        return Response({"turn": ReviewItemSerializer(item).data if item else None})
+
+
+class ReviewListApi(APIView):
+    """GET: the detector's agreement with the experiment's labels, as layer 2 judges it now. POST
+    `{turn_id, label}`: label a turn (follow_up, deepening, new = other; audited)."""
+
+    read_roles = READ_ROLES | REVIEW_ROLES
+    write_roles = REVIEW_ROLES
+
+    class InputSerializer(StrictSerializer):
+        turn_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
+        label = serializers.ChoiceField(choices=LABELS)
+
+        class Meta:
+            ref_name = "FollowUpReviewInput"
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        turn_id = serializers.IntegerField()
+        label = serializers.CharField()
+        reviewer = serializers.CharField(source="reviewer_name")
+        created_at = serializers.DateTimeField()
+
+        class Meta:
+            ref_name = "FollowUpReviewOutput"
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, name: str):
+        live = follow_up_review_agreement(experiment=experiment_get(name=name), actor=request.user)
+        return Response(to_json(live))
+
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
+    def post(self, request, name: str):
+        experiment = experiment_get(name=name)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        review = follow_up_review_record(
+            experiment=experiment, actor=request.user, **serializer.validated_data
+        )
+        return Response(self.OutputSerializer(review).data, status=status.HTTP_201_CREATED)
+
+
+class ReviewExportApi(APIView):
+    """The labels as JSONL in the labelled set's format (`id, language, previous_question,
+    previous_answer, next_turn, gap_seconds, label`), one line per reviewed turn; `manage.py
+    followup_eval --file` scores the detector on it."""
+
+    read_roles = REVIEW_ROLES
+
+    @extend_schema(responses={(200, "application/x-ndjson"): OpenApiTypes.STR})
+    def get(self, request, name: str):
+        experiment = experiment_get(name=name)
+        rows = follow_up_reviews_export(experiment=experiment, actor=request.user)
+        response = StreamingHttpResponse(
+            (json.dumps(row, ensure_ascii=False) + "\n" for row in rows), content_type="application/x-ndjson"
+        )
+        response["Content-Disposition"] = f'attachment; filename="{experiment.name}-follow-up-reviews.jsonl"'
+        return response

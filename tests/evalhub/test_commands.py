@@ -1,10 +1,17 @@
 import json
+from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
+from canary.services.experiments import experiment_create, experiment_start
+from canary.services.reviews import follow_up_review_record
+from registry.actors import SYSTEM
 from registry.models import ApiToken, EvalSuite
+from registry.services.tokens import user_role_grant
+from registry.services.versions import model_version_register
+from tests.canary.traffic import chat_session, experiment_backdate
 
 pytestmark = pytest.mark.django_db
 
@@ -31,3 +38,31 @@ def test_import_suite_names_line_and_field(tmp_path, capsys):
     with pytest.raises(CommandError, match=r"line 2\.lable"):
         call_command("import_suite", str(bad), "--name", "golden")
     assert EvalSuite.objects.count() == 1
+
+
+def test_export_follow_up_reviews_writes_the_labelled_set_format(tmp_path, capsys, django_user_model):
+    builtin = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
+    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **builtin)
+    v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **builtin)
+    created = experiment_create(name="exp", baseline=v3, candidate=v4, actor=SYSTEM)
+    experiment = experiment_backdate(
+        experiment_start(experiment=created, actor=SYSTEM), started=timedelta(hours=1)
+    )
+    turn = chat_session(
+        experiment, session="s", turns=["Which clause is this?", "[payment] Payment.", "Why?"]
+    )[2]
+    annotator = django_user_model.objects.create_user(username="ann")
+    user_role_grant(user=annotator, role="annotator")
+    follow_up_review_record(experiment=experiment, turn_id=turn.pk, label="follow_up", actor=annotator)
+    out = tmp_path / "reviews.jsonl"
+    call_command("export_follow_up_reviews", "--experiment", "exp", "--out", str(out))
+    [row] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert (row["id"], row["next_turn"], row["label"], row["language"]) == (
+        "exp-s-2",
+        "Why?",
+        "follow_up",
+        "en",
+    )
+    assert "1 reviewed turns of exp" in capsys.readouterr().err
+    with pytest.raises(CommandError, match="No experiment"):
+        call_command("export_follow_up_reviews", "--experiment", "nope")

@@ -261,7 +261,8 @@ class CanaryAnalysis(models.Model):
 class FollowUpReview(models.Model):
     """A person's label of one live user turn (the follow-up review queue): what the turn really is,
     to measure the follow-up detector on live traffic and to grow its labelled set. One label per
-    reviewer and turn; the detector's own kind stays on the turn."""
+    reviewer and turn; the first label of a turn is the one that counts (agreement, export), later
+    ones are second opinions."""
 
     class Label(models.TextChoices):
         FOLLOW_UP = "follow_up", _("follow-up")
@@ -271,6 +272,10 @@ class FollowUpReview(models.Model):
     turn = models.ForeignKey(TurnEvent, on_delete=models.CASCADE, related_name="reviews")
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="follow_up_reviews")
     label = models.CharField(max_length=12, choices=Label.choices)
+    # The turn's kind from the detector when it was labelled (a turn is judged once), kept here so
+    # agreement is counted from this table alone.
+    detector_kind = models.CharField(max_length=12)
+    is_first = models.BooleanField(default=True)
     reviewer = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="follow_up_reviews"
     )
@@ -280,8 +285,18 @@ class FollowUpReview(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["turn", "reviewer_name"], name="canary_follow_up_review_once"),
+            models.UniqueConstraint(
+                fields=["turn"], condition=Q(is_first=True), name="canary_follow_up_review_one_first"
+            ),
         ]
-        indexes = [models.Index(fields=["experiment", "turn"], name="canary_review_experiment")]
+        indexes = [
+            # Layer 2's agreement: the first labels of an experiment, grouped by (label, kind).
+            models.Index(
+                fields=["experiment", "label", "detector_kind"],
+                condition=Q(is_first=True),
+                name="canary_review_first",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.turn_id}:{self.label} by {self.reviewer_name}"

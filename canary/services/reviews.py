@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Max, Min, QuerySet
+from django.db.models import Exists, Max, Min, OuterRef, QuerySet
 
 from canary.models import Experiment, FollowUpReview, TurnEvent
 from canary.selectors import follow_up_reviews_first
@@ -113,16 +113,19 @@ def follow_up_review_next(
         raise ApplicationError(
             f"Unknown language {language!r}.", fields={"language": [f"one of {', '.join(LANGUAGES)}"]}
         )
-    open_turns = _reviewable(experiment=experiment).filter(reviews__isnull=True)
-    bounds = open_turns.aggregate(low=Min("pk"), high=Max("pk"))
+    # The experiment's id range: two reads at the ends of the primary key.
+    bounds = TurnEvent.objects.filter(experiment=experiment).aggregate(low=Min("pk"), high=Max("pk"))
     if bounds["low"] is None:
         return None
     start = (rng or random.Random()).randint(bounds["low"], bounds["high"])
     scanned = 0
-    for part in (open_turns.filter(pk__gte=start), open_turns.filter(pk__lt=start)):
-        after = None
+    for low, high in ((start, bounds["high"] + 1), (bounds["low"], start)):
         while scanned < MAX_SCANNED:
-            page = part if after is None else part.filter(pk__gt=after)
+            # Bounding the reviews by `low` too lets PostgreSQL start both sides of its anti-join there.
+            reviewed = FollowUpReview.objects.filter(turn=OuterRef("pk"), turn_id__gte=low)
+            page = (
+                _reviewable(experiment=experiment).filter(pk__gte=low, pk__lt=high).filter(~Exists(reviewed))
+            )
             batch = list(page.order_by("pk")[:BATCH])
             if not batch:
                 break
@@ -132,7 +135,7 @@ def follow_up_review_next(
                 item = items.get(turn.pk)
                 if item is not None and language in (None, item.language):
                     return item
-            after = batch[-1].pk
+            low = batch[-1].pk + 1
     return None
 
 
@@ -145,17 +148,24 @@ def follow_up_review_record(
     actor_require_role(actor, REVIEW_ROLES, action="review follow-ups")
     if label not in LABELS:
         raise ApplicationError(f"Unknown label {label!r}.", fields={"label": [f"one of {', '.join(LABELS)}"]})
-    turn = _reviewable(experiment=experiment).filter(pk=turn_id).first()
+    # Locked: of two reviewers labelling one turn at once, exactly one gives its first label.
+    turn = _reviewable(experiment=experiment).select_for_update().filter(pk=turn_id).first()
     if turn is None or turn.pk not in _items([turn]):
         raise NotFoundError(
             f"No reviewable turn {turn_id} in experiment {experiment.name!r}.", field="turn_id"
         )
     name = actor_name(actor)
-    review = FollowUpReview.objects.select_for_update().filter(turn=turn, reviewer_name=name).first()
+    review = FollowUpReview.objects.filter(turn=turn, reviewer_name=name).first()
     before = {"label": review.label} if review else None
     if review is None:
         review = FollowUpReview.objects.create(
-            turn=turn, experiment=experiment, label=label, reviewer=actor_user(actor), reviewer_name=name
+            turn=turn,
+            experiment=experiment,
+            label=label,
+            detector_kind=turn.follow_up_kind,
+            is_first=not FollowUpReview.objects.filter(turn=turn).exists(),
+            reviewer=actor_user(actor),
+            reviewer_name=name,
         )
     elif review.label == label:
         return review

@@ -160,7 +160,9 @@ def test_confusion_counts_the_first_label_of_each_turn(experiment, annotator):
     for turn, label in zip(turns, ["follow_up", "new", "deepening", "new"], strict=True):
         follow_up_review_record(experiment=experiment, turn_id=turn.pk, label=label, actor=annotator)
     # A second opinion on the first turn does not count twice.
-    follow_up_review_record(experiment=experiment, turn_id=turns[0].pk, label="new", actor=second)
+    opinion = follow_up_review_record(experiment=experiment, turn_id=turns[0].pk, label="new", actor=second)
+    assert (opinion.is_first, opinion.detector_kind) == (False, "follow_up")
+    assert FollowUpReview.objects.filter(is_first=True).count() == 4
     assert follow_up_review_confusion(experiment=experiment) == {
         "follow_up": {"follow_up": 1},
         "new": {"follow_up": 1, "new": 1},

@@ -46,6 +46,7 @@ bench: install
 	$(PY) bench/ab_false_positives.py
 	$(PY) bench/mcnemar.py
 	$(PY) bench/stats.py
+	$(PY) bench/review_queue.py
 
 ## Re-resolve requirements.in into the fully pinned requirements.txt.
 lock:

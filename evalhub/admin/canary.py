@@ -1,7 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 
-from canary.models import Experiment, FollowUpDetectorConfig, OutcomeEvent, TurnEvent
+from canary.models import Experiment, FollowUpDetectorConfig, FollowUpReview, OutcomeEvent, TurnEvent
 from canary.services.experiments import experiment_pause, experiment_promote, experiment_rollback
 from canary.services.follow_ups import follow_up_thresholds_set
 from engines.follow_up.detector import FollowUpThresholds
@@ -71,6 +71,16 @@ class OutcomeEventAdmin(ReadOnlyAdmin):
     list_display = ["event_id", "experiment", "arm", "unit_id", "metric", "value", "occurred_at"]
     list_filter = ["experiment", "arm", "metric"]
     search_fields = ["event_id", "unit_id", "user_id"]
+
+
+@admin.register(FollowUpReview)
+class FollowUpReviewAdmin(ReadOnlyAdmin):
+    """Read-only: labels are given in the review queue (`/review/`), which audits each."""
+
+    list_display = ["turn", "experiment", "label", "detector_kind", "is_first", "reviewer_name", "created_at"]
+    list_filter = ["experiment", "label", "detector_kind", "is_first"]
+    search_fields = ["reviewer_name", "turn__event_id"]
+    list_select_related = ["turn", "experiment"]
 
 
 class FollowUpDetectorConfigForm(forms.ModelForm):

@@ -25,10 +25,9 @@ from gate.judges.follow_up_rate import (
     FollowUpRateResult,
     follow_up_rate_judge,
 )
-from gate.judges.follow_up_review import live_agreement_apply
 from gate.judges.verdict import INSUFFICIENT, PASS
 from gate.layers.base import GateLayer, LayerContext, LayerKind, ReportPart, estimates_of, to_json
-from gate.layers.follow_up_review import follow_up_live_agreement_measure
+from gate.layers.follow_up_review import follow_up_rate_with_live_agreement
 from gate.layers.traffic import EXAMPLES, no_experiment_reason, probe_table, system_level, traffic_inputs
 from gate.models import GateRun, LayerResult
 from gate.policy import GatePolicyConfig
@@ -143,9 +142,9 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
         label_seconds = time.perf_counter() - mark
         mark = time.perf_counter()
         result = follow_up_rate_measure(window=window, policy=ctx.policy)
-        live = follow_up_live_agreement_measure(experiment=experiment, policy=ctx.policy)
-        verdict, reasons = live_agreement_apply(verdict=result.verdict, reasons=result.reasons, live=live)
-        result = replace(result, verdict=verdict, reasons=reasons)
+        result, live = follow_up_rate_with_live_agreement(
+            result=result, experiment=experiment, policy=ctx.policy
+        )
         sql_seconds = time.perf_counter() - mark
         inputs = FollowUpInputs(
             **vars(traffic_inputs(window)),

@@ -1,13 +1,15 @@
 """Layer 2's check of the follow-up detector on live traffic: reviewers' labels of sampled live turns
 (`canary.services.reviews`) against the detector's kinds, judged by `gate.judges.follow_up_review`.
-The layer, its report and the review page read it from here."""
+The layer, the dashboard and the review page read it from here."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from canary.models import Experiment
 from canary.selectors import follow_up_review_confusion
-from gate.judges.follow_up_rate import FollowUpRatePolicy
-from gate.judges.follow_up_review import LiveAgreement, live_agreement_judge
+from gate.judges.follow_up_rate import FollowUpRatePolicy, FollowUpRateResult
+from gate.judges.follow_up_review import LiveAgreement, live_agreement_apply, live_agreement_judge
 from gate.policy import GatePolicyConfig
 
 
@@ -22,3 +24,13 @@ def follow_up_live_agreement_measure(*, experiment: Experiment, policy: GatePoli
         min_labels=section.follow_up_live_min_labels,
         confidence=policy.general.confidence,
     )
+
+
+def follow_up_rate_with_live_agreement(
+    *, result: FollowUpRateResult, experiment: Experiment, policy: GatePolicyConfig
+) -> tuple[FollowUpRateResult, LiveAgreement]:
+    """Layer 2's judgement once the live agreement is known (`insufficient_data` below the
+    minimum, the agreement among the reasons), and the agreement itself."""
+    live = follow_up_live_agreement_measure(experiment=experiment, policy=policy)
+    verdict, reasons = live_agreement_apply(verdict=result.verdict, reasons=result.reasons, live=live)
+    return replace(result, verdict=verdict, reasons=reasons), live

@@ -32,8 +32,10 @@ from engines.stats.hypothesis import SrmResult, srm_check
 from engines.stats.sufficient import RatioStats
 from gate.judges.business_value import BUSINESS_DIRECTIONS, DECREASE, BusinessValuePolicy, BusinessValueResult
 from gate.judges.follow_up_rate import ArmFollowUps, FollowUpRatePolicy, FollowUpRateResult
+from gate.judges.follow_up_review import LiveAgreement
 from gate.layers.business_value import business_value_measure, outcome_stats
 from gate.layers.follow_up_rate import follow_up_rate_measure
+from gate.layers.follow_up_review import follow_up_rate_with_live_agreement
 from gate.layers.registry import gate_policy_parse
 from gate.models import GateRun
 from gate.policy import GatePolicyConfig
@@ -71,6 +73,7 @@ class FollowUpPanel:
     threshold_x: float
     bar_width: int
     unjudged: int
+    live_agreement: LiveAgreement
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,11 @@ def experiment_dashboard(
 # ---------------------------------------------------------------------------------------------
 def _follow_up(*, window: TrafficWindow, policy: GatePolicyConfig) -> FollowUpPanel:
     section = policy.section(FollowUpRatePolicy)
-    result = follow_up_rate_measure(window=window, policy=policy)
+    result, live = follow_up_rate_with_live_agreement(
+        result=follow_up_rate_measure(window=window, policy=policy),
+        experiment=window.experiment,
+        policy=policy,
+    )
     reports = {CANDIDATE: result.candidate, BASELINE: result.baseline}
     # One scale for both bars: the highest upper bound or the bar, with some room.
     scale = 1.15 * max(
@@ -222,6 +229,7 @@ def _follow_up(*, window: TrafficWindow, policy: GatePolicyConfig) -> FollowUpPa
         threshold_x=round(BAR_WIDTH * section.follow_up_max / scale, 1),
         bar_width=BAR_WIDTH,
         unjudged=result.unjudged,
+        live_agreement=live,
     )
 
 

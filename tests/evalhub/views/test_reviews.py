@@ -129,6 +129,8 @@ def test_a_non_staff_annotator_labels_on_the_page_and_layer_2_shows_live_agreeme
     viewer_page.force_login(viewer.user)
     html = viewer_page.get(f"/gate-runs/{run.pk}/").content.decode()
     assert "The detector on live traffic" in html and "72 of 80 reviewed turns" in html
+    dashboard = viewer_page.get("/canary/exp/").content.decode()  # layer 2 as the gate would judge it now
+    assert "The detector on live traffic" in dashboard and "72 of 80 reviewed turns" in dashboard
 
     # The same labels under a policy that wants more agreement: layer 2 cannot be trusted.
     strict = run_layer_2(experiment, follow_up_live_agreement_min=0.95)

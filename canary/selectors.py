@@ -777,6 +777,23 @@ def follow_up_review_confusion(*, experiment: Experiment) -> dict[str, dict[str,
     return confusion
 
 
+def follow_up_review_pairs(*, experiment: Experiment) -> dict[str, dict[str, int]]:
+    """First label -> a second reviewer's label -> turns, over the turns labelled twice or more (each
+    second opinion against the turn's first label; one grouped query)."""
+    first = FollowUpReview.objects.filter(turn=OuterRef("turn"), is_first=True).values("label")[:1]
+    rows = (
+        FollowUpReview.objects.filter(experiment=experiment, is_first=False)
+        .annotate(first_label=Subquery(first))
+        .values_list("first_label", "label")
+        .annotate(turns=Count("pk"))
+        .order_by()
+    )
+    pairs: dict[str, dict[str, int]] = {}
+    for first_label, label, turns in rows:
+        pairs.setdefault(first_label, {})[label] = turns
+    return pairs
+
+
 def experiments_for_review() -> QuerySet[Experiment]:
     """Every experiment with its number of reviewed turns (one query)."""
     return experiment_list().annotate(reviews=Count("follow_up_reviews"))

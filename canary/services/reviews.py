@@ -5,8 +5,9 @@ shown on layer 2) and are exported in the labelled set's JSONL format to grow th
 
 A turn is reviewable when the detector judged it from a question and an answer the user got: a user
 turn of user traffic (never probes) whose previous two turns are the user's question and an
-assistant answer without an error (a fallback answer counts), all with text. Each turn is labelled
-once: the queue offers only turns nobody has labelled. Every label is audited.
+assistant answer without an error (a fallback answer counts), all with text. The queue offers turns
+nobody has labelled; in second-opinion mode, turns one other reviewer labelled, so reviewers'
+agreement with each other is measured too. Every label is audited.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Exists, Max, Min, OuterRef, QuerySet
+from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 
 from canary.models import Experiment, FollowUpReview, TurnEvent
 from canary.selectors import follow_up_reviews_first
@@ -101,9 +102,16 @@ def _items(turns: Sequence[TurnEvent]) -> dict[int, ReviewItem]:
 
 
 def follow_up_review_next(
-    *, experiment: Experiment, actor: Actor, language: str | None = None, rng: random.Random | None = None
+    *,
+    experiment: Experiment,
+    actor: Actor,
+    language: str | None = None,
+    second_opinion: bool = False,
+    rng: random.Random | None = None,
 ) -> ReviewItem | None:
-    """A random reviewable turn nobody has labelled yet (of `language` when given), or None.
+    """A random reviewable turn nobody has labelled yet (of `language` when given), or None. With
+    `second_opinion`, a turn one other reviewer has labelled, for a second label that measures how far
+    reviewers agree (the first label still is the one that counts).
 
     Random by id: the first such turn at or after a uniformly drawn id, wrapping around, so each pick
     costs a few index reads whatever the traffic (a turn right after a long run of ids that are not
@@ -113,6 +121,7 @@ def follow_up_review_next(
         raise ApplicationError(
             f"Unknown language {language!r}.", fields={"language": [f"one of {', '.join(LANGUAGES)}"]}
         )
+    name = actor_name(actor)
     # The experiment's id range: two reads at the ends of the primary key.
     bounds = TurnEvent.objects.filter(experiment=experiment).aggregate(low=Min("pk"), high=Max("pk"))
     if bounds["low"] is None:
@@ -122,10 +131,14 @@ def follow_up_review_next(
     for low, high in ((start, bounds["high"] + 1), (bounds["low"], start)):
         while scanned < MAX_SCANNED:
             # Bounding the reviews by `low` too lets PostgreSQL start both sides of its anti-join there.
-            reviewed = FollowUpReview.objects.filter(turn=OuterRef("pk"), turn_id__gte=low)
-            page = (
-                _reviewable(experiment=experiment).filter(pk__gte=low, pk__lt=high).filter(~Exists(reviewed))
-            )
+            reviews = FollowUpReview.objects.filter(turn=OuterRef("pk"), turn_id__gte=low)
+            page = _reviewable(experiment=experiment).filter(pk__gte=low, pk__lt=high)
+            if second_opinion:
+                page = page.filter(Exists(reviews.exclude(reviewer_name=name))).filter(
+                    ~Exists(reviews.filter(Q(is_first=False) | Q(reviewer_name=name)))
+                )
+            else:
+                page = page.filter(~Exists(reviews))
             batch = list(page.order_by("pk")[:BATCH])
             if not batch:
                 break

@@ -22,7 +22,7 @@ from canary.services.reviews import (
 )
 from evalhub.api.common import StrictSerializer
 from gate.layers.base import to_json
-from gate.services.reviews import follow_up_review_agreement
+from gate.services.reviews import follow_up_review_agreement, follow_up_reviewer_agreement
 from registry.roles import READ_ROLES, REVIEW_ROLES
 
 
@@ -39,26 +39,35 @@ class ReviewItemSerializer(serializers.Serializer):
 
 
 class ReviewNextApi(APIView):
-    """A random live turn nobody has labelled yet (`?language=en|zh`); `turn` is null when none is left."""
+    """A random live turn nobody has labelled yet (`?language=en|zh`; `?second_opinion=true`: one
+    another reviewer labelled once); `turn` is null when none is left."""
 
     read_roles = REVIEW_ROLES
 
     @extend_schema(
-        parameters=[OpenApiParameter("language", str, enum=list(LANGUAGES), required=False)],
+        parameters=[
+            OpenApiParameter("language", str, enum=list(LANGUAGES), required=False),
+            OpenApiParameter("second_opinion", bool, required=False),
+        ],
         responses=inline_serializer("FollowUpReviewNext", {"turn": ReviewItemSerializer(allow_null=True)}),
     )
     def get(self, request, name: str):
+        second = request.query_params.get("second_opinion", "false")
+        if second not in ("true", "false"):
+            raise serializers.ValidationError({"second_opinion": ["true or false"]})
         item = follow_up_review_next(
             experiment=experiment_get(name=name),
             actor=request.user,
             language=request.query_params.get("language"),
+            second_opinion=second == "true",
         )
         return Response({"turn": ReviewItemSerializer(item).data if item else None})
 
 
 class ReviewListApi(APIView):
-    """GET: the detector's agreement with the experiment's labels, as layer 2 judges it now. POST
-    `{turn_id, label}`: label a turn (follow_up, deepening, new = other; audited)."""
+    """GET: `detector`, its agreement with the experiment's labels as layer 2 judges it now, and
+    `reviewers`, first labels against second opinions. POST `{turn_id, label}`: label a turn
+    (follow_up, deepening, new = other; audited)."""
 
     read_roles = READ_ROLES | REVIEW_ROLES
     write_roles = REVIEW_ROLES
@@ -82,8 +91,13 @@ class ReviewListApi(APIView):
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request, name: str):
-        live = follow_up_review_agreement(experiment=experiment_get(name=name), actor=request.user)
-        return Response(to_json(live))
+        experiment = experiment_get(name=name)
+        return Response(
+            {
+                "detector": to_json(follow_up_review_agreement(experiment=experiment, actor=request.user)),
+                "reviewers": to_json(follow_up_reviewer_agreement(experiment=experiment, actor=request.user)),
+            }
+        )
 
     @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
     def post(self, request, name: str):

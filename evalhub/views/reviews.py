@@ -5,6 +5,7 @@ as JSONL in the labelled set's format."""
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -21,7 +22,7 @@ from canary.services.reviews import (
     follow_up_reviews_export,
 )
 from evalhub.permissions import roles_required
-from gate.services.reviews import follow_up_review_agreement
+from gate.services.reviews import follow_up_review_agreement, follow_up_reviewer_agreement
 from registry.errors import ApplicationError
 from registry.roles import REVIEW_ROLES
 
@@ -43,9 +44,12 @@ def _language(request: HttpRequest) -> str | None:
 
 @roles_required(REVIEW_ROLES)
 def review_queue(request: HttpRequest, name: str) -> HttpResponse:
-    """GET: a random turn nobody labelled yet. POST `turn_id`, `label`: record the label, then the next."""
+    """GET: a random turn nobody labelled yet (`?second=1`: one another reviewer labelled once;
+    `?language=en|zh`). POST `turn_id`, `label`: record the label, then the next."""
     experiment = experiment_get(name=name)
     language = _language(request)
+    second = (request.GET.get("second") or request.POST.get("second")) == "1"
+    query = urlencode({**({"language": language} if language else {}), **({"second": 1} if second else {})})
     if request.method == "POST":
         try:
             turn_id = int(request.POST.get("turn_id", ""))
@@ -62,8 +66,10 @@ def review_queue(request: HttpRequest, name: str) -> HttpResponse:
             except ApplicationError as exc:
                 messages.error(request, exc.message)
         url = reverse("review-queue", kwargs={"name": experiment.name})
-        return redirect(f"{url}?language={language}" if language else url)
-    item = follow_up_review_next(experiment=experiment, actor=request.user, language=language)
+        return redirect(f"{url}?{query}" if query else url)
+    item = follow_up_review_next(
+        experiment=experiment, actor=request.user, language=language, second_opinion=second
+    )
     context = {
         "experiment": experiment,
         "item": item,
@@ -71,7 +77,9 @@ def review_queue(request: HttpRequest, name: str) -> HttpResponse:
         "languages": LANGUAGES,
         "buttons": [(value, LABEL_NAMES[value], *keys) for value, keys in SHORTCUTS.items()],
         "mine": follow_up_reviews_count(experiment=experiment, reviewer_name=request.user.get_username()),
+        "second": second,
         "live": follow_up_review_agreement(experiment=experiment, actor=request.user),
+        "reviewers": follow_up_reviewer_agreement(experiment=experiment, actor=request.user),
     }
     return render(request, "canary/review.html", context)
 

@@ -155,3 +155,54 @@ def live_agreement_apply(
     if live.status == BELOW_MINIMUM and verdict != ERROR:
         return INSUFFICIENT, [*reasons, live.reason]
     return verdict, [*reasons, live.reason]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewerAgreement:
+    """How far reviewers agree with each other, on the turns a second reviewer labelled too: the share
+    where the second label equals the first (three kinds), with its Wilson interval, and Cohen's kappa
+    (that agreement beyond what the two label mixes give by chance; None when chance agreement is 1).
+    `pairs` is first label -> second label -> turns."""
+
+    turns: int
+    agreeing: int
+    agreement: float | None
+    ci_low: float
+    ci_high: float
+    confidence: float
+    kappa: float | None
+    pairs: dict[str, dict[str, int]]
+
+
+def reviewer_agreement_judge(
+    *, pairs: Mapping[str, Mapping[str, int]], confidence: float = 0.95
+) -> ReviewerAgreement:
+    """Agreement between first and second labels from their counts; negative counts raise ValueError."""
+    table: dict[str, dict[str, int]] = {}
+    firsts: dict[str, int] = {}
+    seconds: dict[str, int] = {}
+    for first, row in pairs.items():
+        for second, count in row.items():
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"pairs[{first!r}][{second!r}]={count!r} must be a non-negative integer")
+            table.setdefault(first, {})[second] = count
+            firsts[first] = firsts.get(first, 0) + count
+            seconds[second] = seconds.get(second, 0) + count
+    turns = sum(firsts.values())
+    agreeing = sum(row.get(label, 0) for label, row in table.items())
+    low, high = wilson_interval(successes=agreeing, n=turns, confidence=confidence)
+    kappa = None
+    if turns:
+        observed = agreeing / turns
+        chance = sum(firsts.get(label, 0) * seconds.get(label, 0) for label in firsts) / turns**2
+        kappa = (observed - chance) / (1 - chance) if chance < 1 else None
+    return ReviewerAgreement(
+        turns=turns,
+        agreeing=agreeing,
+        agreement=_ratio(agreeing, turns),
+        ci_low=low,
+        ci_high=high,
+        confidence=confidence,
+        kappa=kappa,
+        pairs=table,
+    )

@@ -1,10 +1,12 @@
 """What the follow-up review queue shows beside the turn to label: the detector's live agreement as
-layer 2 would judge it now, under the policy a gate run of the family would use."""
+layer 2 would judge it now, under the policy a gate run of the family would use, and how far the
+reviewers agree with each other."""
 
 from __future__ import annotations
 
 from canary.models import Experiment
-from gate.judges.follow_up_review import LiveAgreement
+from canary.selectors import follow_up_review_pairs
+from gate.judges.follow_up_review import LiveAgreement, ReviewerAgreement, reviewer_agreement_judge
 from gate.layers.follow_up_review import follow_up_live_agreement_measure
 from gate.services.dashboard import dashboard_policy
 from registry.actors import Actor, actor_require_role
@@ -16,3 +18,12 @@ def follow_up_review_agreement(*, experiment: Experiment, actor: Actor) -> LiveA
     actor_require_role(actor, READ_ROLES | REVIEW_ROLES, action="read the follow-up review agreement")
     _, policy = dashboard_policy(family=experiment.family)
     return follow_up_live_agreement_measure(experiment=experiment, policy=policy)
+
+
+def follow_up_reviewer_agreement(*, experiment: Experiment, actor: Actor) -> ReviewerAgreement:
+    """First labels against second opinions on the experiment's turns labelled twice."""
+    actor_require_role(actor, READ_ROLES | REVIEW_ROLES, action="read the follow-up review agreement")
+    _, policy = dashboard_policy(family=experiment.family)
+    return reviewer_agreement_judge(
+        pairs=follow_up_review_pairs(experiment=experiment), confidence=policy.general.confidence
+    )

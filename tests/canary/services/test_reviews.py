@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from canary.models import FollowUpReview, TurnEvent
-from canary.selectors import follow_up_review_confusion
+from canary.selectors import follow_up_review_confusion, follow_up_review_pairs
 from canary.services.experiments import experiment_create, experiment_start
 from canary.services.reviews import (
     follow_up_review_next,
@@ -202,3 +202,23 @@ def test_the_export_is_a_labelled_set_the_detector_loads(experiment, annotator, 
     path = tmp_path / "reviews.jsonl"
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in joined), encoding="utf-8")
     assert follow_up_set_load(path) == joined
+
+
+def test_second_opinions(experiment, annotator):
+    second = user_with("release_manager", "rm")
+    third = user_with("annotator", "ann3")
+    first_turn = chat_session(experiment, session="a", turns=EN)[2]
+    other_turn = chat_session(experiment, session="b", turns=EN)[2]
+    follow_up_review_record(experiment=experiment, turn_id=first_turn.pk, label="follow_up", actor=annotator)
+
+    def pick(actor, **kwargs):
+        item = follow_up_review_next(experiment=experiment, actor=actor, **kwargs)
+        return item and item.turn_id
+
+    assert pick(annotator, second_opinion=True) is None  # not on one's own label
+    assert pick(second, second_opinion=True) == first_turn.pk
+    assert pick(second) == other_turn.pk  # new turns: the labelled one is not offered again
+    follow_up_review_record(experiment=experiment, turn_id=first_turn.pk, label="deepening", actor=second)
+    assert pick(second, second_opinion=True) is None and pick(third, second_opinion=True) is None
+    assert follow_up_review_pairs(experiment=experiment) == {"follow_up": {"deepening": 1}}
+    assert follow_up_review_confusion(experiment=experiment) == {"follow_up": {"follow_up": 1}}

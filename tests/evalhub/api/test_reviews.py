@@ -47,7 +47,9 @@ def test_label_a_turn_then_read_the_agreement_and_export(experiment, make_client
     assert created.json()["label"] == "follow_up" and created.json()["reviewer"] == annotator.user.username
     assert annotator.get(f"{URL}next/").json() == {"turn": None}  # labelled: no longer offered
 
-    live = make_client("viewer").get(URL).json()
+    both = make_client("viewer").get(URL).json()
+    live = both["detector"]
+    assert both["reviewers"]["turns"] == 0 and both["reviewers"]["kappa"] is None
     assert (live["labels"], live["agreeing"], live["agreement"], live["status"]) == (
         1,
         0,
@@ -78,5 +80,7 @@ def test_bad_input_in_the_one_error_shape(experiment, make_client):
     assert missing.status_code == 404 and list(missing.json()["error"]["fields"]) == ["turn_id"]
     language = annotator.get(f"{URL}next/?language=fr")
     assert language.status_code == 400 and list(language.json()["error"]["fields"]) == ["language"]
+    flag = annotator.get(f"{URL}next/?second_opinion=yes")
+    assert flag.status_code == 400 and list(flag.json()["error"]["fields"]) == ["second_opinion"]
     unknown = annotator.get("/api/v1/canary/experiments/nope/reviews/next/")
     assert unknown.status_code == 404

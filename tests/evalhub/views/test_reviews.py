@@ -72,7 +72,7 @@ def label_everything(page: Client) -> int:
         assert shown.status_code == 200
         item = shown.context["item"]
         if item is None:
-            assert "Nothing left to review" in shown.content.decode()
+            assert "every judged live turn has a label" in shown.content.decode()
             return labelled
         html = shown.content.decode()
         assert QUESTION.replace("'", "&#x27;") in html and ANSWER in html
@@ -108,6 +108,21 @@ def test_a_non_staff_annotator_labels_on_the_page_and_layer_2_shows_live_agreeme
     assert AuditLog.objects.filter(action="follow_up_review.record", actor_name="annie").count() == 80
     page = annotator_page.get("/review/exp/").content.decode()
     assert "0.900" in page and "72 of 80 reviewed turns" in page  # the queue shows the agreement too
+
+    # A release manager gives second opinions on 10 turns, calling one follow-up a deepening.
+    manager = get_user_model().objects.create_user(username="rm")
+    user_role_grant(user=manager, role="release_manager")
+    second = Client()
+    second.force_login(manager)
+    for index in range(10):
+        item = second.get("/review/exp/?second=1").context["item"]
+        label = TRUTH[item.next_turn]
+        sent = second.post(
+            "/review/exp/?second=1", {"turn_id": item.turn_id, "label": "deepening" if index == 0 else label}
+        )
+        assert sent["Location"] == "/review/exp/?second=1"
+    assert "agreed with the first label on 9 of 10 turns" in second.get("/review/exp/").content.decode()
+    assert FollowUpReview.objects.filter(is_first=True).count() == 80  # second opinions count once
 
     run = run_layer_2(experiment, follow_up_live_agreement_min=0.85)
     [layer] = run.layers.all()

@@ -1,5 +1,6 @@
 import pytest
 from scipy.stats import binomtest
+from sklearn.metrics import cohen_kappa_score
 
 from gate.judges.follow_up_rate import FollowUpRatePolicy
 from gate.judges.follow_up_review import (
@@ -8,6 +9,7 @@ from gate.judges.follow_up_review import (
     TOO_FEW_LABELS,
     live_agreement_apply,
     live_agreement_judge,
+    reviewer_agreement_judge,
 )
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
 from gate.policy import PolicyError
@@ -116,3 +118,34 @@ def test_policy_keys_join_layer_2():
     assert FollowUpRatePolicy().follow_up_live_agreement_min == 0.8
     with pytest.raises(PolicyError, match="follow_up_live_min_labels"):
         FollowUpRatePolicy.parse({"follow_up_live_min_labels": 0})
+
+
+class TestReviewerAgreement:
+    PAIRS = {
+        "follow_up": {"follow_up": 30, "deepening": 5},
+        "deepening": {"follow_up": 4, "deepening": 16},
+        "new": {"follow_up": 1, "new": 24},
+    }
+
+    def test_agreement_and_kappa(self):
+        result = reviewer_agreement_judge(pairs=self.PAIRS)
+        assert (result.turns, result.agreeing, result.agreement) == (80, 70, 0.875)
+        # Chance: first labels 35 / 20 / 25, second 35 / 21 / 24 of 80: (35·35 + 20·21 + 25·24) / 6400.
+        chance = (35 * 35 + 20 * 21 + 25 * 24) / 6400
+        assert result.kappa == approx((0.875 - chance) / (1 - chance))
+        first = [a for a, row in self.PAIRS.items() for b, n in row.items() for _ in range(n)]
+        second = [b for a, row in self.PAIRS.items() for b, n in row.items() for _ in range(n)]
+        assert result.kappa == approx(cohen_kappa_score(first, second))
+        scipy_ci = binomtest(70, 80).proportion_ci(method="wilson")
+        assert (result.ci_low, result.ci_high) == (approx(scipy_ci.low), approx(scipy_ci.high))
+
+    def test_no_pairs_and_one_label_only(self):
+        empty = reviewer_agreement_judge(pairs={})
+        assert (empty.turns, empty.agreement, empty.kappa) == (0, None, None)
+        # Everyone said "new": perfect agreement, but nothing beyond chance to measure.
+        same = reviewer_agreement_judge(pairs={"new": {"new": 5}})
+        assert (same.agreement, same.kappa) == (1.0, None)
+
+    def test_negative_counts_raise(self):
+        with pytest.raises(ValueError, match="must be a non-negative integer"):
+            reviewer_agreement_judge(pairs={"new": {"new": -1}})

@@ -39,8 +39,8 @@ Role = TurnEvent.Role
 
 
 def text_language(text: str) -> str:
-    """ "zh" when the text holds at least as many CJK characters as Latin words, else "en" (so a
-    Chinese question naming an English term, "这个 force majeure 条款", is Chinese)."""
+    """The language of `text`: "zh" when it holds at least as many CJK characters as Latin words, else
+    "en" (so a Chinese question naming an English term, "这个 force majeure 条款", is Chinese)."""
     return "zh" if len(_CJK.findall(text)) >= max(1, len(_LATIN_WORD.findall(text))) else "en"
 
 

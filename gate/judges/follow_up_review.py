@@ -8,6 +8,9 @@ precision and recall of the counted kinds on the reviewed turns. With at least `
 turns and an agreement below `minimum` (the point estimate: the labels show the detector misjudges
 more often than the policy allows), layer 2's verdict is `insufficient_data` with that reason: its
 rate cannot be trusted either way. Fewer labels leave the check unapplied, and the report says so.
+
+How far the labels themselves can be trusted: on turns a second reviewer labelled too, the share of
+second opinions equal to the first label and Cohen's kappa (`reviewer_agreement_judge`).
 """
 
 from __future__ import annotations

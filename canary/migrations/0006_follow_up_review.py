@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('canary', '0003_window_share_and_pause'),
+        ('canary', '0005_experiment_business_horizon'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

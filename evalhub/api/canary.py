@@ -83,6 +83,10 @@ class ExperimentOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField(source="experiment.created_at")
     started_at = serializers.DateTimeField(source="experiment.started_at", allow_null=True)
     ended_at = serializers.DateTimeField(source="experiment.ended_at", allow_null=True)
+    business_horizon = serializers.DictField(
+        source="experiment.business_horizon",
+        help_text="layer 3's fixed horizon, registered at the start: metric, units_per_arm, basis",
+    )
     live = LiveSerializer(source="arms")
     latest_analysis = AnalysisOutputSerializer(allow_null=True)
 

@@ -112,6 +112,7 @@ def test_the_api_start_registers_the_horizon(versions, make_client):
     manager = make_client(RELEASE_MANAGER)
     response = manager.post("/api/v1/canary/experiments/exp/start/", {"reason": "go"}, format="json")
     assert response.status_code == 200, response.content
+    assert response.json()["business_horizon"]["units_per_arm"] == 78
     experiment = Experiment.objects.get(name="exp")
     assert experiment.status == "running" and experiment.business_horizon["units_per_arm"] == 78
     assert AuditLog.objects.get(action="experiment.horizon_register").actor == manager.user

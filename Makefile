@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test lint format bench lock clean
+.PHONY: install messages makemessages run test lint format bench lock clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,15 +17,27 @@ $(STAMP): requirements.txt
 
 install: $(STAMP)
 
+## The compiled translation catalogues (GNU gettext's msgfmt; `.ci/run` installs it when missing).
+MO := $(patsubst %.po,%.mo,$(wildcard locale/*/LC_MESSAGES/django.po))
+%.mo: %.po
+	msgfmt --check -o $@ $<
+
+messages: $(MO)
+
+## Collect the translatable strings into locale/*/LC_MESSAGES/django.po (then translate the new ones).
+makemessages: install
+	$(PY) manage.py makemessages -l zh_Hans --no-obsolete --ignore '.venv/*' --ignore 'var/*' \
+	  --ignore 'tests/*' --ignore 'bench/*' --ignore 'staticfiles/*'
+
 ## Start EvalHub with the bundled demo on embedded defaults (SQLite, no broker server).
-run: install
+run: install messages
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py demo_setup
 	$(PY) manage.py collectstatic --noinput -v 0
 	PYTHON=$(PY) bin/run-local
 
 ## Run the whole test suite (real PostgreSQL and Redis when they are up; CI requires them).
-test: install
+test: install messages
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## Lint: ruff, the import contracts (floors only point down, no cycles) and the type checker.

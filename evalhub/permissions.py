@@ -4,8 +4,12 @@ from functools import wraps
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from rest_framework import permissions
 
+from evalhub.reasons import reason_translate
+from registry.errors import ApplicationError
 from registry.roles import READ_ROLES, WRITE_ROLES, user_roles
 
 
@@ -13,7 +17,7 @@ class HasRole(permissions.BasePermission):
     """Reads need one of the view's `read_roles` (default: viewer, ci or release_manager); writes one
     of its `write_roles` (default: ci or release_manager)."""
 
-    message = "Your role does not allow this."
+    message = gettext_lazy("Your role does not allow this.")
 
     def has_permission(self, request, view) -> bool:
         roles = user_roles(request.user)
@@ -29,7 +33,7 @@ def reader_required(view):
     @wraps(view)
     def check(request, *args, **kwargs):
         if not user_roles(request.user) & READ_ROLES:
-            raise PermissionDenied("Your role does not allow reading these pages.")
+            raise PermissionDenied(_("Your role does not allow reading these pages."))
         return view(request, *args, **kwargs)
 
     return login_required(check)
@@ -43,9 +47,19 @@ def roles_required(roles: frozenset[str]):
         @wraps(view)
         def check(request, *args, **kwargs):
             if not user_roles(request.user) & roles:
-                raise PermissionDenied("Your role does not allow this.")
+                raise PermissionDenied(_("Your role does not allow this."))
             return view(request, *args, **kwargs)
 
         return login_required(check)
 
     return decorate
+
+
+def error_text(exc: ApplicationError) -> str:
+    """A refusal as one line for a page's message: the message, then the fields at fault."""
+    message = reason_translate(exc.message)
+    details = "; ".join(
+        f"{field}: {' '.join(reason_translate(note) for note in notes)}"
+        for field, notes in exc.fields.items()
+    )
+    return f"{message} ({details})" if details else message

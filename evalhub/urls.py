@@ -7,8 +7,8 @@ from evalhub.api import common
 from evalhub.api import gate as gate_apis
 from evalhub.api import registry as registry_apis
 from evalhub.api import reviews as review_apis
+from evalhub.views import accounts, gate_runs, reviews, versions
 from evalhub.views import canary as canary_views
-from evalhub.views import gate_runs, reviews, versions
 
 NAME = r"(?P<name>[-a-zA-Z0-9_.]+)"
 api_v1 = (
@@ -106,6 +106,10 @@ urlpatterns = [
     path("review/", reviews.review_list, name="review-list"),
     path("review/<str:name>/", reviews.review_queue, name="review-queue"),
     path("review/<str:name>/export.jsonl", reviews.review_export, name="review-export"),
+    path("login/", accounts.sign_in, name="login"),
+    path("logout/", accounts.sign_out, name="logout"),
+    # POST /i18n/setlang/ {language, next}: the language switch, remembered in a cookie.
+    path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

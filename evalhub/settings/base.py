@@ -64,6 +64,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The page language: the remembered switch (a cookie), else the browser's Accept-Language.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -82,6 +84,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
@@ -120,14 +123,27 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
+# Pages, messages and the admin in English or Simplified Chinese: the switch in the page header
+# (remembered in a cookie for a year), else the browser's Accept-Language. Catalogues live in
+# locale/ (`make messages` compiles them; `make run` and `make test` do it too).
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-LOGIN_URL = "admin:login"
+# EvalHub's own sign-in for every role that may read the pages; the admin's stays for staff.
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"  # which sends a signed-out visitor on to the sign-in
+# A signed-in session ends this long after sign-in (seconds; default 12 h), or when the browser
+# closes with EVALHUB_SESSION_EXPIRE_AT_BROWSER_CLOSE=1.
+SESSION_COOKIE_AGE = int(os.environ.get("EVALHUB_SESSION_SECONDS", 12 * 3600))
+SESSION_EXPIRE_AT_BROWSER_CLOSE = env_bool("EVALHUB_SESSION_EXPIRE_AT_BROWSER_CLOSE", False)
 
 # ---------------------------------------------------------------------------------------------
 # REST API

@@ -6,11 +6,13 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from canary.selectors import experiment_get, experiment_overview_list
 from canary.services import experiments as lifecycle
-from evalhub.permissions import reader_required, roles_required
+from evalhub.permissions import error_text, reader_required, roles_required
+from evalhub.terms import term_label
 from gate.services.dashboard import experiment_dashboard
 from gate.services.horizons import experiment_start_registered
 from registry.errors import ApplicationError
@@ -41,7 +43,7 @@ def _percent(text: str) -> float | None:
         return float(text)
     except ValueError:
         raise ApplicationError(
-            "traffic_percent must be a number.", fields={"traffic_percent": ["must be a number"]}
+            _("traffic_percent must be a number."), fields={"traffic_percent": [_("must be a number")]}
         ) from None
 
 
@@ -61,10 +63,16 @@ def experiment_action(request: HttpRequest, name: str, action: str) -> HttpRespo
         else:
             changed = getattr(lifecycle, f"experiment_{action}")(**common)
     except ApplicationError as exc:
-        details = "; ".join(f"{field}: {' '.join(notes)}" for field, notes in exc.fields.items())
-        messages.error(request, f"{exc.message} ({details})" if details else exc.message)
+        messages.error(request, error_text(exc))
     else:
         messages.success(
-            request, f"{action}: {changed.name} is {changed.status} at {changed.traffic_percent:g} %."
+            request,
+            _("%(action)s: %(name)s is %(status)s at %(share)s %%.")
+            % {
+                "action": term_label(action),
+                "name": changed.name,
+                "status": term_label(changed.status),
+                "share": f"{changed.traffic_percent:g}",
+            },
         )
     return redirect("canary:experiment-detail", name=experiment.name)

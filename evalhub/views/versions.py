@@ -3,9 +3,11 @@
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from evalhub.permissions import reader_required, roles_required
+from evalhub.permissions import error_text, reader_required, roles_required
+from evalhub.terms import term_label
 from gate.selectors.decisions import (
     decision_get,
     decision_list,
@@ -56,8 +58,11 @@ def version_decide(request, ref: str):
             confirms=decision_get(decision_id=data["confirms"]) if data.get("confirms") else None,
         )
     except ApplicationError as exc:
-        details = "; ".join(f"{field}: {' '.join(notes)}" for field, notes in exc.fields.items())
-        messages.error(request, f"{exc.message} ({details})" if details else exc.message)
+        messages.error(request, error_text(exc))
     else:
-        messages.success(request, f"Recorded: {decision.action} of {version.ref}.")
+        messages.success(
+            request,
+            _("Recorded: %(action)s of %(ref)s.")
+            % {"action": term_label(decision.action), "ref": version.ref},
+        )
     return redirect("version-detail", ref=version.ref)

@@ -73,6 +73,11 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "review-list": {"GET": REVIEWERS},
     "review-queue": {"GET": REVIEWERS, "POST": REVIEWERS},
     "review-export": {"GET": REVIEWERS},
+    # Signing in and out and the language switch are for everyone (a signed-in visitor of the sign-in
+    # page is sent on to the pages).
+    "login": {"GET": frozenset(ROLES), "POST": frozenset(ROLES)},
+    "logout": {"POST": frozenset(ROLES)},
+    "set_language": {"POST": frozenset(ROLES)},
 }
 HANDLERS = ("get", "post", "put", "patch", "delete")
 NOT_IN_THE_TABLE = ("admin:",)  # the Django admin is for staff, checked by Django itself

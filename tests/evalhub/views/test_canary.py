@@ -139,9 +139,9 @@ def test_pages_and_actions_need_a_login(experiment):
     anonymous = Client()
     for url in ("/canary/", "/canary/exp/"):
         response = anonymous.get(url)
-        assert response.status_code == 302 and "/admin/login/" in response["Location"]
+        assert response.status_code == 302 and response["Location"].startswith("/login/?next=")
     response = anonymous.post("/canary/exp/pause/", {"reason": "x"})
-    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    assert response.status_code == 302 and response["Location"].startswith("/login/?next=")
     assert status_of(experiment) == ("running", 50.0)
 
 
@@ -324,7 +324,7 @@ def test_a_viewer_cannot_act(experiment, viewer):
         assert response.status_code == 403
     assert status_of(experiment) == ("running", 50.0)
     assert not AuditLog.objects.filter(actor=viewer.user).exists()
-    assert "<form" not in viewer.get("/canary/exp/").content.decode()
+    assert 'action="/canary/exp/' not in viewer.get("/canary/exp/").content.decode()  # no action forms
 
 
 def test_a_release_manager_pauses_resumes_ramps_and_rolls_back(experiment, manager, settings):

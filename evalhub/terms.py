@@ -1,0 +1,98 @@
+"""What people read for the domain's stored codes: statuses, verdicts, actions, arms and the like are
+stored (and returned by the API) as codes, and the English pages show them as they are; other
+languages get a label. Each code is a msgid in the context "code" (`rolled_back` -> 已回滚), written
+out so that `makemessages` collects it."""
+
+from __future__ import annotations
+
+from django.utils.translation import pgettext_lazy
+
+TERMS = {
+    # Version status
+    "registered": pgettext_lazy("code", "registered"),
+    "evaluating": pgettext_lazy("code", "evaluating"),
+    "gate_passed": pgettext_lazy("code", "gate_passed"),
+    "gate_failed": pgettext_lazy("code", "gate_failed"),
+    "approved": pgettext_lazy("code", "approved"),
+    "rejected": pgettext_lazy("code", "rejected"),
+    "canary": pgettext_lazy("code", "canary"),
+    "promoted": pgettext_lazy("code", "promoted"),
+    "rolled_back": pgettext_lazy("code", "rolled_back"),
+    "retired": pgettext_lazy("code", "retired"),
+    # Gate run status and verdicts, also the canary analysis's
+    "queued": pgettext_lazy("code", "queued"),
+    "running": pgettext_lazy("code", "running"),
+    "succeeded": pgettext_lazy("code", "succeeded"),
+    "failed": pgettext_lazy("code", "failed"),
+    "error": pgettext_lazy("code", "error"),
+    "pending": pgettext_lazy("code", "pending"),
+    "pass": pgettext_lazy("code", "pass"),
+    "fail": pgettext_lazy("code", "fail"),
+    "marginal": pgettext_lazy("code", "marginal"),
+    "insufficient_data": pgettext_lazy("code", "insufficient_data"),
+    # Experiment status, lifecycle actions, what an analysis did
+    "draft": pgettext_lazy("code", "draft"),
+    "paused": pgettext_lazy("code", "paused"),
+    "start": pgettext_lazy("code", "start"),
+    "pause": pgettext_lazy("code", "pause"),
+    "resume": pgettext_lazy("code", "resume"),
+    "ramp": pgettext_lazy("code", "ramp"),
+    "rollback": pgettext_lazy("code", "rollback"),
+    "promote": pgettext_lazy("code", "promote"),
+    "ramped": pgettext_lazy("code", "ramped"),
+    "waiting_for_release_manager": pgettext_lazy("code", "waiting_for_release_manager"),
+    # Release decisions
+    "approve": pgettext_lazy("code", "approve"),
+    "reject": pgettext_lazy("code", "reject"),
+    "override_request": pgettext_lazy("code", "override_request"),
+    "override_confirm": pgettext_lazy("code", "override_confirm"),
+    # Arms, directions, units, detector kinds
+    "baseline": pgettext_lazy("code", "baseline"),
+    "candidate": pgettext_lazy("code", "candidate"),
+    "increase": pgettext_lazy("code", "increase"),
+    "decrease": pgettext_lazy("code", "decrease"),
+    "user": pgettext_lazy("code", "user"),
+    "outcome": pgettext_lazy("code", "outcome"),
+    "follow_up": pgettext_lazy("code", "follow_up"),
+    "deepening": pgettext_lazy("code", "deepening"),
+    "new": pgettext_lazy("code", "new"),
+    # Gate layers and their metrics, as the API names them
+    "clean_accuracy": pgettext_lazy("code", "clean_accuracy"),
+    "robustness": pgettext_lazy("code", "robustness"),
+    "follow_up_rate": pgettext_lazy("code", "follow_up_rate"),
+    "business_value": pgettext_lazy("code", "business_value"),
+    "accuracy": pgettext_lazy("code", "accuracy"),
+    "robustness_rate": pgettext_lazy("code", "robustness_rate"),
+    # Attribution levels and its tables' columns
+    "phenomenon": pgettext_lazy("code", "phenomenon"),
+    "data": pgettext_lazy("code", "data"),
+    "system": pgettext_lazy("code", "system"),
+    "difference": pgettext_lazy("code", "difference"),
+    "item": pgettext_lazy("code", "item"),
+    "expected": pgettext_lazy("code", "expected"),
+    "answered": pgettext_lazy("code", "answered"),
+    # Backend kinds
+    "openai": pgettext_lazy("code", "openai"),
+    "hf": pgettext_lazy("code", "hf"),
+    "builtin": pgettext_lazy("code", "builtin"),
+    # Readings of the daily table and probe findings (stored as phrases)
+    "improvement shown": pgettext_lazy("code", "improvement shown"),
+    "candidate worse": pgettext_lazy("code", "candidate worse"),
+    "not decided yet": pgettext_lazy("code", "not decided yet"),
+    "candidate fixes this weakness": pgettext_lazy("code", "candidate fixes this weakness"),
+    "candidate regresses": pgettext_lazy("code", "candidate regresses"),
+    "no clear difference": pgettext_lazy("code", "no clear difference"),
+    # Layer titles
+    "Clean accuracy": pgettext_lazy("code", "Clean accuracy"),
+    "Robustness": pgettext_lazy("code", "Robustness"),
+    "Follow-up rate": pgettext_lazy("code", "Follow-up rate"),
+    "Business value": pgettext_lazy("code", "Business value"),
+}
+
+
+def term_label(value: object) -> object:
+    """The label of a stored code in the active language; anything else (data, such as a metric's
+    name) unchanged."""
+    if isinstance(value, str):
+        return TERMS.get(value, value)
+    return value

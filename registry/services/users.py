@@ -1,0 +1,36 @@
+"""People's accounts: the password that signs them in to the pages."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from registry.actors import Actor
+from registry.errors import ApplicationError
+from registry.services.audit import audit_record
+from registry.services.tokens import ADMIN
+
+
+@transaction.atomic
+def user_password_set(*, username: str, password: str, create: bool = False, actor: Actor = ADMIN):
+    """Set (or reset) a user's password after Django's password validators; with `create`, a
+    missing user is created first. Audited without the password."""
+    User = get_user_model()
+    user = User.objects.select_for_update().filter(username=username).first()
+    if user is None and not create:
+        raise ApplicationError(
+            f"No user {username!r}.", code="not_found", fields={"username": ["no such user"]}, status_code=404
+        )
+    created = user is None
+    if created:
+        user = User(username=username)
+    try:
+        validate_password(password, user=user)
+    except ValidationError as exc:
+        raise ApplicationError("The password was refused.", fields={"password": list(exc.messages)}) from None
+    user.set_password(password)
+    user.save()
+    audit_record(actor=actor, action="user.password_set", target=user, after={"created": created})
+    return user

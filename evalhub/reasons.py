@@ -1,42 +1,86 @@
-"""Stored reasons in the reader's language. The judges (pure code, no Django) write their reasons
-as English sentences, and the API returns them as they are; the pages match each one against the
-sentence shapes below and show its translation with the numbers and names it carried. A reason no
-shape matches is shown as it was written (the zh-hans page test finds those)."""
+"""Stored reasons in the reader's language. The judges, the layers' attributions and the canary
+analysis (code that knows no Django) write their reasons as English sentences, and the API returns
+them as they are; pages match each one against the sentence shapes below and show its translation
+with the numbers and names it carried. A sentence made of parts (`a; b`) is translated part by
+part. A reason no shape matches is shown as it was written (the zh-hans page test finds those)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
 from evalhub.terms import term_label
 
-NUMBER = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
-WORD = r"[a-z_]+"
+N = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"  # a number as the f-strings print it
+CODE = r"[a-z][a-z_]*"
+OPERATORS = {"<=": "≤", ">=": "≥", "<": "<", ">": ">"}
 
 
-def shape(pattern: str, template: Promise, **convert: Callable[[str], object]) -> tuple:
-    return re.compile(pattern + r"$"), template, convert
+@dataclass(frozen=True)
+class Shape:
+    pattern: re.Pattern[str]
+    template: Promise
+    convert: dict[str, Callable[[str], object]] = field(default_factory=dict)
+
+
+def shape(
+    pattern: str,
+    template: Promise,
+    *,
+    terms: tuple = (),
+    nested: tuple = (),
+    ops: tuple = (),
+    other: dict[str, Callable[[str], object]] | None = None,
+) -> Shape:
+    """`pattern` (named groups, anchored at both ends) and its translation; groups named in `terms`
+    are codes (shown by their label), in `nested` reasons of their own, in `ops` comparison signs,
+    in `other` converted by the function given."""
+    convert: dict[str, Callable[[str], object]] = {name: term_label for name in terms}
+    convert.update({name: lambda text: reason_translate(text) for name in nested})  # defined below
+    convert.update({name: OPERATORS.__getitem__ for name in ops})
+    convert.update(other or {})
+    return Shape(re.compile(pattern + r"$", re.DOTALL), template, convert)
+
+
+def bound_translate(text: str) -> str:
+    return str(_("upper bound ")) if text else ""
+
+
+def tally_translate(text: str) -> str:
+    """`2 pass, 1 marginal` -> each count with its verdict's label."""
+    parts = []
+    for part in text.split(", "):
+        count, _space, verdict = part.partition(" ")
+        parts.append(f"{count} {term_label(verdict)}")
+    return "，".join(parts)
 
 
 SHAPES = [
     # gate/judges/verdict.py
-    shape(rf"(?P<layer>{WORD}): no result", _("%(layer)s: no result"), layer=term_label),
+    shape(rf"(?P<layer>{CODE}): no result", _("%(layer)s: no result"), terms=("layer",)),
     shape(
-        rf"(?P<layer>{WORD}): (?P<verdict>{WORD})",
-        _("%(layer)s: %(verdict)s"),
-        layer=term_label,
-        verdict=term_label,
+        rf"(?P<layer>{CODE}): (?P<verdict>{CODE})", _("%(layer)s: %(verdict)s"), terms=("layer", "verdict")
     ),
     # gate/judges/clean_accuracy.py and robustness.py
-    shape(rf"lower bound (?P<value>{NUMBER}) >= (?P<bar>{NUMBER})", _("lower bound %(value)s ≥ bar %(bar)s")),
-    shape(rf"lower bound (?P<value>{NUMBER}) < (?P<bar>{NUMBER})", _("lower bound %(value)s < bar %(bar)s")),
-    shape(rf"accuracy (?P<value>{NUMBER}) >= (?P<bar>{NUMBER})", _("accuracy %(value)s ≥ bar %(bar)s")),
-    shape(rf"accuracy (?P<value>{NUMBER}) < (?P<bar>{NUMBER})", _("accuracy %(value)s < bar %(bar)s")),
-    shape(rf"robustness (?P<value>{NUMBER}) >= (?P<bar>{NUMBER})", _("robustness %(value)s ≥ bar %(bar)s")),
-    shape(rf"robustness (?P<value>{NUMBER}) < (?P<bar>{NUMBER})", _("robustness %(value)s < bar %(bar)s")),
+    shape(
+        rf"lower bound (?P<value>{N}) (?P<op>>=|<) (?P<bar>{N})",
+        _("lower bound %(value)s %(op)s bar %(bar)s"),
+        ops=("op",),
+    ),
+    shape(
+        rf"accuracy (?P<value>{N}) (?P<op>>=|<) (?P<bar>{N})",
+        _("accuracy %(value)s %(op)s bar %(bar)s"),
+        ops=("op",),
+    ),
+    shape(
+        rf"robustness (?P<value>{N}) (?P<op>>=|<) (?P<bar>{N})",
+        _("robustness %(value)s %(op)s bar %(bar)s"),
+        ops=("op",),
+    ),
     shape(
         r"(?P<n>\d+) items scored, the policy needs at least (?P<need>\d+)",
         _("%(n)s items scored, the policy needs at least %(need)s"),
@@ -54,14 +98,341 @@ SHAPES = [
         r"(?P<errors>\d+) samples errored \(counted as wrong\)",
         _("%(errors)s samples errored (counted as wrong)"),
     ),
+    # gate/judges/follow_up_rate.py
+    shape(
+        rf"follow-up rate upper bound (?P<judged>{N}) (?P<op><=|>) bar (?P<bar>{N}) \(rate (?P<rate>{N}), "
+        rf"(?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\], (?P<follow_ups>\d+) follow-ups of (?P<answered>\d+) answers\)",
+        _(
+            "follow-up rate upper bound %(judged)s %(op)s bar %(bar)s (rate %(rate)s, %(level)s %% CI [%(low)s, %(high)s], %(follow_ups)s follow-ups of %(answered)s answers)"
+        ),
+        ops=("op",),
+    ),
+    shape(
+        rf"follow-up rate (?P<judged>{N}) (?P<op><=|>) bar (?P<bar>{N}) \(rate (?P<rate>{N}), "
+        rf"(?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\], (?P<follow_ups>\d+) follow-ups of (?P<answered>\d+) answers\)",
+        _(
+            "follow-up rate %(judged)s %(op)s bar %(bar)s (rate %(rate)s, %(level)s %% CI [%(low)s, %(high)s], %(follow_ups)s follow-ups of %(answered)s answers)"
+        ),
+        ops=("op",),
+    ),
+    shape(
+        rf"difference from the baseline (?P<bound>upper bound )?(?P<judged>{N}) (?P<op><=|>) margin (?P<margin>{N}) "
+        rf"\(difference (?P<estimate>{N}), (?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\] by Newcombe's hybrid "
+        rf"score; baseline rate (?P<rate>{N}), (?P<follow_ups>\d+) follow-ups of (?P<answered>\d+) answers\)",
+        _(
+            "difference from the baseline %(bound)s%(judged)s %(op)s margin %(margin)s (difference %(estimate)s, %(level)s %% CI [%(low)s, %(high)s] by Newcombe's hybrid score; baseline rate %(rate)s, %(follow_ups)s follow-ups of %(answered)s answers)"
+        ),
+        ops=("op",),
+        other={"bound": bound_translate},
+    ),
+    shape(
+        rf"(?P<arm>{CODE}) has (?P<n>\d+) answered questions, the policy needs at least (?P<need>\d+)",
+        _("%(arm)s has %(n)s answered questions, the policy needs at least %(need)s"),
+        terms=("arm",),
+    ),
+    shape(
+        rf"the detector still owes (?P<unjudged>\d+) of (?P<turns>{N}) user turns \(their answers are not stored yet\); "
+        r"run the gate again in a few minutes",
+        _(
+            "the detector still owes %(unjudged)s of %(turns)s user turns (their answers are not stored yet); run the gate again in a few minutes"
+        ),
+    ),
+    shape(r"not shown yet: (?P<why>.+)", _("not shown yet: %(why)s"), nested=("why",)),
+    shape(
+        r"the point estimates pass, but the baseline's (?P<n>\d+) answers alone leave the interval of the difference "
+        r"wider than the margin: both arms need more answers",
+        _(
+            "the point estimates pass, but the baseline's %(n)s answers alone leave the interval of the difference wider than the margin: both arms need more answers"
+        ),
+    ),
+    shape(
+        r"the point estimates pass the bounds' checks; about (?P<needed>\d+) answered questions on the candidate "
+        r"\(it has (?P<n>\d+)\) would show it if the rates held",
+        _(
+            "the point estimates pass the bounds' checks; about %(needed)s answered questions on the candidate (it has %(n)s) would show it if the rates held"
+        ),
+    ),
+    # gate/judges/business_value.py
+    shape(
+        rf"sample ratio mismatch: (?P<baseline>\d+) baseline and (?P<candidate>\d+) candidate units assigned against "
+        rf"an expected candidate share (?P<share>{N}) \(chi-square (?P<chi>{N}), p = (?P<p>{N}) < (?P<alpha>{N})\): "
+        r"the assignment or logging is broken, the effect is not trusted",
+        _(
+            "sample ratio mismatch: %(baseline)s baseline and %(candidate)s candidate units assigned against an expected candidate share %(share)s (chi-square %(chi)s, p = %(p)s < %(alpha)s): the assignment or logging is broken, the effect is not trusted"
+        ),
+    ),
+    shape(
+        rf"sample ratio mismatch: (?P<baseline>\d+) baseline and (?P<candidate>\d+) candidate units assigned against "
+        rf"an expected candidate share (?P<share>{N}) \(exact binomial test, p = (?P<p>{N}) < (?P<alpha>{N})\): "
+        r"the assignment or logging is broken, the effect is not trusted",
+        _(
+            "sample ratio mismatch: %(baseline)s baseline and %(candidate)s candidate units assigned against an expected candidate share %(share)s (exact binomial test, p = %(p)s < %(alpha)s): the assignment or logging is broken, the effect is not trusted"
+        ),
+    ),
+    shape(
+        rf"(?P<arm>{CODE}) has (?P<n>\d+) units, the policy needs at least (?P<need>\d+)",
+        _("%(arm)s has %(n)s units, the policy needs at least %(need)s"),
+        terms=("arm",),
+    ),
+    shape(
+        r"the effect cannot be estimated: (?P<why>.+)",
+        _("the effect cannot be estimated: %(why)s"),
+        nested=("why",),
+    ),
+    shape(
+        r"the sequential interval cannot be computed: (?P<why>.+)",
+        _("the sequential interval cannot be computed: %(why)s"),
+        nested=("why",),
+    ),
+    shape(
+        rf"improvement \((?P<direction>{CODE}) is better\) (?P<estimate>{N}), (?P<level>{N}) % always-valid interval "
+        rf"\[(?P<low>{N}), (?P<high>{N})\]: lower bound (?P<bound>{N}) (?P<outcome>.+)",
+        _(
+            "improvement (%(direction)s is better) %(estimate)s, %(level)s %% always-valid interval [%(low)s, %(high)s]: lower bound %(bound)s %(outcome)s"
+        ),
+        terms=("direction",),
+        nested=("outcome",),
+    ),
+    shape(
+        rf"improvement \((?P<direction>{CODE}) is better\) (?P<estimate>{N}), (?P<level>{N}) % interval "
+        rf"\[(?P<low>{N}), (?P<high>{N})\]: lower bound (?P<bound>{N}) (?P<outcome>.+)",
+        _(
+            "improvement (%(direction)s is better) %(estimate)s, %(level)s %% interval [%(low)s, %(high)s]: lower bound %(bound)s %(outcome)s"
+        ),
+        terms=("direction",),
+        nested=("outcome",),
+    ),
+    shape(
+        rf">= the minimum effect (?P<effect>{N}) \(one-sided test at alpha (?P<alpha>{N})\)",
+        _(">= the minimum effect %(effect)s (one-sided test at alpha %(alpha)s)"),
+    ),
+    shape(rf"> 0 \(one-sided test at alpha (?P<alpha>{N})\)", _("> 0 (one-sided test at alpha %(alpha)s)")),
+    shape(rf"is below the minimum effect (?P<effect>{N})", _("is below the minimum effect %(effect)s")),
+    shape(r"is not above 0 \(no improvement shown\)", _("is not above 0 (no improvement shown)")),
+    shape(
+        rf"the estimate clears the minimum effect (?P<effect>{N}) but the bound does not; about (?P<baseline>\d+) "
+        r"baseline and (?P<candidate>\d+) candidate units would show it if the effect held at its estimate",
+        _(
+            "the estimate clears the minimum effect %(effect)s but the bound does not; about %(baseline)s baseline and %(candidate)s candidate units would show it if the effect held at its estimate"
+        ),
+    ),
+    shape(
+        r"the estimate clears 0 but the bound does not; about (?P<baseline>\d+) baseline and (?P<candidate>\d+) "
+        r"candidate units would show it if the effect held at its estimate",
+        _(
+            "the estimate clears 0 but the bound does not; about %(baseline)s baseline and %(candidate)s candidate units would show it if the effect held at its estimate"
+        ),
+    ),
+    # gate/layers: the attribution's summaries and table titles
+    shape(
+        rf"candidate follow-up rate (?P<rate>{N}) \((?P<follow_ups>\d+)/(?P<answered>\d+)\) vs baseline "
+        rf"(?P<baseline>{N}) \((?P<baseline_follow_ups>\d+)/(?P<baseline_answered>\d+)\), difference (?P<difference>{N})",
+        _(
+            "candidate follow-up rate %(rate)s (%(follow_ups)s/%(answered)s) vs baseline %(baseline)s (%(baseline_follow_ups)s/%(baseline_answered)s), difference %(difference)s"
+        ),
+    ),
+    shape(
+        rf"candidate follow-up rate (?P<rate>{N}) \((?P<follow_ups>\d+)/(?P<answered>\d+)\)",
+        _("candidate follow-up rate %(rate)s (%(follow_ups)s/%(answered)s)"),
+    ),
+    shape(
+        r"the candidate's hours with the highest follow-up rate, its latest follow-ups with the question and answer "
+        r"before them, and the stress probes \((?P<probes>.+)\)",
+        _(
+            "the candidate's hours with the highest follow-up rate, its latest follow-ups with the question and answer before them, and the stress probes (%(probes)s)"
+        ),
+        nested=("probes",),
+    ),
+    shape(
+        r"the candidate's units with the worst (?P<metric>\S+); stress probes: (?P<probes>.+)",
+        _("the candidate's units with the worst %(metric)s; stress probes: %(probes)s"),
+        nested=("probes",),
+    ),
+    shape(r"no probe run yet", _("no probe run yet")),
+    shape(
+        rf"(?P<weakness>\S+): candidate (?P<candidate>{N}) vs baseline (?P<baseline>{N}) \((?P<finding>[^)]+)\)",
+        _("%(weakness)s: candidate %(candidate)s vs baseline %(baseline)s (%(finding)s)"),
+        terms=("finding",),
+    ),
+    shape(
+        rf"(?P<arm>baseline|candidate): (?P<errors>\d+) errors, (?P<fallbacks>\d+) fallbacks of (?P<answers>\d+) "
+        rf"answers, p50 (?P<p50>{N}) ms, (?P<rest>(?:baseline|candidate): .+)",
+        _(
+            "%(arm)s: %(errors)s errors, %(fallbacks)s fallbacks of %(answers)s answers, p50 %(p50)s ms; %(rest)s"
+        ),
+        terms=("arm",),
+        nested=("rest",),
+    ),
+    shape(
+        rf"(?P<arm>baseline|candidate): (?P<errors>\d+) errors, (?P<fallbacks>\d+) fallbacks of (?P<answers>\d+) "
+        rf"answers, p50 (?P<p50>{N}) ms",
+        _("%(arm)s: %(errors)s errors, %(fallbacks)s fallbacks of %(answers)s answers, p50 %(p50)s ms"),
+        terms=("arm",),
+    ),
+    shape(r"the candidate's wrong answers", _("the candidate's wrong answers")),
+    shape(
+        rf"(?P<errors>\d+) of (?P<n>\d+) candidate answers errored, mean latency (?P<ms>{N}) ms on (?P<device>.+)",
+        _("%(errors)s of %(n)s candidate answers errored, mean latency %(ms)s ms on %(device)s"),
+    ),
+    shape(
+        r"no canary experiment compares (?P<candidate>\S+) with (?P<baseline>.+): start one "
+        r"\(POST /api/v1/canary/experiments/\) and let it collect traffic",
+        _(
+            "no canary experiment compares %(candidate)s with %(baseline)s: start one (POST /api/v1/canary/experiments/) and let it collect traffic"
+        ),
+    ),
+    shape(r"follow-ups by hour", _("follow-ups by hour")),
+    shape(r"the candidate's worst hours", _("the candidate's worst hours")),
+    shape(r"the candidate's latest follow-ups", _("the candidate's latest follow-ups")),
+    shape(r"(?P<metric>\S+) by hour", _("%(metric)s by hour")),
+    shape(r"the candidate's worst (?P<metric>\S+)", _("the candidate's worst %(metric)s")),
+    shape(
+        r"stress probes by weakness \(probe run (?P<pk>\d+)\)",
+        _("stress probes by weakness (probe run %(pk)s)"),
+    ),
+    shape(r"answers per arm", _("answers per arm")),
+    shape(r"weakest tags", _("weakest tags")),
+    shape(r"by language", _("by language")),
+    shape(r"wrong answers", _("wrong answers")),
+    shape(r"weakest perturbation types", _("weakest perturbation types")),
+    shape(r"items failing most often", _("items failing most often")),
+    shape(r"failures by perturbation type", _("failures by perturbation type")),
+    # gate/services/dashboard.py: why a metric has no daily table, or a day no figures
+    shape(
+        r"the policy sets neither business_sequential_tau nor a business_min_effect above 0: the mixture needs a "
+        r"scale of effects, fixed before the data, to bet on",
+        _(
+            "the policy sets neither business_sequential_tau nor a business_min_effect above 0: the mixture needs a scale of effects, fixed before the data, to bet on"
+        ),
+    ),
+    shape(
+        r"the policy's minimum effect and tau are for (?P<gated>\S+), not (?P<metric>\S+)",
+        _("the policy's minimum effect and tau are for %(gated)s, not %(metric)s"),
+    ),
+    shape(r"too few units", _("too few units")),
+    # engines/stats/comparisons.py, through the canary analysis
+    shape(
+        rf"overall (?P<verdict>{CODE}): (?P<tally>.+) across (?P<n>\d+) metrics",
+        _("overall %(verdict)s: %(tally)s across %(n)s metrics"),
+        terms=("verdict",),
+        other={"tally": tally_translate},
+    ),
+    shape(
+        rf"(?P<metric>{CODE}) \[(?P<verdict>{CODE})\]: (?P<why>.+)",
+        _("%(metric)s [%(verdict)s]: %(why)s"),
+        terms=("metric", "verdict"),
+        nested=("why",),
+    ),
+    shape(
+        rf"candidate (?P<candidate>{N})% \((?P<c_k>\d+)/(?P<c_n>\d+)\) vs baseline (?P<baseline>{N})% "
+        rf"\((?P<b_k>\d+)/(?P<b_n>\d+)\), difference (?P<difference>{N}) points, limit (?P<limit>{N}) points",
+        _(
+            "candidate %(candidate)s%% (%(c_k)s/%(c_n)s) vs baseline %(baseline)s%% (%(b_k)s/%(b_n)s), difference %(difference)s points, limit %(limit)s points"
+        ),
+    ),
+    shape(rf"no variance: both arms at (?P<rate>{N})%, p=1", _("no variance: both arms at %(rate)s%%, p=1")),
+    shape(
+        rf"z=(?P<z>{N}) \(pooled rate (?P<pooled>{N})%, standard error (?P<se>{N})\)",
+        _("z=%(z)s (pooled rate %(pooled)s%%, standard error %(se)s)"),
+    ),
+    shape(
+        rf"fail: worse than the threshold and significant \(p=(?P<p>{N}) (?P<op><|>=) alpha (?P<alpha>{N})\)",
+        _("fail: worse than the threshold and significant (p=%(p)s %(op)s alpha %(alpha)s)"),
+        ops=("op",),
+    ),
+    shape(
+        rf"marginal: worse than the threshold but not significant \(p=(?P<p>{N}) (?P<op><|>=) alpha (?P<alpha>{N})\)",
+        _("marginal: worse than the threshold but not significant (p=%(p)s %(op)s alpha %(alpha)s)"),
+        ops=("op",),
+    ),
+    shape(
+        rf"marginal: significantly worse but within the threshold \(p=(?P<p>{N}) (?P<op><|>=) alpha (?P<alpha>{N})\)",
+        _("marginal: significantly worse but within the threshold (p=%(p)s %(op)s alpha %(alpha)s)"),
+        ops=("op",),
+    ),
+    shape(
+        rf"pass: within the threshold and not significantly worse \(p=(?P<p>{N}) (?P<op><|>=) alpha (?P<alpha>{N})\)",
+        _("pass: within the threshold and not significantly worse (p=%(p)s %(op)s alpha %(alpha)s)"),
+        ops=("op",),
+    ),
+    shape(
+        r"insufficient data: (?P<arm>baseline|candidate) has (?P<count>\d+) (?P<unit>\w+), fewer than the minimum (?P<need>\d+)",
+        _("insufficient data: %(arm)s has %(count)s %(unit)s, fewer than the minimum %(need)s"),
+        terms=("arm", "unit"),
+    ),
+    shape(
+        rf"insufficient data: baseline median latency is (?P<median>{N}), the ratio is undefined",
+        _("insufficient data: baseline median latency is %(median)s, the ratio is undefined"),
+    ),
+    shape(
+        rf"candidate median (?P<candidate>{N}) \(n=(?P<c_n>\d+)\) vs baseline median (?P<baseline>{N}) \(n=(?P<b_n>\d+)\), "
+        rf"ratio (?P<ratio>{N}), limit (?P<limit>{N})",
+        _(
+            "candidate median %(candidate)s (n=%(c_n)s) vs baseline median %(baseline)s (n=%(b_n)s), ratio %(ratio)s, limit %(limit)s"
+        ),
+    ),
+    shape(rf"U=(?P<u>{N})", _("U=%(u)s")),
+    shape(
+        rf"insufficient data: baseline mean is (?P<mean>{N}), the relative difference is undefined",
+        _("insufficient data: baseline mean is %(mean)s, the relative difference is undefined"),
+    ),
+    shape(
+        rf"no variance: both arms are constant, p=(?P<p>{N})",
+        _("no variance: both arms are constant, p=%(p)s"),
+    ),
+    shape(rf"t=(?P<t>{N}), df=(?P<df>{N})", _("t=%(t)s, df=%(df)s")),
+    shape(
+        rf"candidate mean (?P<candidate>{N}) \(sd (?P<c_sd>{N}), n=(?P<c_n>\d+)\) vs baseline mean (?P<baseline>{N}) "
+        rf"\(sd (?P<b_sd>{N}), n=(?P<b_n>\d+)\), relative difference (?P<relative>{N})%, limit (?P<limit>{N})%",
+        _(
+            "candidate mean %(candidate)s (sd %(c_sd)s, n=%(c_n)s) vs baseline mean %(baseline)s (sd %(b_sd)s, n=%(b_n)s), relative difference %(relative)s%%, limit %(limit)s%%"
+        ),
+    ),
+    shape(
+        r"insufficient data: (?P<pairs>\d+) probe pairs, fewer than the minimum (?P<need>\d+)",
+        _("insufficient data: %(pairs)s probe pairs, fewer than the minimum %(need)s"),
+    ),
+    shape(
+        rf"fail: the baseline wins significantly more discordant pairs \(p=(?P<p>{N}) (?P<op><|>=) alpha (?P<alpha>{N})\)",
+        _("fail: the baseline wins significantly more discordant pairs (p=%(p)s %(op)s alpha %(alpha)s)"),
+        ops=("op",),
+    ),
+    shape(
+        rf"pass: the baseline wins more discordant pairs but not significantly \(p=(?P<p>{N}) (?P<op><|>=) alpha (?P<alpha>{N})\)",
+        _(
+            "pass: the baseline wins more discordant pairs but not significantly (p=%(p)s %(op)s alpha %(alpha)s)"
+        ),
+        ops=("op",),
+    ),
+    shape(
+        rf"pass: the candidate is not worse \(p=(?P<p>{N}) (?P<op><|>=) alpha (?P<alpha>{N})\)",
+        _("pass: the candidate is not worse (p=%(p)s %(op)s alpha %(alpha)s)"),
+        ops=("op",),
+    ),
+    shape(
+        rf"candidate accuracy (?P<candidate>{N})% vs baseline (?P<baseline>{N})% over (?P<pairs>\d+) pairs; only "
+        r"candidate correct (?P<only_candidate>\d+), only baseline correct (?P<only_baseline>\d+)",
+        _(
+            "candidate accuracy %(candidate)s%% vs baseline %(baseline)s%% over %(pairs)s pairs; only candidate correct %(only_candidate)s, only baseline correct %(only_baseline)s"
+        ),
+    ),
+    shape(r"insufficient data: no metrics were analysed", _("insufficient data: no metrics were analysed")),
+    shape(r"the next ramp step waits: (?P<why>.+)", _("the next ramp step waits: %(why)s"), nested=("why",)),
 ]
 
 
 def reason_translate(text: str) -> str:
-    """`text` in the active language when a known shape matches it, else `text` itself."""
-    for pattern, template, convert in SHAPES:
-        match = pattern.match(text)
+    """`text` in the active language when a known shape matches it (or each of its `; ` parts),
+    else `text` itself."""
+    for known in SHAPES:
+        match = known.pattern.match(text)
         if match:
-            values = {key: convert.get(key, str)(value) for key, value in match.groupdict().items()}
-            return str(template) % values
+            values = {
+                key: known.convert.get(key, str)(value) for key, value in match.groupdict(default="").items()
+            }
+            return str(known.template) % values
+    if "; " in text:
+        parts = [reason_translate(part) for part in text.split("; ")]
+        if parts != text.split("; "):
+            return str(_("; ")).join(parts)
     return text

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 from django import template
+from django.utils.dateparse import parse_datetime
+from django.utils.formats import date_format
+from django.utils.timezone import localtime
 
 from evalhub.reasons import reason_translate
 from evalhub.terms import term_label
@@ -15,3 +18,16 @@ register.filter("term", term_label)
 @register.filter
 def reason(value: object) -> object:
     return reason_translate(value) if isinstance(value, str) else value
+
+
+@register.filter
+def terms(values: object) -> str:
+    """A list of codes as their labels, separated by commas."""
+    return ", ".join(str(term_label(value)) for value in values) if isinstance(values, list | tuple) else ""
+
+
+@register.filter
+def when(value: object) -> object:
+    """An ISO 8601 date-time stored as text (layer details), shown as the pages show dates."""
+    moment = parse_datetime(value) if isinstance(value, str) else None
+    return date_format(localtime(moment), "Y-m-d H:i") if moment else value

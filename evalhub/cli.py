@@ -2,6 +2,9 @@
 
     EVALHUB_TOKEN=... python -m evalhub.cli gate --server URL --candidate family:label --wait
 
+The server is --server, else $EVALHUB_SERVER, else the local one (http://127.0.0.1:8000). The token is
+$EVALHUB_TOKEN, else, for a local server, the CI token `make run` wrote to var/demo-credentials.txt.
+
 Exit codes: 0 pass, 1 fail, 2 anything else (insufficient data, a run that errored, a timeout,
 an HTTP, token or connection problem; argparse's own usage errors are 2 as well).
 
@@ -16,7 +19,9 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -24,6 +29,10 @@ EXIT_PASS, EXIT_FAIL, EXIT_OTHER = 0, 1, 2
 FINISHED = ("succeeded", "failed", "error")
 TRANSIENT_STATUS = (502, 503, 504)
 MAX_BACKOFF_S = 60.0
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+# Where `make run` (manage.py demo_setup) keeps the demo's tokens: the project's var/ folder.
+PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 class CliError(Exception):
@@ -98,6 +107,25 @@ class Api:
             time.sleep(wait)
             delay = min(delay * 2, MAX_BACKOFF_S)
 
+    def queue_hint(self, run: dict) -> str:
+        """Why a queued run waits: the runs ahead of it on the workers ("" when that is unknown)."""
+        try:
+            running = self.client.get("/api/v1/gate-runs/", params={"status": "running", "limit": 50})
+            queued = self.client.get("/api/v1/gate-runs/", params={"status": "queued", "limit": 200})
+            running.raise_for_status()
+            queued.raise_for_status()
+            active = running.json()["results"]
+            ahead = [r for r in queued.json()["results"] if r["id"] < run["id"]]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return ""
+        if not active and not ahead:
+            return "no run ahead of it: waiting for a gpu worker to take it (is one running?)"
+        count = len(active) + len(ahead)
+        doing = ", ".join(f"#{r['id']} running {r.get('progress') or 0}%" for r in active)
+        return f"{count} run{'s' if count > 1 else ''} ahead on the gpu queue" + (
+            f": {doing}" if doing else ""
+        )
+
     def report_save(self, run_id: int, path: str, *, err: TextIO) -> None:
         """Save the Markdown report; a missing report is a warning, never a failed command."""
         try:
@@ -132,15 +160,15 @@ class ProgressLine:
     def __init__(self, stream: TextIO):
         self.stream = stream
         self.tty = stream.isatty()
-        self.last: tuple[str, int] | None = None
+        self.last: tuple[str, int, str] | None = None
         self.width = 0
 
-    def show(self, run: dict) -> None:
-        state = (run["status"], run.get("progress") or 0)
+    def show(self, run: dict, hint: str = "") -> None:
+        state = (run["status"], run.get("progress") or 0, hint)
         if state == self.last:
             return
         self.last = state
-        text = f"gate run {run['id']}: {state[0]} {state[1]}%"
+        text = f"gate run {run['id']}: {state[0]} {state[1]}%" + (f" ({hint})" if hint else "")
         if self.tty:
             self.stream.write("\r" + text.ljust(self.width))
             self.width = len(text)
@@ -221,7 +249,7 @@ def wait(api: Api, run: dict, *, timeout: float, poll: float, progress: Progress
     deadline = time.monotonic() + timeout
     try:
         while True:
-            progress.show(run)
+            progress.show(run, api.queue_hint(run) if run["status"] == "queued" else "")
             if run["status"] in FINISHED:
                 return run
             left = deadline - time.monotonic()
@@ -238,11 +266,29 @@ def wait(api: Api, run: dict, *, timeout: float, poll: float, progress: Progress
     )
 
 
-def gate(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
+def credentials_file() -> Path:
+    return Path(os.environ.get("EVALHUB_VAR_DIR") or PROJECT_DIR / "var") / "demo-credentials.txt"
+
+
+def token_find(server: str, *, err: TextIO) -> str:
+    """$EVALHUB_TOKEN; else, for a server on this machine, the demo's CI token from `make run`."""
     token = os.environ.get("EVALHUB_TOKEN", "").strip()
-    if not token:
-        raise CliError("no API token: set EVALHUB_TOKEN (a token of a user with the ci role)")
-    api = Api(server=args.server, token=token)
+    if token:
+        return token
+    path = credentials_file()
+    if urlsplit(server).hostname in LOCAL_HOSTS and path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("ci token:"):
+                print(f"using the ci token in {path} (set EVALHUB_TOKEN for another)", file=err)
+                return line.split(":", 1)[1].strip()
+    raise CliError(
+        "no API token: set EVALHUB_TOKEN (a token of a user with the ci role; for a local server "
+        f"`make run` writes one to {path})"
+    )
+
+
+def gate(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
+    api = Api(server=args.server, token=token_find(args.server, err=err))
     info = err if args.json else out  # with --json, stdout carries only the run JSON
     if args.attach is not None:
         run = api.run_get(args.attach, deadline=time.monotonic() + args.timeout, err=err)
@@ -264,7 +310,8 @@ def parser_build() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The whole parser, and the `gate` subcommand's (for its usage errors)."""
     parser = argparse.ArgumentParser(
         prog="python -m evalhub.cli",
-        description="EvalHub from CI. The API token comes from the EVALHUB_TOKEN environment variable.",
+        description="EvalHub from CI. The API token comes from the EVALHUB_TOKEN environment variable "
+        "(for a local server, else from var/demo-credentials.txt).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     gate_parser = commands.add_parser(
@@ -272,9 +319,10 @@ def parser_build() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help="run the release gate on a candidate",
         description="Start a gate run (or --attach to one) and exit 0 on pass, 1 on fail, 2 otherwise.",
     )
-    server = os.environ.get("EVALHUB_SERVER")
     gate_parser.add_argument(
-        "--server", default=server, required=not server, help="EvalHub base URL (default: $EVALHUB_SERVER)"
+        "--server",
+        default=os.environ.get("EVALHUB_SERVER") or DEFAULT_SERVER,
+        help=f"EvalHub base URL (default: $EVALHUB_SERVER, else {DEFAULT_SERVER})",
     )
     start = gate_parser.add_argument_group("starting a run")
     start.add_argument("--candidate", metavar="FAMILY:LABEL", help="the version to gate (required)")

@@ -132,12 +132,12 @@ def manage(*args: str, env: dict, timeout: float = 600) -> str:
     return result.stdout
 
 
-def demo_token(*, var_dir: Path) -> str:
-    """The CI token that `demo_setup` wrote for the demo."""
+def demo_token(*, var_dir: Path, role: str = "ci") -> str:
+    """A token that `demo_setup` wrote for the demo: the CI one, or the chat app's (`role="app"`)."""
     for line in (var_dir / "demo-credentials.txt").read_text().splitlines():
-        if line.startswith("ci token:"):
+        if line.startswith(f"{role} token:"):
             return line.split(":", 1)[1].strip()
-    raise RuntimeError("no ci token in demo-credentials.txt")
+    raise RuntimeError(f"no {role} token in demo-credentials.txt")
 
 
 def demo_client(*, port: int, var_dir: Path) -> httpx.Client:

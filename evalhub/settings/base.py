@@ -273,10 +273,18 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
+# A line per request or task (the web access log, the proxy's outbound calls, each task a worker takes
+# and each beat tick) is off by default, so the console shows what matters; EVALHUB_LOG_REQUESTS=1
+# turns them on (bin/run-local passes it to gunicorn's access log too).
+EVALHUB_LOG_REQUESTS = env_bool("EVALHUB_LOG_REQUESTS", False)
+PER_CALL_LOGGERS = ("httpx", "httpcore", "celery.app.trace", "celery.worker.strategy", "celery.beat")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {
+        name: {"level": "NOTSET" if EVALHUB_LOG_REQUESTS else "WARNING"} for name in PER_CALL_LOGGERS
+    },
 }

@@ -124,7 +124,8 @@ def test_wait_prints_progress_summary_and_exits_by_verdict(
     assert (run.verdict, layer.verdict) == (verdict, verdict)
     out = result.stdout
     assert f"gate run {run.pk} started: {live_server.url}/api/v1/gate-runs/{run.pk}/" in out
-    assert f"gate run {run.pk}: queued 0%" in out and f"gate run {run.pk}: succeeded 100%" in out
+    assert f"gate run {run.pk}: queued 0% (no run ahead of it: waiting for a gpu worker" in out
+    assert f"gate run {run.pk}: succeeded 100%" in out
     assert "\r" not in out  # not a terminal: one line per change
     assert f"gate run {run.pk}: fam:v2 vs fam:v1, suite fam@1, policy default (succeeded)" in out
     line = (
@@ -207,8 +208,56 @@ def test_no_token_server_down_and_usage_errors():
     assert result.returncode == 2 and "EVALHUB_TOKEN" in result.stderr
     result = gate("--attach", "1", "--candidate", "fam:v2", token="t", server=down)
     assert result.returncode == 2 and "cannot be combined with --candidate" in result.stderr
-    result = gate("--candidate", "fam:v2", token="t")  # no --server, no EVALHUB_SERVER
-    assert result.returncode == 2 and "--server" in result.stderr
+
+
+def test_the_server_defaults_to_evalhub_server_then_the_local_one(monkeypatch):
+    monkeypatch.delenv("EVALHUB_SERVER", raising=False)
+    assert cli.parser_build()[0].parse_args(["gate", "--candidate", "x"]).server == "http://127.0.0.1:8000"
+    monkeypatch.setenv("EVALHUB_SERVER", "https://evalhub.example.com")
+    assert (
+        cli.parser_build()[0].parse_args(["gate", "--candidate", "x"]).server == "https://evalhub.example.com"
+    )
+
+
+def test_without_evalhub_token_a_local_server_gets_the_demo_ci_token(monkeypatch, tmp_path):
+    monkeypatch.delenv("EVALHUB_TOKEN", raising=False)
+    monkeypatch.setenv("EVALHUB_VAR_DIR", str(tmp_path))
+    (tmp_path / "demo-credentials.txt").write_text(
+        "admin user:     admin\nci token:       c1\napp token:      a1\n"
+    )
+    err = io.StringIO()
+    assert cli.token_find("http://127.0.0.1:8000", err=err) == "c1"
+    assert cli.token_find("http://localhost:8123/", err=err) == "c1"
+    assert f"using the ci token in {tmp_path / 'demo-credentials.txt'}" in err.getvalue()
+    with pytest.raises(cli.CliError, match="no API token: set EVALHUB_TOKEN"):
+        cli.token_find("https://evalhub.example.com", err=err)  # never sent to another machine
+    monkeypatch.setenv("EVALHUB_TOKEN", "mine")
+    assert cli.token_find("https://evalhub.example.com", err=err) == "mine"
+    monkeypatch.delenv("EVALHUB_TOKEN")
+    (tmp_path / "demo-credentials.txt").unlink()
+    with pytest.raises(cli.CliError, match="make run` writes one to"):
+        cli.token_find("http://127.0.0.1:8000", err=err)
+
+
+def test_a_queued_run_says_what_it_waits_for():
+    def runs(status, ids):
+        return {"count": len(ids), "results": [{"id": i, "status": status, "progress": 40} for i in ids]}
+
+    def reply(request):
+        status = request.url.params["status"]
+        return httpx.Response(200, json=runs(status, {"running": [6], "queued": [5, 7, 8]}[status]))
+
+    api = cli.Api(server="http://evalhub.test", token="t")
+    api.client = httpx.Client(base_url=api.server, transport=httpx.MockTransport(reply))
+    assert api.queue_hint({"id": 7}) == "2 runs ahead on the gpu queue: #6 running 40%"
+    api.client = httpx.Client(
+        base_url=api.server, transport=httpx.MockTransport(lambda r: httpx.Response(200, json=runs("x", [])))
+    )
+    assert api.queue_hint({"id": 7}).startswith("no run ahead of it: waiting for a gpu worker")
+    api.client = httpx.Client(
+        base_url=api.server, transport=httpx.MockTransport(lambda r: httpx.Response(403))
+    )
+    assert api.queue_hint({"id": 7}) == ""
 
 
 def test_imports_neither_django_nor_the_project():
@@ -255,7 +304,7 @@ def test_progress_rewrites_one_line_on_a_terminal():
     stream = Terminal()
     progress = cli.ProgressLine(stream)
     for status, percent in [("queued", 0), ("running", 37), ("running", 37), ("succeeded", 100)]:
-        progress.show({"id": 42, "status": status, "progress": percent})
+        progress.show({"id": 42, "status": status, "progress": percent})  # no hint: only for queued runs
     progress.end()
     assert stream.getvalue() == (
         "\rgate run 42: queued 0%\rgate run 42: running 37%\rgate run 42: succeeded 100%\n"

@@ -7,14 +7,15 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from evalhub.demo import demo_install
-from registry.roles import CI
+from registry.roles import APP, CI
 from registry.services.tokens import api_token_create, user_role_grant
 
 
 class Command(BaseCommand):
     help = (
         "Set up the bundled demo (synthetic data): train and register contract-assistant v3/v4, "
-        "import the golden suite, create an admin and a CI token. Safe to run again."
+        "import the golden suite, create an admin, a CI token and a chat app's (`app`) token, kept in "
+        "var/demo-credentials.txt. Safe to run again."
     )
 
     def handle(self, *args, **options):
@@ -33,6 +34,14 @@ class Command(BaseCommand):
                 f"admin user:     {username}\nadmin password: {password}\nci token:       {key}\n"
             )
             credentials.chmod(0o600)
+        if credentials.exists() and "app token:" not in credentials.read_text():
+            # The chat app's token, for the proxy and events (also added to an older credentials file).
+            app_user = User.objects.filter(username="app-demo").first()
+            app_user = app_user or User.objects.create_user("app-demo")  # no password: a token only
+            user_role_grant(user=app_user, role=APP)
+            _, app_key = api_token_create(user=app_user, name="demo chat app")
+            with credentials.open("a") as out:
+                out.write(f"app token:      {app_key}\n")
         if credentials.exists():
             self.stdout.write(f"credentials ({credentials}):\n{credentials.read_text()}")
         else:

@@ -69,6 +69,8 @@ class Experiment(models.Model):
     business_horizon = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        verbose_name = _("experiment")
+        verbose_name_plural = _("experiments")
         constraints = [
             models.UniqueConstraint(
                 fields=["family"],
@@ -122,6 +124,8 @@ class TurnEvent(models.Model):
     received_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = _("turn event")
+        verbose_name_plural = _("turn events")
         constraints = [
             models.UniqueConstraint(fields=["experiment", "event_id"], name="canary_turn_event_once"),
         ]
@@ -148,6 +152,10 @@ class FollowUpDetectorConfig(models.Model):
     thresholds = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        verbose_name = _("follow-up detector config")
+        verbose_name_plural = _("follow-up detector configs")
+
     def __str__(self) -> str:
         return f"follow-up detector of {self.family}"
 
@@ -166,6 +174,8 @@ class OutcomeEvent(models.Model):
     received_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = _("outcome event")
+        verbose_name_plural = _("outcome events")
         constraints = [
             models.UniqueConstraint(fields=["experiment", "event_id"], name="canary_outcome_event_once"),
         ]
@@ -184,6 +194,10 @@ class ProbeSet(models.Model):
     is_demo = models.BooleanField(default=False, help_text="SYNTHETIC probes of the bundled demo.")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        verbose_name = _("probe set")
+        verbose_name_plural = _("probe sets")
+
     def __str__(self) -> str:
         return self.name
 
@@ -198,6 +212,8 @@ class Probe(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        verbose_name = _("probe")
+        verbose_name_plural = _("probes")
         constraints = [models.UniqueConstraint(fields=["probe_set", "external_id"], name="canary_probe_once")]
 
     def __str__(self) -> str:
@@ -220,6 +236,10 @@ class ProbeRun(models.Model):
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        verbose_name = _("probe run")
+        verbose_name_plural = _("probe runs")
+
     def __str__(self) -> str:
         return f"{self.experiment_id}:{self.probe_set_id}:{self.pk}"
 
@@ -236,6 +256,8 @@ class ProbeResult(models.Model):
     error = models.TextField(blank=True)
 
     class Meta:
+        verbose_name = _("probe result")
+        verbose_name_plural = _("probe results")
         constraints = [
             models.UniqueConstraint(fields=["probe_run", "probe", "arm"], name="canary_probe_result_once")
         ]
@@ -253,6 +275,10 @@ class CanaryAnalysis(models.Model):
     metrics = models.JSONField(default=list)  # one result per metric, with its numbers
     action = models.CharField(max_length=50, blank=True)  # rolled_back, ramped, waiting_for_release_manager
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        verbose_name = _("canary analysis")
+        verbose_name_plural = _("canary analyses")
 
     def __str__(self) -> str:
         return f"{self.experiment_id}:{self.verdict}@{self.created_at:%Y-%m-%d %H:%M}"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from registry.models import EvalItem, EvalSuite, ModelVersion, slug_validator
 
@@ -16,7 +17,8 @@ class GatePolicy(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        verbose_name_plural = "gate policies"
+        verbose_name = _("gate policy")
+        verbose_name_plural = _("gate policies")
 
     def __str__(self) -> str:
         return self.name
@@ -74,6 +76,8 @@ class GateRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("gate run")
+        verbose_name_plural = _("gate runs")
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["status", "heartbeat_at"])]
 
@@ -102,6 +106,8 @@ class LayerResult(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = _("layer result")
+        verbose_name_plural = _("layer results")
         ordering = ["gate_run", "id"]
         constraints = [models.UniqueConstraint(fields=["gate_run", "layer"], name="layer_result_run_layer")]
 
@@ -127,6 +133,8 @@ class SampleResult(models.Model):
     error = models.TextField(blank=True)
 
     class Meta:
+        verbose_name = _("sample result")
+        verbose_name_plural = _("sample results")
         ordering = ["layer_result", "id"]
         indexes = [models.Index(fields=["layer_result", "version", "correct"])]
         constraints = [
@@ -152,6 +160,8 @@ class ModelOutput(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = _("model output")
+        verbose_name_plural = _("model outputs")
         constraints = [
             models.UniqueConstraint(fields=["version", "input_hash"], name="model_output_version_input")
         ]
@@ -188,6 +198,8 @@ class Decision(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = _("release decision")
+        verbose_name_plural = _("release decisions")
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(

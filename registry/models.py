@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 # \Z, not $: a `$` would let a trailing newline through.
 slug_validator = RegexValidator(
@@ -59,6 +60,8 @@ class ModelVersion(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = _("model version")
+        verbose_name_plural = _("model versions")
         ordering = ["family", "-created_at"]
         constraints = [models.UniqueConstraint(fields=["family", "label"], name="model_version_family_label")]
         indexes = [models.Index(fields=["family", "status"])]
@@ -89,6 +92,8 @@ class AuditLog(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
+        verbose_name = _("audit log entry")
+        verbose_name_plural = _("audit log")
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["target_type", "target_id"])]
 
@@ -121,6 +126,8 @@ class EvalSuite(models.Model):
     locked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("eval suite")
+        verbose_name_plural = _("eval suites")
         ordering = ["name", "-version"]
         constraints = [models.UniqueConstraint(fields=["name", "version"], name="eval_suite_name_version")]
 
@@ -144,6 +151,8 @@ class EvalItem(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        verbose_name = _("eval item")
+        verbose_name_plural = _("eval items")
         ordering = ["suite", "position"]
         constraints = [models.UniqueConstraint(fields=["suite", "external_id"], name="eval_item_suite_id")]
 
@@ -161,6 +170,10 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("API token")
+        verbose_name_plural = _("API tokens")
 
     def __str__(self) -> str:
         return f"{self.key_prefix}… ({self.user})"

@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.forms import UserChangeForm
 from django.contrib.auth.models import Group
+from django.utils.translation import gettext_lazy as _
 
 from registry.roles import ROLES
 from registry.services.tokens import user_roles_set
@@ -19,7 +20,7 @@ class UserRolesForm(UserChangeForm):
         choices=[(role, role) for role in ROLES],
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        help_text="What the README's role table allows; each change is audited.",
+        help_text=_("What the README's role table allows; each change is audited."),
     )
 
     def __init__(self, *args, **kwargs):

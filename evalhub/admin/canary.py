@@ -1,11 +1,14 @@
 from django import forms
 from django.contrib import admin, messages
+from django.utils.translation import gettext_lazy as _
 
 from canary.models import Experiment, FollowUpDetectorConfig, FollowUpReview, OutcomeEvent, TurnEvent
 from canary.services.experiments import experiment_pause, experiment_promote, experiment_rollback
 from canary.services.follow_ups import follow_up_thresholds_set
 from engines.follow_up.detector import FollowUpThresholds
 from evalhub.admin.base import ReadOnlyAdmin
+from evalhub.reasons import reason_translate
+from evalhub.terms import term_label
 from registry.errors import ApplicationError
 
 
@@ -24,28 +27,35 @@ class ExperimentAdmin(ReadOnlyAdmin):
                 change(experiment=experiment, actor=request.user)
                 self.message_user(request, f"{experiment.name}: {done}")
             except ApplicationError as exc:
-                self.message_user(request, f"{experiment.name}: {exc.message}", level=messages.ERROR)
+                self.message_user(
+                    request, f"{experiment.name}: {reason_translate(exc.message)}", level=messages.ERROR
+                )
 
-    @admin.action(description="Pause (everyone back on the baseline until resumed)")
+    @admin.action(description=_("Pause (everyone back on the baseline until resumed)"))
     def pause(self, request, queryset):
-        self._each(request, queryset, lambda **kw: experiment_pause(**kw, reason="admin action"), "paused")
+        self._each(
+            request,
+            queryset,
+            lambda **kw: experiment_pause(**kw, reason="admin action"),
+            term_label("paused"),
+        )
 
-    @admin.action(description="Promote (the candidate takes all traffic; it must be approved)")
+    @admin.action(description=_("Promote (the candidate takes all traffic; it must be approved)"))
     def promote(self, request, queryset):
         self._each(
             request,
             queryset,
             lambda **kw: experiment_promote(**kw, reason="promoted from the admin"),
-            "promoted",
+            term_label("promoted"),
         )
 
-    @admin.action(description="Roll back (ends the experiment)")
+    @admin.action(description=_("Roll back (ends the experiment)"))
     def roll_back(self, request, queryset):
         self._each(
             request,
             queryset,
             lambda **kw: experiment_rollback(**kw, reason="rolled back from the admin"),
-            "rolled back",
+            term_label("rolled_back"),
         )
 
 

@@ -1,5 +1,7 @@
 from django import forms
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from evalhub.admin.base import ReadOnlyAdmin
 from registry.actors import actor_require_role
@@ -172,8 +174,12 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     fields = ["user", "name", "key_prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
-    @admin.action(description="Revoke (the token stops working; it cannot be undone)")
+    @admin.action(description=_("Revoke (the token stops working; it cannot be undone)"))
     def revoke(self, request, queryset):
         for token in queryset:
             api_token_revoke(token=token, actor=request.user, reason="revoked from the admin")
-        self.message_user(request, f"{queryset.count()} token(s) revoked.")
+        self.message_user(
+            request,
+            ngettext("%(n)d token revoked.", "%(n)d tokens revoked.", queryset.count())
+            % {"n": queryset.count()},
+        )

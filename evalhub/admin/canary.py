@@ -8,7 +8,6 @@ from canary.services.follow_ups import follow_up_thresholds_set
 from engines.follow_up.detector import FollowUpThresholds
 from evalhub.admin.base import ReadOnlyAdmin
 from evalhub.reasons import reason_translate
-from evalhub.terms import term_label
 from registry.errors import ApplicationError
 
 
@@ -37,7 +36,7 @@ class ExperimentAdmin(ReadOnlyAdmin):
             request,
             queryset,
             lambda **kw: experiment_pause(**kw, reason="admin action"),
-            term_label("paused"),
+            _("paused"),
         )
 
     @admin.action(description=_("Promote (the candidate takes all traffic; it must be approved)"))
@@ -46,7 +45,7 @@ class ExperimentAdmin(ReadOnlyAdmin):
             request,
             queryset,
             lambda **kw: experiment_promote(**kw, reason="promoted from the admin"),
-            term_label("promoted"),
+            _("promoted"),
         )
 
     @admin.action(description=_("Roll back (ends the experiment)"))
@@ -55,7 +54,7 @@ class ExperimentAdmin(ReadOnlyAdmin):
             request,
             queryset,
             lambda **kw: experiment_rollback(**kw, reason="rolled back from the admin"),
-            term_label("rolled_back"),
+            _("rolled back"),
         )
 
 

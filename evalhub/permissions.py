@@ -9,6 +9,7 @@ from django.utils.translation import gettext_lazy
 from rest_framework import permissions
 
 from evalhub.reasons import reason_translate
+from evalhub.terms import term_label
 from registry.errors import ApplicationError
 from registry.roles import READ_ROLES, WRITE_ROLES, user_roles
 
@@ -59,7 +60,7 @@ def error_text(exc: ApplicationError) -> str:
     """A refusal as one line for a page's message: the message, then the fields at fault."""
     message = reason_translate(exc.message)
     details = "; ".join(
-        f"{field}: {' '.join(reason_translate(note) for note in notes)}"
+        f"{term_label(field)}: {' '.join(reason_translate(note) for note in notes)}"
         for field, notes in exc.fields.items()
     )
     return f"{message} ({details})" if details else message

@@ -50,6 +50,11 @@ def bound_translate(text: str) -> str:
     return str(_("upper bound ")) if text else ""
 
 
+def codes_translate(text: str) -> str:
+    """`paused, promoted` -> their labels."""
+    return "，".join(str(term_label(code)) for code in text.split(", "))
+
+
 def tally_translate(text: str) -> str:
     """`2 pass, 1 marginal` -> each count with its verdict's label."""
     parts = []
@@ -418,6 +423,103 @@ SHAPES = [
     ),
     shape(r"insufficient data: no metrics were analysed", _("insufficient data: no metrics were analysed")),
     shape(r"the next ramp step waits: (?P<why>.+)", _("the next ramp step waits: %(why)s"), nested=("why",)),
+    # Refusals the page forms show (gate/services/decisions.py, canary/services/experiments.py)
+    shape(r"A decision needs a reason\.", _("A decision needs a reason.")),
+    shape(r"A rollback needs a reason\.", _("A rollback needs a reason.")),
+    shape(r"required", _("required")),
+    shape(r"must be a number", _("must be a number")),
+    shape(r"traffic_percent must be a number\.", _("traffic_percent must be a number.")),
+    shape(r"At most (?P<n>\d+) characters\.", _("At most %(n)s characters.")),
+    shape(
+        r"Only a release manager may decide on a version\.",
+        _("Only a release manager may decide on a version."),
+    ),
+    shape(
+        r"(?P<ref>\S+) did not pass \((?P<verdict>[a-z_ ]+)\): approving it is an override; file an override_request "
+        r"for a second release manager to confirm\.",
+        _(
+            "%(ref)s did not pass (%(verdict)s): approving it is an override; file an override_request for a second release manager to confirm."
+        ),
+        other={"verdict": lambda v: str(_("no finished run")) if v == "no finished run" else term_label(v)},
+    ),
+    shape(
+        r"(?P<ref>\S+) passed a weakened gate \((?P<weakened>.+)\): approving it is an override; file an "
+        r"override_request for a second release manager to confirm\.",
+        _(
+            "%(ref)s passed a weakened gate (%(weakened)s): approving it is an override; file an override_request for a second release manager to confirm."
+        ),
+    ),
+    shape(r"The gate passed: approve instead\.", _("The gate passed: approve instead.")),
+    shape(
+        r"An override needs a second release manager: you filed the request\.",
+        _("An override needs a second release manager: you filed the request."),
+    ),
+    shape(
+        r"You registered (?P<ref>\S+): another release manager must approve it\.",
+        _("You registered %(ref)s: another release manager must approve it."),
+    ),
+    shape(
+        rf"(?P<ref>\S+) is (?P<status>{CODE}): it cannot be (?P<target>{CODE}) now\.",
+        _("%(ref)s is %(status)s: it cannot be %(target)s now."),
+        terms=("status", "target"),
+    ),
+    shape(
+        r"Override request (?P<pk>\d+) on (?P<ref>\S+) is already waiting for confirmation\.",
+        _("Override request %(pk)s on %(ref)s is already waiting for confirmation."),
+    ),
+    shape(
+        r"Override request (?P<pk>\d+) is already confirmed\.",
+        _("Override request %(pk)s is already confirmed."),
+    ),
+    shape(
+        r"Override request (?P<pk>\d+) is stale: a newer gate run of (?P<ref>\S+) has finished since; file a new request\.",
+        _(
+            "Override request %(pk)s is stale: a newer gate run of %(ref)s has finished since; file a new request."
+        ),
+    ),
+    shape(
+        rf"Experiment (?P<name>\S+) cannot go from (?P<status>{CODE}) to (?P<to>{CODE})\.",
+        _("Experiment %(name)s cannot go from %(status)s to %(to)s."),
+        terms=("status", "to"),
+    ),
+    shape(
+        rf"from (?P<status>{CODE}) allowed: (?P<allowed>{CODE}(?:, {CODE})*)",
+        _("from %(status)s allowed: %(allowed)s"),
+        terms=("status",),
+        other={"allowed": codes_translate},
+    ),
+    shape(
+        rf"from (?P<status>{CODE}) allowed: none: it has ended",
+        _("from %(status)s allowed: none: it has ended"),
+        terms=("status",),
+    ),
+    shape(
+        rf"Experiment (?P<name>\S+) is (?P<status>{CODE}); only a running or paused one can ramp\.",
+        _("Experiment %(name)s is %(status)s; only a running or paused one can ramp."),
+        terms=("status",),
+    ),
+    shape(
+        r"The ramp plan has no next step; give traffic_percent\.",
+        _("The ramp plan has no next step; give traffic_percent."),
+    ),
+    shape(r"required: no further ramp step", _("required: no further ramp step")),
+    shape(
+        r"A ramp only raises the share \(lowering it would move users off the candidate\)\.",
+        _("A ramp only raises the share (lowering it would move users off the candidate)."),
+    ),
+    shape(rf"must be above (?P<share>{N}) %", _("must be above %(share)s %%")),
+    shape(
+        r"Family (?P<family>'[^']+') already has a running or paused experiment\.",
+        _("Family %(family)s already has a running or paused experiment."),
+    ),
+    shape(
+        rf"(?P<ref>\S+) has no gate run whose clean accuracy and robustness passed: its share may not go above (?P<cap>{N}) %\.",
+        _(
+            "%(ref)s has no gate run whose clean accuracy and robustness passed: its share may not go above %(cap)s %%."
+        ),
+    ),
+    shape(rf"(?P<field>{CODE}) must be in \(0, 100\]\.", _("%(field)s must be in (0, 100].")),
+    shape(r"must be more than 0 and at most 100", _("must be more than 0 and at most 100")),
 ]
 
 

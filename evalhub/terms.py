@@ -106,6 +106,16 @@ TERMS = {
     "language": pgettext_lazy("code", "language"),
     "n": pgettext_lazy("code", "n"),
     "observations": pgettext_lazy("code", "observations"),
+    # Form fields a refusal names
+    "reason": pgettext_lazy("code", "reason"),
+    "status": pgettext_lazy("code", "status"),
+    "action": pgettext_lazy("code", "action"),
+    "version": pgettext_lazy("code", "version"),
+    "confirms": pgettext_lazy("code", "confirms"),
+    "gate_run": pgettext_lazy("code", "gate_run"),
+    "decided_by": pgettext_lazy("code", "decided_by"),
+    "traffic_percent": pgettext_lazy("code", "traffic_percent"),
+    "guardrails": pgettext_lazy("code", "guardrails"),
     # Backend kinds
     "openai": pgettext_lazy("code", "openai"),
     "hf": pgettext_lazy("code", "hf"),

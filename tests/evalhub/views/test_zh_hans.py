@@ -219,6 +219,12 @@ def test_every_page_in_chinese_has_no_untranslated_text(world):
     wrong_password = untranslated(refused.content.decode(), data)
     if wrong_password or "请输入" not in refused.content.decode():
         found["POST /login/ (wrong password)"] = wrong_password
+    # A refusal shown on the page it came from: the rollback's missing reason, then an illegal step.
+    for action, reason, expected in (("rollback", "", "回滚须填写理由"), ("resume", "x", "无法从")):
+        response = manager.post(f"/canary/exp/{action}/", {"reason": reason}, follow=True)
+        html = response.content.decode()
+        if expected not in html or untranslated(html, data):
+            found[f"POST /canary/exp/{action}/"] = untranslated(html, data) or [f"no {expected!r}"]
     for url, client, status in pages:
         response = client.get(url)
         assert response.status_code == status, url

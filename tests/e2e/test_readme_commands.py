@@ -1,0 +1,77 @@
+"""What the README tells a newcomer to type after `make run`, run as written against `make run`'s stack
+(bin/run-local on the demo): the CI command with no --server and no EVALHUB_TOKEN, the chat app's
+proxy example with the `app` token `make run` printed, and a console that stays quiet.
+
+The one difference from a user's machine is the port: 8000 may be taken where tests run, so the stack
+listens on a free one, which EVALHUB_SERVER names for the CLI and the proxy example's URL is pointed at."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evalhub.devstack import Process, demo_token, manage, port_free, url_wait
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI_COMMAND = "python -m evalhub.cli gate --candidate contract-assistant:v4 --wait"
+
+
+def readme_blocks(language: str) -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
+
+
+def test_the_readmes_cli_command_and_proxy_example_work_after_make_run(stack_env, tmp_path):
+    port, v3_port, v4_port = port_free(), port_free(), port_free()
+    env, var_dir = stack_env(
+        embedded=True, EVALHUB_PORT=port, EVALHUB_DEMO_SERVE_PORTS=f"{v3_port},{v4_port}"
+    )
+    manage("migrate", "--noinput", env=env)
+    manage("demo_setup", env=env, timeout=1800)  # trains the demo models when the cache has none
+    stack = Process(
+        name="run-local", argv=["bin/run-local"], env={**env, "PYTHON": sys.executable}, log_dir=tmp_path
+    )
+    try:
+        url_wait(f"http://127.0.0.1:{port}/api/schema/", process=stack, timeout=120)
+
+        # The CI command, as the README's "Start here" gives it, in a shell whose `python` is the venv's.
+        [command] = [
+            line for block in readme_blocks("sh") for line in block.splitlines() if line == CLI_COMMAND
+        ]
+        shell_env = {k: v for k, v in env.items() if k not in ("EVALHUB_TOKEN", "DJANGO_SETTINGS_MODULE")}
+        shell_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+        shell_env["EVALHUB_SERVER"] = f"http://127.0.0.1:{port}"
+        result = subprocess.run(
+            ["bash", "-c", command], cwd=ROOT, env=shell_env, capture_output=True, text=True, timeout=1200
+        )
+        # V4 misses the clean-accuracy bar, and a fresh canary has no traffic yet: the gate fails (1).
+        assert result.returncode == 1, result.stdout + result.stderr + stack.tail()
+        assert "using the ci token in" in result.stderr and "VERDICT: fail" in result.stdout
+        assert re.search(r"gate run \d+: (queued|running) \d+%", result.stdout), result.stdout
+
+        # The proxy example, with the app token make run printed and kept in the credentials file.
+        [example] = [block for block in readme_blocks("python") if "openai.OpenAI(" in block]
+        namespace = {"TOKEN": demo_token(var_dir=var_dir, role="app")}
+        exec("import openai\n" + example.replace("127.0.0.1:8000", f"127.0.0.1:{port}"), namespace)
+        reply = namespace["reply"]
+        assert reply.headers["X-EvalHub-Arm"] in ("baseline", "candidate")
+        assert reply.headers["X-EvalHub-Model-Version"].startswith("contract-assistant:v")
+        assert reply.parse().choices[0].message.content
+
+        # A quiet console: the credentials are printed once the server answers, and stay the last lines
+        # (no access log, no line per proxied call, per task or per beat tick).
+        time.sleep(6)  # three beat ticks of the telemetry drain
+        console = stack.tail(20000)
+        printed = console[console.index("credentials (") :]
+        assert "ci token:" in printed and "app token:" in printed
+        for noise in ('"POST /api/v1', "HTTP Request:", "succeeded in", "Sending due task", "] received"):
+            assert noise not in console, noise
+        assert printed.rstrip().splitlines()[-1].strip().startswith("app token:"), printed
+    finally:
+        stack.stop()

@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('canary', '0003_window_share_and_pause'),
+        ('canary', '0006_follow_up_review'),
     ]
 
     operations = [

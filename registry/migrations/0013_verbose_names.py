@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evalhub', '0011_modelversion_api_key_encrypted'),
+        ('evalhub', '0012_slugs_end_at_the_end'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('gate', '0004_decisions_untruncatable'),
+        ('gate', '0005_policy_name_slug_ends_at_the_end'),
     ]
 
     operations = [

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 KINDS = ("follow_up", "deepening", "new")
 FOLLOW_UP, DEEPENING, NEW = KINDS
-SPLITS = ("dev", "test")
+SPLITS = ("train", "dev", "test")
 LANGUAGES = ("en", "zh")
 SET_PATH = Path(__file__).resolve().parent / "data" / "follow_up_pairs.jsonl"
 
@@ -410,13 +410,13 @@ def follow_up_scores(*, truth: Sequence[str], predicted: Sequence[str]) -> dict[
 _TEXT_FIELDS = ("previous_question", "previous_answer", "next_turn")
 
 
-def _row_validate(row: object, *, line: int, seen: set[str]) -> dict[str, Any]:
+def _row_validate(row: object, *, line: int, seen: set[str], require_split: bool) -> dict[str, Any]:
     def fail(field: str, problem: str) -> ValueError:
         return ValueError(f"line {line}: {field}: {problem}")
 
     if not isinstance(row, dict):
         raise fail("(line)", "must be a JSON object")
-    allowed = {"id", "language", "split", *_TEXT_FIELDS, "gap_seconds", "label", "note"}
+    allowed = {"id", "language", "split", "domain", *_TEXT_FIELDS, "gap_seconds", "label", "note"}
     for key in row:
         if key not in allowed:
             raise fail(key, "unknown field")
@@ -426,6 +426,8 @@ def _row_validate(row: object, *, line: int, seen: set[str]) -> dict[str, Any]:
     if row["id"] in seen:
         raise fail("id", f"duplicate id {row['id']!r}")
     for key, choices in (("language", LANGUAGES), ("split", SPLITS), ("label", KINDS)):
+        if key == "split" and not require_split and "split" not in row:
+            continue
         if row.get(key) not in choices:
             raise fail(key, f"must be one of {', '.join(choices)}")
     if "gap_seconds" not in row:
@@ -435,14 +437,16 @@ def _row_validate(row: object, *, line: int, seen: set[str]) -> dict[str, Any]:
         isinstance(gap, bool) or not isinstance(gap, int | float) or not 0 <= gap < math.inf
     ):
         raise fail("gap_seconds", "must be a number of seconds >= 0 or null")
-    if not isinstance(row.get("note", ""), str):
-        raise fail("note", "must be a string")
+    for key in ("note", "domain"):
+        if not isinstance(row.get(key, ""), str):
+            raise fail(key, "must be a string")
     return row
 
 
-def follow_up_set_load(path: Path | str | None = None) -> list[dict[str, Any]]:
+def follow_up_set_load(path: Path | str | None = None, *, require_split: bool = True) -> list[dict[str, Any]]:
     """The hand-labelled pairs (default: the set shipped next to this module), validated: a bad line
-    raises ValueError "line N: field: problem"."""
+    raises ValueError "line N: field: problem". `split` and `domain` are optional extras (`split` is
+    required unless `require_split` is False)."""
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     with open(path or SET_PATH, encoding="utf-8") as lines:
@@ -453,7 +457,7 @@ def follow_up_set_load(path: Path | str | None = None) -> list[dict[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"line {number}: (line): not JSON ({exc.msg})") from None
-            rows.append(_row_validate(row, line=number, seen=seen))
+            rows.append(_row_validate(row, line=number, seen=seen, require_split=require_split))
             seen.add(row["id"])
     return rows
 

@@ -361,7 +361,7 @@ GOOD_ROW = {
     [
         ({"label": "clarify"}, "line 2: label: must be one of follow_up, deepening, new"),
         ({"language": "de"}, "line 2: language: must be one of en, zh"),
-        ({"split": "train"}, "line 2: split: must be one of dev, test"),
+        ({"split": "holdout"}, "line 2: split: must be one of train, dev, test"),
         ({"next_turn": " "}, "line 2: next_turn: must be a non-empty string"),
         ({"gap_seconds": -1}, "line 2: gap_seconds: must be a number of seconds >= 0 or null"),
         ({"gap_seconds": "60"}, "line 2: gap_seconds: must be a number of seconds >= 0 or null"),

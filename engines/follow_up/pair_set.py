@@ -1,0 +1,326 @@
+"""The trained detector's labelled set: `data/pairs-train.jsonl` and `data/pairs-test.jsonl`, built
+from `contexts.CONTEXTS` by `python -m engines.follow_up.pair_set` (seeded; the files are committed,
+this rebuilds them exactly).
+
+Each context gets ~22 next turns, labelled by what they were written to be:
+
+- follow_up (about 40 %): the same matter again ("What if {scenario}?", "啥意思", the user's own
+  situation without a marker or a word of the answer, "ok but …", "Thanks, but I still don't get …");
+- deepening: an accepted answer, then a related question on the same case ("Got it. {related}?");
+- new: polite closings ("好滴，弄好了"), greetings, topic switches that reuse the answer's words,
+  other questions of the same domain and language ("下一个问题：…", "right now, …"), turns after the
+  10-minute window.
+
+Variation on purpose: markers or none, question marks or none, mixed-language turns, typos (one in
+eight turns gets a swapped, dropped or doubled letter, or a Chinese homophone).
+
+Split BY CONTEXT: a quarter of each (language, domain)'s contexts are `test`, the rest `train`; the
+turn templates are split too (pool A for train, pool B for test), so a test pair has neither a context
+nor a turn pattern the detector was trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+from engines.follow_up.contexts import CONTEXTS, Context
+
+DATA = Path(__file__).resolve().parent / "data"
+SET_PATHS = {"train": DATA / "pairs-train.jsonl", "test": DATA / "pairs-test.jsonl"}
+SEED = 12
+TEST_SHARE = 0.25
+
+# Templates per (language, kind), pool A (train) then pool B (test). Slots: {topic}, {scenario},
+# {related}, {situation}, {switch}, {other} (another context's question, same domain and language).
+_TEMPLATES: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {
+    ("en", "follow_up"): (
+        (
+            "What if {scenario}?",
+            "and if {scenario}",
+            "So what happens when {scenario}?",
+            "I don't understand, can you explain {topic} again?",
+            "What do you mean by that?",
+            "Can you give me an example of {topic}",
+            "that doesn't really answer it. what about {topic} in my case",
+            "Are you sure? I thought {topic} worked differently",
+            "hmm, still confused about {topic}",
+            "Why?",
+            "in plain english please",
+            "And if it happens twice?",
+            "ok but {scenario}, then what",
+            "Suppose {scenario}. Does the answer change?",
+            "{situation}",
+            "{situation}?",
+        ),
+        (
+            "what happens if {scenario}",
+            "How about if {scenario}?",
+            "Sorry, I'm lost. {topic} means what exactly?",
+            "could you put that more simply",
+            "not convinced. is {topic} really that strict?",
+            "Say {scenario} — same answer?",
+            "Wait, is that also true when {scenario}",
+            "Huh. Any exceptions to {topic}?",
+            "that seems off to me",
+            "So in practice, how does {topic} work for me",
+            "Right, but {scenario}?",
+            "Thanks, but I still don't get {topic}",
+            "explain {topic} like I'm new to this",
+            "Does {topic} still apply if {scenario}",
+            "{situation}",
+            "{situation}, what now",
+        ),
+    ),
+    ("en", "deepening"): (
+        (
+            "Thanks, that's clear. {related}?",
+            "Got it. Next question: {related}?",
+            "ok makes sense. {related}",
+            "Great, that helps. Also, {related}?",
+            "Understood. Moving on, {related}?",
+            "perfect. {related}?",
+        ),
+        (
+            "Thank you! Another thing: {related}?",
+            "Alright, clear. {related}",
+            "Cool, thx. {related}?",
+            "That answers it. One more: {related}?",
+            "Helpful, thanks. And separately, {related}?",
+            "OK noted. {related}?",
+        ),
+    ),
+    ("en", "closing"): (
+        (
+            "Thanks, that's all I needed.",
+            "Perfect, bye!",
+            "Great, thanks a lot!",
+            "ok cool",
+            "Thank you so much, have a good day",
+            "That's it for now, cheers.",
+            "hi, are you still there?",
+        ),
+        (
+            "Lovely, thank you!",
+            "Brilliant, I'm done for today.",
+            "thx, all good now",
+            "Appreciate it. Bye for now.",
+            "Got it, thanks, that's everything.",
+            "Super helpful, see you",
+            "Hello again",
+        ),
+    ),
+    ("en", "switch"): (
+        ("{switch}", "{other}", "New topic: {other}", "Unrelated, but {other}", "Next question: {other}"),
+        (
+            "{switch}",
+            "{other}",
+            "Different matter — {other}",
+            "Also, totally separate: {other}",
+            "right now, {other}",
+        ),
+    ),
+    ("zh", "follow_up"): (
+        (
+            "那如果{scenario}呢？",
+            "如果{scenario}怎么办",
+            "啥意思",
+            "还是没懂，{topic}到底是什么",
+            "能举个例子吗",
+            "为什么？",
+            "你确定吗？我听说{topic}不是这样的",
+            "说简单点",
+            "那{topic}对我适用吗",
+            "要是{scenario}，结果一样吗",
+            "ok 那如果{scenario}呢",
+            "嗯，但是{scenario}的话呢",
+            "{situation}",
+            "{situation}，怎么办",
+            "{situation}？",
+        ),
+        (
+            "那要是{scenario}呢",
+            "假如{scenario}，会怎样",
+            "没看懂",
+            "什么意思啊",
+            "再解释一下{topic}吧",
+            "不太对吧，{topic}应该更严格",
+            "那{scenario}的话还算吗",
+            "具体怎么算",
+            "还是不明白",
+            "嗯…那{topic}有没有例外",
+            "but 如果{scenario}呢",
+            "谢谢，不过{topic}我还是没搞懂",
+            "{situation}",
+            "{situation}，那我该咋办",
+            "{situation}呢",
+        ),
+    ),
+    ("zh", "deepening"): (
+        (
+            "谢谢，明白了。{related}？",
+            "好的，懂了。下一个问题：{related}？",
+            "了解。另外，{related}？",
+            "清楚了，那{related}？",
+            "收到。{related}",
+            "thanks！{related}？",
+        ),
+        (
+            "明白，多谢。还有一个问题：{related}？",
+            "好滴，那再问一下，{related}？",
+            "懂了懂了，{related}？",
+            "OK 了解，{related}",
+            "太好了，接着问：{related}？",
+            "行，{related}？",
+        ),
+    ),
+    ("zh", "closing"): (
+        (
+            "好的，谢谢！",
+            "明白了，没有别的问题了",
+            "谢谢，再见",
+            "好滴",
+            "收到，辛苦了",
+            "今天就到这里吧",
+            "在吗？",
+        ),
+        (
+            "好滴，弄好了",
+            "谢啦，搞定了",
+            "OK，没问题了，谢谢",
+            "感谢感谢",
+            "懂了，拜拜",
+            "行，就这样吧",
+            "你好，还在吗",
+        ),
+    ),
+    ("zh", "switch"): (
+        ("{switch}", "{other}", "换个话题，{other}", "对了，{other}", "另外一件事：{other}"),
+        ("{switch}", "{other}", "下一个问题：{other}", "顺便问一下，{other}", "还有个不相关的：{other}"),
+    ),
+}
+# Turns per context by what they were written as; 'closing' and 'switch' are labelled new.
+_PLAN = {"follow_up": 9, "deepening": 4, "closing": 4, "switch": 5}
+LABEL = {"follow_up": "follow_up", "deepening": "deepening", "closing": "new", "switch": "new"}
+# Chinese homophone typos (pinyin input slips).
+_ZH_TYPOS = {"的": "得", "在": "再", "吗": "嘛", "做": "作", "以": "已", "那": "哪", "么": "麽", "是": "事"}
+
+
+def _typo(text: str, rng: random.Random) -> str:
+    """One slip: a Chinese homophone where there is one, else a swapped, dropped or doubled letter."""
+    homophones = [i for i, ch in enumerate(text) if ch in _ZH_TYPOS]
+    if homophones:
+        i = rng.choice(homophones)
+        return text[:i] + _ZH_TYPOS[text[i]] + text[i + 1 :]
+    letters = [i for i in range(1, len(text) - 1) if text[i].isalpha() and text[i + 1].isalpha()]
+    if not letters:
+        return text
+    i = rng.choice(letters)
+    slip = rng.choice(("swap", "drop", "double"))
+    if slip == "swap":
+        return text[:i] + text[i + 1] + text[i] + text[i + 2 :]
+    if slip == "drop":
+        return text[:i] + text[i + 1 :]
+    return text[:i] + text[i] + text[i:]
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text[:2].isalpha() and not text[:2].isupper() else text
+
+
+def _fill(template: str, *, context: Context, rng: random.Random, others: Sequence[Context]) -> str:
+    other = rng.choice(others).question
+    if not template.startswith("{other}"):
+        other = _lower_first(other)
+    return template.format(
+        topic=context.topic,
+        scenario=rng.choice(context.scenarios),
+        related=rng.choice(context.related).rstrip("?？"),
+        situation=context.situation,
+        switch=context.switch,
+        other=other,
+    )
+
+
+def _test_contexts(rng: random.Random) -> set[int]:
+    chosen: set[int] = set()
+    groups: dict[tuple[str, str], list[int]] = {}
+    for index, context in enumerate(CONTEXTS):
+        groups.setdefault((context.language, context.domain), []).append(index)
+    for indexes in groups.values():
+        chosen.update(rng.sample(indexes, round(len(indexes) * TEST_SHARE)))
+    return chosen
+
+
+def pair_set_build(*, seed: int = SEED) -> list[dict[str, object]]:
+    """The labelled rows (the format of `detector.follow_up_set_load`), deterministic for a seed."""
+    rng = random.Random(seed)
+    test = _test_contexts(rng)
+    rows: list[dict[str, object]] = []
+    seen: set[tuple[int, str]] = set()
+    for index, context in enumerate(CONTEXTS):
+        split = "test" if index in test else "train"
+        pool = 1 if split == "test" else 0
+        # Topic switches to another case of the same domain, language and split.
+        others = [
+            c
+            for i, c in enumerate(CONTEXTS)
+            if i != index
+            and (i in test) == (index in test)
+            and c.language == context.language
+            and c.domain == context.domain
+        ]
+        number = 0
+        for written_as, count in _PLAN.items():
+            templates = list(_TEMPLATES[(context.language, written_as)][pool])
+            rng.shuffle(templates)
+            made = 0
+            for template in templates * 3:
+                if made == count:
+                    break
+                turn = _fill(template, context=context, rng=rng, others=others)
+                if rng.random() < 1 / 8:
+                    turn = _typo(turn, rng)
+                if (index, turn) in seen:
+                    continue
+                seen.add((index, turn))
+                made += 1
+                number += 1
+                label = LABEL[written_as]
+                gap: float | None = round(rng.lognormvariate(3.8, 0.9), 1)
+                roll = rng.random()
+                if roll < 0.04:
+                    gap, label = float(rng.randint(700, 7200)), "new"  # outside the 10-minute window
+                elif roll < 0.07:
+                    gap = None
+                rows.append(
+                    {
+                        "id": f"{context.language}-{index:03d}-{number:02d}",
+                        "language": context.language,
+                        "split": split,
+                        "domain": context.domain,
+                        "previous_question": context.question,
+                        "previous_answer": context.answer,
+                        "next_turn": turn,
+                        "gap_seconds": gap,
+                        "label": label,
+                        "note": written_as if label == LABEL[written_as] else f"{written_as}, outside window",
+                    }
+                )
+    return rows
+
+
+def main() -> None:
+    rows = pair_set_build()
+    for split, path in SET_PATHS.items():
+        picked = [row for row in rows if row["split"] == split]
+        with open(path, "w", encoding="utf-8") as out:
+            for row in picked:
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        print(f"{len(picked)} pairs written to {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -120,6 +120,10 @@ class TurnEvent(models.Model):
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.CLIENT)
     # User turns only, set by the follow-up detector (`engines.follow_up.detector.KINDS`); null until judged.
     follow_up_kind = models.CharField(max_length=12, null=True, blank=True)
+    # Set when the trained detector judged the turn (not by a rule such as a session's first turn): the
+    # pair's language ("en"/"zh"), whose measured error rates layer 2 corrects for, and the detector.
+    follow_up_language = models.CharField(max_length=10, null=True, blank=True)
+    follow_up_detector = models.CharField(max_length=40, blank=True)
     occurred_at = models.DateTimeField()
     received_at = models.DateTimeField(auto_now_add=True)
 

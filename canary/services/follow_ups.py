@@ -1,8 +1,10 @@
-"""Follow-up labels on stored user turns: the detector (`engines.follow_up.detector`) run over the
-event store.
+"""Follow-up labels on stored user turns: the trained detector (`engines.follow_up.classifier`) run
+over the event store.
 
 A user turn is judged once, against the previous user question and the assistant's answer in the
-same session (turn indexes k − 2 and k − 1), and its kind is written to `TurnEvent.follow_up_kind`.
+same session (turn indexes k − 2 and k − 1), and its kind is written to `TurnEvent.follow_up_kind`;
+a turn the detector judged also gets `follow_up_language` (whose measured error rates layer 2
+corrects for) and `follow_up_detector` (the artefact's version).
 The first question of a session is `new`, and so is a turn after an answer that failed (a retry;
 an answer the baseline gave as the candidate's fallback counts as an answer). A turn whose answer
 has not arrived yet is left for a later pass, unless it is older than
@@ -24,7 +26,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from canary.models import Experiment, FollowUpDetectorConfig, TurnEvent
-from engines.follow_up.detector import FollowUpThresholds, TurnPair, follow_ups_detect
+from engines.follow_up.classifier import detector_load, follow_ups_classify, pair_language
+from engines.follow_up.detector import FollowUpThresholds, TurnPair
 from registry.errors import ApplicationError
 from registry.services.audit import audit_record
 
@@ -106,6 +109,7 @@ def follow_ups_label(
 
         embed = sentence_embed
     started = time.monotonic()
+    detector = detector_load()
     grace_before = timezone.now() - timedelta(seconds=settings.EVALHUB_FOLLOW_UP_GRACE_SECONDS)
     thresholds: dict[int, FollowUpThresholds] = {}
     # A session's first question follows no answer: one UPDATE, no model.
@@ -152,13 +156,18 @@ def follow_ups_label(
         for experiment_id, group in by_experiment.items():
             if experiment_id not in thresholds:
                 thresholds[experiment_id] = follow_up_thresholds_get(family=group[0][0].experiment.family)
-            judgements = follow_ups_detect(
-                pairs=[pair for _, pair in group], embed=embed, thresholds=thresholds[experiment_id]
+            judgements = follow_ups_classify(
+                pairs=[pair for _, pair in group],
+                embed=embed,
+                thresholds=thresholds[experiment_id],
+                detector=detector,
             )
-            for (turn, _), judgement in zip(group, judgements, strict=True):
+            for (turn, pair), judgement in zip(group, judgements, strict=True):
                 turn.follow_up_kind = judgement.kind
+                turn.follow_up_language = pair_language(pair)
+                turn.follow_up_detector = detector.version
                 judged.append(turn)
-        TurnEvent.objects.bulk_update(judged, ["follow_up_kind"])
+        TurnEvent.objects.bulk_update(judged, ["follow_up_kind", "follow_up_language", "follow_up_detector"])
         for turn in judged:
             counts[turn.follow_up_kind] = counts.get(turn.follow_up_kind, 0) + 1
     counts["waiting"] = len(waiting)

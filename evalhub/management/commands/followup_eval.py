@@ -2,63 +2,66 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from engines.follow_up.detector import KINDS, FollowUpThresholds, follow_up_evaluate, follow_up_set_load
+from engines.follow_up.classifier import VERSION
+from engines.follow_up.detector import KINDS
+from engines.follow_up.pair_set import SET_PATHS
 
 
 class Command(BaseCommand):
     help = (
-        "Measure the follow-up detector (gate layer 2) on the hand-labelled set "
-        "engines/follow_up/data/follow_up_pairs.jsonl: precision/recall/F1 of 'is a follow-up', per "
-        "language, "
-        "and the 3-way confusion matrix. Tune on --split dev, report on --split test."
+        "Score the trained follow-up detector (gate layer 2) on a labelled JSONL (id, language, "
+        "previous_question, previous_answer, next_turn, gap_seconds, label): precision, recall and F1 of "
+        "'is a follow-up' overall and per language, sensitivity and specificity, and the 3-way confusion "
+        "matrix. Default file: the test split of the shipped set (contexts unseen in training)."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--split", choices=("dev", "test", "all"), default="test")
-        parser.add_argument("--thresholds", default="{}", help="JSON object overriding default thresholds")
+        parser.add_argument("--file", default=str(SET_PATHS["test"]), help="labelled JSONL to score")
+        parser.add_argument(
+            "--detector", default=VERSION, help="artefact version under engines/follow_up/models"
+        )
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
         parser.add_argument("--mistakes", action="store_true", help="also list every misjudged pair")
 
-    def handle(self, *args, split, thresholds, **options):
+    def handle(self, *args, file, detector, **options):
         from engines.embeddings import sentence_embed  # torch: only when the command runs
+        from engines.follow_up.classifier import detector_evaluate, detector_load
+        from engines.follow_up.detector import follow_up_set_load
 
         try:
-            chosen = FollowUpThresholds.from_dict(_json_object(thresholds))
-            rows = [row for row in follow_up_set_load() if split in ("all", row["split"])]
-        except ValueError as exc:
+            rows = follow_up_set_load(file, require_split=False)
+            loaded = detector_load(detector)
+        except (OSError, ValueError) as exc:
             raise CommandError(str(exc)) from None
-        report = {"split": split, **follow_up_evaluate(rows=rows, embed=sentence_embed, thresholds=chosen)}
+        if not rows:
+            raise CommandError(f"{file}: no labelled pairs")
+        report = {"file": file, **detector_evaluate(rows=rows, embed=sentence_embed, detector=loaded)}
         if options["json"]:
             if not options["mistakes"]:
                 report.pop("mistakes")
             self.stdout.write(json.dumps(report, ensure_ascii=False))
             return
-        self.stdout.write(f"split {split}: {report['n']} pairs in {report['seconds']:.1f} s")
+        self.stdout.write(
+            f"{file}: {report['n']} pairs in {report['seconds']:.1f} s ({report['turns_per_second']:.0f} "
+            f"turns/s), detector {report['detector']}"
+        )
         for name, scores in (("overall", report["overall"]), *report["languages"].items()):
-            self.stdout.write(
-                f"{name:8} n={scores['n']:3}  P {scores['precision']:.3f}  R {scores['recall']:.3f}  "
+            line = (
+                f"{name:8} n={scores['n']:4}  P {scores['precision']:.3f}  R {scores['recall']:.3f}  "
                 f"F1 {scores['f1']:.3f}  (tp {scores['tp']} fp {scores['fp']} fn {scores['fn']} "
                 f"tn {scores['tn']})  kind accuracy {scores['kind_accuracy']:.3f}"
             )
+            if "sensitivity" in scores:
+                line += f"  sens {scores['sensitivity'] or 0:.3f} spec {scores['specificity'] or 0:.3f}"
+            self.stdout.write(line)
         self.stdout.write("confusion (rows: label, columns: predicted)")
         self.stdout.write(" " * 11 + "".join(f"{kind:>11}" for kind in KINDS))
         for actual in KINDS:
             counts = report["overall"]["confusion"][actual]
             self.stdout.write(f"{actual:>11}" + "".join(f"{counts[kind]:>11}" for kind in KINDS))
-        self.stdout.write(f"thresholds {json.dumps(report['thresholds'])}")
         if options["mistakes"]:
             for wrong in report["mistakes"]:
                 self.stdout.write(
                     f"{wrong['id']}  {wrong['label']} -> {wrong['predicted']}  {wrong['next_turn']!r}  "
                     f"({wrong['reason']})"
                 )
-
-
-def _json_object(text: str) -> dict:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--thresholds: not JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise ValueError("--thresholds: must be a JSON object")
-    return data

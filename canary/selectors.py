@@ -178,6 +178,33 @@ def follow_up_counts_by_arm(*, window: TrafficWindow, kinds: Sequence[str]) -> d
     return _arms(rows, FOLLOW_UP_FIELDS)
 
 
+def follow_ups_judged_by_language(
+    *, window: TrafficWindow, kinds: Sequence[str]
+) -> tuple[dict[str, dict[str, tuple[int, int]]], list[str]]:
+    """Per arm and language, (user turns the trained detector judged, of which of the counted `kinds`),
+    and the detector versions that judged them: what layer 2 corrects for the detector's errors."""
+    table = TurnEvent._meta.db_table
+    kind_list = ", ".join(["%s"] * len(kinds))
+    sql = f"""
+        SELECT arm, follow_up_language, follow_up_detector, COUNT(*),
+               SUM(CASE WHEN follow_up_kind IN ({kind_list}) THEN 1 ELSE 0 END)
+        FROM {table}
+        WHERE experiment_id = %s AND role = 'user' AND source <> 'probe' AND follow_up_language IS NOT NULL
+              AND occurred_at >= %s AND occurred_at < %s
+        GROUP BY arm, follow_up_language, follow_up_detector
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*kinds, window.experiment.pk, window.start, window.end])
+        rows = cursor.fetchall()
+    judged: dict[str, dict[str, tuple[int, int]]] = {arm: {} for arm in ARMS}
+    versions = set()
+    for arm, language, detector, n, x in rows:
+        before = judged[arm].get(language, (0, 0))
+        judged[arm][language] = (before[0] + int(n), before[1] + int(x or 0))
+        versions.add(detector)
+    return judged, sorted(versions)
+
+
 RATIO_FIELDS = ("n", "sum_x", "sum_y", "sum_x2", "sum_y2", "sum_xy")
 MEAN_FIELDS = ("n", "total", "total_squares")
 

@@ -1,5 +1,6 @@
 """Layer 2, follow-up rate: follow-ups per answered question on each arm of the canary experiment's
-user traffic (probe traffic excluded), labelled by the follow-up detector, counted in SQL."""
+user traffic (probe traffic excluded), labelled by the trained follow-up detector, counted in SQL, and
+corrected for the detector's error rates measured on its test split (stored beside its artefact)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,16 @@ from canary.selectors import (
     follow_up_examples_sql,
     follow_ups_by_arm_sql,
     follow_ups_by_hour,
+    follow_ups_judged_by_language,
     traffic_window_get,
 )
 from canary.services.follow_ups import follow_up_thresholds_get, follow_ups_label
+from engines.follow_up.classifier import TrainedDetector, detector_load, error_rates
+from engines.follow_up.correction import ErrorRates
 from engines.routing import BASELINE, CANDIDATE
 from gate.judges.follow_up_rate import (
+    ROGAN_GLADEN,
+    DetectorAccuracy,
     FollowUpCounts,
     FollowUpInputs,
     FollowUpRateDetails,
@@ -34,19 +40,43 @@ from gate.policy import GatePolicyConfig
 from gate.reporting import Attribution, AttributionLevel, Table
 
 METHOD = (
-    "follow-ups / answered questions per arm, Wilson intervals; non-inferiority on the Newcombe hybrid "
-    "score interval of candidate − baseline; probe traffic excluded"
+    "follow-ups / answered questions per arm, corrected per language for the detector's measured "
+    "sensitivity and specificity (Rogan–Gladen, delta-method interval with the error rates' uncertainty); "
+    "non-inferiority on the corrected difference; observed rates with Wilson and Newcombe intervals beside; "
+    "probe traffic excluded"
 )
+
+
+def detector_accuracy(*, detector: TrainedDetector, kinds: tuple[str, ...]) -> DetectorAccuracy:
+    """The detector's error rates per language for "is one of `kinds`", from the confusion matrices of
+    its test split stored with the artefact."""
+    errors = {}
+    for language, figures in detector.meta["test"]["languages"].items():
+        rates = error_rates(figures["confusion"], kinds=kinds)
+        errors[language] = ErrorRates(
+            positives=rates["positives"],
+            true_positives=rates["true_positives"],
+            negatives=rates["negatives"],
+            true_negatives=rates["true_negatives"],
+        )
+    return DetectorAccuracy(version=detector.version, errors=errors)
 
 
 def follow_up_rate_measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> FollowUpRateResult:
     """Layer 2's judgement of a window from the stored detector labels (it labels nothing). The layer
     and the dashboards call it."""
     section = policy.section(FollowUpRatePolicy)
-    counts = follow_up_counts_by_arm(window=window, kinds=section.follow_up_kinds)
+    kinds = tuple(section.follow_up_kinds)
+    counts = follow_up_counts_by_arm(window=window, kinds=kinds)
+    detector = None
+    judged: dict[str, dict[str, tuple[int, int]]] = {CANDIDATE: {}, BASELINE: {}}
+    if section.follow_up_correction == ROGAN_GLADEN:
+        judged, _ = follow_ups_judged_by_language(window=window, kinds=kinds)
+        detector = detector_accuracy(detector=detector_load(), kinds=kinds)
     return follow_up_rate_judge(
-        candidate=FollowUpCounts(**counts[CANDIDATE]),
-        baseline=FollowUpCounts(**counts[BASELINE]),
+        candidate=FollowUpCounts(**counts[CANDIDATE], judged_by_language=judged[CANDIDATE]),
+        baseline=FollowUpCounts(**counts[BASELINE], judged_by_language=judged[BASELINE]),
+        detector=detector,
         max_rate=section.follow_up_max,
         decide_on=section.follow_up_decide_on,
         margin=section.follow_up_margin,
@@ -60,6 +90,8 @@ def _rate_phrase(result: FollowUpRateResult) -> str:
     if candidate.rate is None:
         return "no answered questions on the candidate arm"
     text = f"candidate follow-up rate {candidate.rate:.3f} ({candidate.follow_ups}/{candidate.answered})"
+    if candidate.corrected is not None and candidate.corrected.estimate is not None:
+        text += f", corrected for the detector's errors {candidate.corrected.estimate:.3f}"
     if baseline is not None and baseline.rate is not None:
         text += (
             f" vs baseline {baseline.rate:.3f} ({baseline.follow_ups}/{baseline.answered}), "
@@ -151,6 +183,10 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
             counted_kinds=list(section.follow_up_kinds),
             detector_thresholds=follow_up_thresholds_get(family=experiment.family).as_dict(),
             unjudged_turns=result.unjudged,
+            detector_version=detector_load().version,
+            detector_versions_in_traffic=follow_ups_judged_by_language(
+                window=window, kinds=section.follow_up_kinds
+            )[1],
         )
         details = FollowUpRateDetails(
             inputs=inputs,
@@ -170,9 +206,9 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
             details=details,
             reasons=list(result.reasons),
             threshold=section.follow_up_max,
-            estimate=result.candidate.rate,
-            ci_low=result.candidate.ci_low,
-            ci_high=result.candidate.ci_high,
+            estimate=result.candidate.judged_rate,
+            ci_low=result.candidate.judged_low,
+            ci_high=result.candidate.judged_high,
         )
 
     def report(self, *, run: GateRun, result: LayerResult, details: FollowUpRateDetails | None) -> ReportPart:

@@ -5,8 +5,9 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
+from engines.follow_up.correction import ROGAN_GLADEN, ErrorRates  # the method's name
 from gate.judges.clean_accuracy import CleanAccuracyPolicy, ItemOutcome, clean_accuracy_judge
-from gate.judges.follow_up_rate import NEWCOMBE, FollowUpCounts, follow_up_rate_judge
+from gate.judges.follow_up_rate import NEWCOMBE, DetectorAccuracy, FollowUpCounts, follow_up_rate_judge
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS, gate_verdict
 
 
@@ -37,6 +38,7 @@ class TestVerdicts:
             "confidence": 0.95,
             "margin": 0.01,
             "method": NEWCOMBE,
+            "corrected": None,
         }
         assert result.reasons == [
             "follow-up rate upper bound 0.120 <= bar 0.18 (rate 0.100, 95 % CI [0.083, 0.120], "
@@ -250,6 +252,8 @@ class TestReport:
             "confidence",
             "min_answered",
             "unjudged",
+            "correction",
+            "detector_version",
         }
 
     def test_confidence_widens_the_intervals(self):
@@ -296,3 +300,112 @@ class TestValidation:
     def test_refuses_impossible_counts(self, fields, name):
         with pytest.raises(ValueError, match=name):
             FollowUpCounts(**fields)
+
+
+# Se 0.85 (85/100), Sp 0.95 (190/200) in both languages.
+DETECTOR = DetectorAccuracy(
+    version="follow-up-test-1",
+    errors={
+        language: ErrorRates(positives=100, true_positives=85, negatives=200, true_negatives=190)
+        for language in ("en", "zh")
+    },
+)
+
+
+class TestCorrected:
+    """Layer 2 judged on the rate corrected for the detector's error rates."""
+
+    def test_an_inflated_observed_rate_passes_once_corrected(self):
+        # Se 0.9, Sp 0.85: 400 of 2000 judged turns called follow-ups (observed 0.20, over the 0.18 bar);
+        # corrected (0.20 + 0.85 - 1) / 0.75 = 0.0667.
+        loose = DetectorAccuracy(
+            version="follow-up-test-1",
+            errors={"en": ErrorRates(positives=100, true_positives=90, negatives=200, true_negatives=170)},
+        )
+        plain = follow_up_rate_judge(candidate=counts(400, 2000), baseline=None, max_rate=0.18)
+        assert plain.verdict == FAIL and plain.correction == "none" and plain.detector_version is None
+        result = follow_up_rate_judge(
+            candidate=counts(400, 2000, judged_by_language={"en": (2000, 400)}),
+            baseline=None,
+            max_rate=0.18,
+            detector=loose,
+        )
+        corrected = result.candidate.corrected
+        assert corrected.estimate == approx(0.05 / 0.75)
+        assert result.candidate.rate == approx(0.2)  # observed, still reported
+        assert result.correction == "rogan_gladen" and result.detector_version == "follow-up-test-1"
+        assert result.verdict == PASS and result.checks.bar is True and corrected.ci_high <= 0.18
+        assert "corrected rate 0.067" in result.reasons[0] and "follow-up-test-1" in result.reasons[0]
+
+    def test_the_bar_is_judged_on_the_corrected_upper_bound(self):
+        # Observed 0.10 passes by itself; corrected (0.10 + 0.95 - 1) / 0.8 = 0.0625 ... rates of a
+        # detector that misses follow-ups raise it instead: Se 0.5, Sp 0.99 -> (0.1 - 0.01) / 0.49 = 0.184.
+        missing = DetectorAccuracy(
+            version="misses",
+            errors={"en": ErrorRates(positives=400, true_positives=200, negatives=400, true_negatives=396)},
+        )
+        observed = counts(200, 2000, judged_by_language={"en": (2000, 200)})
+        assert follow_up_rate_judge(candidate=observed, baseline=None).verdict == PASS
+        result = follow_up_rate_judge(candidate=observed, baseline=None, detector=missing)
+        assert result.candidate.corrected.estimate == approx(0.09 / 0.49)
+        assert result.verdict == FAIL and result.checks.bar is False
+
+    def test_non_inferiority_on_the_corrected_difference(self):
+        judged_c, judged_b = {"en": (1500, 300)}, {"en": (1500, 270)}
+        result = follow_up_rate_judge(
+            candidate=counts(300, 1500, judged_by_language=judged_c),
+            baseline=counts(270, 1500, judged_by_language=judged_b),
+            max_rate=0.5,
+            margin=0.05,
+            detector=DETECTOR,
+        )
+        difference = result.difference
+        assert difference.method == ROGAN_GLADEN
+        # Both arms: w = 1; corrected (0.2 - 0.05)/0.8 - (0.18 - 0.05)/0.8 = 0.025.
+        assert difference.estimate == approx(0.025)
+        assert difference.corrected.error_variance < result.candidate.corrected.error_variance
+        assert result.checks.non_inferiority is (difference.ci_high <= 0.05)
+
+    def test_uninformative_error_rates_are_insufficient_data_with_the_reason(self):
+        coin = DetectorAccuracy(
+            version="coin",
+            errors={"en": ErrorRates(positives=10, true_positives=5, negatives=10, true_negatives=5)},
+        )
+        result = follow_up_rate_judge(
+            candidate=counts(300, 2000, judged_by_language={"en": (2000, 300), "zh": (10, 1)}),
+            baseline=None,
+            detector=coin,
+        )
+        assert result.verdict == INSUFFICIENT
+        assert [r for r in result.reasons if "'en'" in r] and [r for r in result.reasons if "'zh'" in r]
+        assert result.candidate.corrected is None and result.correction == "none"
+
+    def test_more_traffic_cannot_beat_the_error_rates(self):
+        # A point estimate under the bar by less than the error rates' own uncertainty.
+        result = follow_up_rate_judge(
+            candidate=counts(3400, 20000, judged_by_language={"en": (20000, 3400)}),
+            baseline=None,
+            detector=DETECTOR,
+        )
+        assert result.verdict == INSUFFICIENT
+        assert "more labelled pairs, not more traffic" in result.reasons[-1]
+
+    def test_answers_needed_with_the_correction(self):
+        # Error rates measured on 20 times as many labelled pairs: traffic is what is short.
+        measured = DetectorAccuracy(
+            version="well-measured",
+            errors={
+                "en": ErrorRates(positives=2000, true_positives=1700, negatives=4000, true_negatives=3800)
+            },
+        )
+        result = follow_up_rate_judge(
+            candidate=counts(250, 2000, judged_by_language={"en": (2000, 250)}),
+            baseline=None,
+            max_rate=0.105,
+            detector=measured,
+        )
+        corrected = result.candidate.corrected
+        assert corrected.estimate < 0.105 < corrected.ci_high and result.verdict == INSUFFICIENT
+        needed = int(result.reasons[-1].split("about ")[1].split()[0])
+        room = ((0.105 - corrected.estimate) / 1.959964) ** 2 - corrected.error_variance
+        assert needed == math.ceil(2000 * corrected.sampling_variance / room)

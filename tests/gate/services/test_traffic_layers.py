@@ -6,6 +6,7 @@ import random
 from datetime import timedelta
 
 import pytest
+from pytest import approx
 from django.utils import timezone
 
 from canary.models import Experiment, OutcomeEvent, TurnEvent
@@ -150,7 +151,20 @@ def test_accuracy_up_but_follow_up_rate_above_the_bar_fails_layer_2(experiment, 
     assert reported["verdict"] == "fail" and dict((row[0], row[1]) for row in arms["rows"])["candidate"] > 0
     estimates = reported["estimates"]
     assert estimates["baseline"]["follow_ups"] == expected["baseline"]
-    assert estimates["difference"]["method"] == "newcombe_hybrid_score"
+    # Judged on the rates corrected for the shipped detector's error rates; the observed ones beside.
+    assert estimates["difference"]["method"] == "rogan_gladen_delta"
+    assert estimates["correction"] == "rogan_gladen" and estimates["detector_version"] == "follow-up-lr-2"
+    corrected = estimates["candidate"]["corrected"]
+    assert corrected["observed"] == approx(estimates["candidate"]["rate"])
+    assert layer.estimate == approx(corrected["estimate"]) and layer.ci_high == approx(corrected["ci_high"])
+    assert {language["language"] for language in corrected["languages"]} <= {"en", "zh"}
+    judged_turns = TurnEvent.objects.filter(role="user", follow_up_language__isnull=False)
+    assert judged_turns.exists() and set(judged_turns.values_list("follow_up_detector", flat=True)) == {
+        "follow-up-lr-2"
+    }
+    assert sum(language["judged"] for language in corrected["languages"]) == judged_turns.filter(
+        arm="candidate"
+    ).count()
     assert estimates["checks"] == {"bar": False, "non_inferiority": False}
     markdown = ci_client.get(f"/api/v1/gate-runs/{run.pk}/report/?format=md")
     assert markdown.status_code == 200 and markdown["Content-Type"].startswith("text/markdown")

@@ -248,6 +248,7 @@ def detector_train(
     version: str = VERSION,
     out_dir: Path | None = None,
     c_grid: Sequence[float] = (1.0, 3.0, 10.0),
+    folds: int = 4,
 ) -> dict[str, Any]:
     """Train on `train`, measure on `test` (no context of which may be in `train`), write the artefact
     (when `out_dir` is given) and return its metadata. Contexts (previous question) group the folds."""
@@ -273,7 +274,7 @@ def detector_train(
     cv_f1 = {}
     for c in c_grid:
         predicted = np.empty_like(labels)
-        for fit_rows, held_rows in GroupKFold(n_splits=4).split(design, labels, groups):
+        for fit_rows, held_rows in GroupKFold(n_splits=folds).split(design, labels, groups):
             predicted[held_rows] = model(c).fit(design[fit_rows], labels[fit_rows]).predict(design[held_rows])
         cv_f1[c] = follow_up_scores(
             truth=[KINDS[i] for i in labels], predicted=[KINDS[i] for i in predicted]
@@ -294,7 +295,11 @@ def detector_train(
             "contexts": len({r["previous_question"] for r in train}),
             "sha256": _rows_sha256(train),
         },
-        "regularisation": {"chosen_C": best, "grouped_cv_f1": {str(c): f for c, f in cv_f1.items()}},
+        "regularisation": {
+            "chosen_C": best,
+            "folds": folds,
+            "grouped_cv_f1": {str(c): f for c, f in cv_f1.items()},
+        },
         "features": {
             "dense": dense.shape[1],
             "embedding": turns.shape[1],

@@ -66,3 +66,57 @@ def test_export_follow_up_reviews_writes_the_labelled_set_format(tmp_path, capsy
     assert "1 reviewed turns of exp" in capsys.readouterr().err
     with pytest.raises(CommandError, match="No experiment"):
         call_command("export_follow_up_reviews", "--experiment", "nope")
+def test_followup_eval_scores_any_labelled_file(tmp_path, capsys):
+    rows = [
+        (
+            "en",
+            "What is a deposit clause?",
+            "[deposit] Money paid up front.",
+            "what if the seller backs out",
+            "follow_up",
+        ),
+        (
+            "en",
+            "What is a deposit clause?",
+            "[deposit] Money paid up front.",
+            "Thanks, that's all I needed.",
+            "new",
+        ),
+        ("zh", "定金条款是什么？", "[定金] 签约时先付的钱。", "那如果卖方违约呢？", "follow_up"),
+        ("zh", "定金条款是什么？", "[定金] 签约时先付的钱。", "好的，谢谢！", "new"),
+    ]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "id": f"r{i}",
+                    "language": language,
+                    "previous_question": q,
+                    "previous_answer": a,
+                    "next_turn": turn,
+                    "gap_seconds": 30,
+                    "label": label,
+                },
+                ensure_ascii=False,
+            )
+            for i, (language, q, a, turn, label) in enumerate(rows)
+        ),
+        encoding="utf-8",
+    )
+    call_command("followup_eval", "--file", str(path), "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert report["n"] == 4 and report["detector"] == "follow-up-lr-2"
+    assert set(report["languages"]) == {"en", "zh"}
+    for scores in (report["overall"], *report["languages"].values()):
+        assert 0.0 <= scores["f1"] <= 1.0 and set(scores["confusion"]) == {"follow_up", "deepening", "new"}
+    assert sum(sum(row.values()) for row in report["overall"]["confusion"].values()) == 4
+    assert report["languages"]["zh"]["positives"] == 1 and "mistakes" not in report
+    call_command("followup_eval", "--file", str(path))
+    text = capsys.readouterr().out
+    assert "overall  n=   4" in text and "confusion (rows: label, columns: predicted)" in text
+    (tmp_path / "bad.jsonl").write_text('{"id": "x"}\n')
+    with pytest.raises(CommandError, match="line 1: previous_question"):
+        call_command("followup_eval", "--file", str(tmp_path / "bad.jsonl"))
+    with pytest.raises(CommandError, match="No such file"):
+        call_command("followup_eval", "--file", str(tmp_path / "missing.jsonl"))

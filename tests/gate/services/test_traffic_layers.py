@@ -6,8 +6,8 @@ import random
 from datetime import timedelta
 
 import pytest
-from pytest import approx
 from django.utils import timezone
+from pytest import approx
 
 from canary.models import Experiment, OutcomeEvent, TurnEvent
 from canary.selectors import (
@@ -162,9 +162,10 @@ def test_accuracy_up_but_follow_up_rate_above_the_bar_fails_layer_2(experiment, 
     assert judged_turns.exists() and set(judged_turns.values_list("follow_up_detector", flat=True)) == {
         "follow-up-lr-2"
     }
-    assert sum(language["judged"] for language in corrected["languages"]) == judged_turns.filter(
-        arm="candidate"
-    ).count()
+    assert (
+        sum(language["judged"] for language in corrected["languages"])
+        == judged_turns.filter(arm="candidate").count()
+    )
     assert estimates["checks"] == {"bar": False, "non_inferiority": False}
     markdown = ci_client.get(f"/api/v1/gate-runs/{run.pk}/report/?format=md")
     assert markdown.status_code == 200 and markdown["Content-Type"].startswith("text/markdown")

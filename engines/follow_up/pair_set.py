@@ -17,6 +17,10 @@ eight turns gets a swapped, dropped or doubled letter, or a Chinese homophone).
 Split BY CONTEXT: a quarter of each (language, domain)'s contexts are `test`, the rest `train`; the
 turn templates are split too (pool A for train, pool B for test), so a test pair has neither a context
 nor a turn pattern the detector was trained on.
+
+Second labelling pass: `data/pairs-second-pass.jsonl` relabels a random sample of 150 pairs (seed 2)
+from the turn and its context alone, labels hidden. It was done by the set's author, so it is a
+self-agreement (`second_pass_agreement`), not an inter-annotator one.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from engines.follow_up.contexts import CONTEXTS, Context
 
 DATA = Path(__file__).resolve().parent / "data"
 SET_PATHS = {"train": DATA / "pairs-train.jsonl", "test": DATA / "pairs-test.jsonl"}
+SECOND_PASS_PATH = DATA / "pairs-second-pass.jsonl"
 SEED = 12
 TEST_SHARE = 0.25
 
@@ -310,6 +315,26 @@ def pair_set_build(*, seed: int = SEED) -> list[dict[str, object]]:
                     }
                 )
     return rows
+
+
+def second_pass_agreement(path: Path = SECOND_PASS_PATH) -> dict[str, float | int]:
+    """Agreement of the second labelling pass with the set's labels: raw, and Cohen's kappa over the
+    three kinds and over "is a follow-up"."""
+    from sklearn.metrics import cohen_kappa_score
+
+    labels = {row["id"]: row["label"] for row in pair_set_build()}
+    with open(path, encoding="utf-8") as lines:
+        second = [json.loads(line) for line in lines if line.strip()]
+    first = [labels[row["id"]] for row in second]
+    again = [row["label"] for row in second]
+    return {
+        "n": len(second),
+        "agreement": sum(a == b for a, b in zip(first, again, strict=True)) / len(second),
+        "kappa": float(cohen_kappa_score(first, again)),
+        "kappa_follow_up": float(
+            cohen_kappa_score([a == "follow_up" for a in first], [b == "follow_up" for b in again])
+        ),
+    }
 
 
 def main() -> None:

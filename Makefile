@@ -59,6 +59,7 @@ bench: install
 	$(PY) bench/mcnemar.py
 	$(PY) bench/stats.py
 	$(PY) bench/review_queue.py
+	$(PY) bench/follow_up_detector.py
 
 ## Re-resolve requirements.in into the fully pinned requirements.txt.
 lock:

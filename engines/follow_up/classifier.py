@@ -297,7 +297,6 @@ def detector_train(
         },
         "regularisation": {
             "chosen_C": best,
-            "folds": folds,
             "grouped_cv_f1": {str(c): f for c, f in cv_f1.items()},
         },
         "features": {

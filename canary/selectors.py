@@ -182,19 +182,35 @@ def follow_ups_judged_by_language(
     *, window: TrafficWindow, kinds: Sequence[str]
 ) -> tuple[dict[str, dict[str, tuple[int, int]]], list[str]]:
     """Per arm and language, (user turns the trained detector judged, of which of the counted `kinds`),
-    and the detector versions that judged them: what layer 2 corrects for the detector's errors."""
+    and the detector versions that judged them: what layer 2 corrects for the detector's errors. As in
+    `follow_up_counts_by_arm`, a session never counts more judged turns than it had answers in the
+    window (a turn whose answer came before the window's start)."""
     table = TurnEvent._meta.db_table
     kind_list = ", ".join(["%s"] * len(kinds))
+    where = "experiment_id = %s AND source <> 'probe' AND occurred_at >= %s AND occurred_at < %s"
     sql = f"""
-        SELECT arm, follow_up_language, follow_up_detector, COUNT(*),
-               SUM(CASE WHEN follow_up_kind IN ({kind_list}) THEN 1 ELSE 0 END)
-        FROM {table}
-        WHERE experiment_id = %s AND role = 'user' AND source <> 'probe' AND follow_up_language IS NOT NULL
-              AND occurred_at >= %s AND occurred_at < %s
-        GROUP BY arm, follow_up_language, follow_up_detector
+        SELECT j.arm, j.language, j.detector,
+               SUM(CASE WHEN j.n > a.answered THEN a.answered ELSE j.n END),
+               SUM(CASE WHEN j.x > a.answered THEN a.answered ELSE j.x END)
+        FROM (
+            SELECT arm, session_id, follow_up_language AS language, follow_up_detector AS detector,
+                   COUNT(*) AS n, SUM(CASE WHEN follow_up_kind IN ({kind_list}) THEN 1 ELSE 0 END) AS x
+            FROM {table}
+            WHERE {where} AND role = 'user' AND follow_up_language IS NOT NULL
+            GROUP BY arm, session_id, follow_up_language, follow_up_detector
+        ) AS j JOIN (
+            SELECT arm, session_id,
+                   SUM(CASE WHEN role = 'assistant' AND (error = '' OR fallback) THEN 1 ELSE 0 END)
+                       AS answered
+            FROM {table}
+            WHERE {where}
+            GROUP BY arm, session_id
+        ) AS a ON a.arm = j.arm AND a.session_id = j.session_id
+        GROUP BY j.arm, j.language, j.detector
     """
+    params = [window.experiment.pk, window.start, window.end]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*kinds, window.experiment.pk, window.start, window.end])
+        cursor.execute(sql, [*kinds, *params, *params])
         rows = cursor.fetchall()
     judged: dict[str, dict[str, tuple[int, int]]] = {arm: {} for arm in ARMS}
     versions = set()

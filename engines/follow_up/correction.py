@@ -8,8 +8,10 @@ results of a screening test", Am J Epidemiol 107, 1978):
 
     π_l = (p_l + Sp_l − 1) / J_l,   J_l = Se_l + Sp_l − 1   (clipped to [0, 1])
 
-and the corrected rate per answered question is R = Σ_l n_l π_l / A (A answered questions; a turn the
-detector did not judge, such as a session's first question, is no follow-up by rule). The variance,
+and the corrected rate per answered question is R = (Σ_l n_l π_l + c) / A (A answered questions; a
+turn the detector did not judge, such as a session's first question, is no follow-up by rule; c
+follow-ups labelled without a language, such as turns judged before the trained detector stored one,
+count as observed, with a binomial variance c(1 − c/A)/A² and no correction). The variance,
 by the delta method with p_l, Se_l and Sp_l independent binomial proportions (Greenland, "Basic
 methods for sensitivity analysis of biases", Int J Epidemiol 25, 1996; Lang & Reiczigel, Prev Vet Med
 113, 2014), splits into the traffic's sampling part and the error rates' part:
@@ -91,6 +93,7 @@ class CorrectedRate:
     sampling_variance: float
     error_variance: float
     languages: tuple[LanguageCorrection, ...]
+    uncorrected: int = 0  # follow-ups counted as observed (no language: no error rates to correct by)
     method: str = ROGAN_GLADEN
 
 
@@ -100,10 +103,16 @@ def _check(name: str, value: int) -> None:
 
 
 def _gradients(
-    *, answered: int, judged: Mapping[str, tuple[int, int]], errors: Mapping[str, ErrorRates]
+    *,
+    answered: int,
+    judged: Mapping[str, tuple[int, int]],
+    errors: Mapping[str, ErrorRates],
+    uncorrected: int = 0,
 ) -> tuple[list[LanguageCorrection], float, float, dict[str, tuple[float, float]]]:
     """Per language the correction, and R, its sampling variance, and dR/dSe_l, dR/dSp_l."""
-    corrections, total, sampling = [], 0.0, 0.0
+    _check("uncorrected", uncorrected)
+    share = uncorrected / answered
+    corrections, total, sampling = [], share, share * (1 - share) / answered
     gradients: dict[str, tuple[float, float]] = {}
     for language, (n, x) in sorted(judged.items()):
         _check(f"{language}.judged", n)
@@ -155,20 +164,24 @@ def rate_correct(
     judged: Mapping[str, tuple[int, int]],
     errors: Mapping[str, ErrorRates],
     confidence: float = 0.95,
+    uncorrected: int = 0,
 ) -> CorrectedRate:
     """The corrected rate of one arm: `judged[language] = (turns the detector judged, of which it
-    called follow-ups)`, `errors[language]` its measured error rates. A language without informative
-    error rates raises ValueError (the caller reports it as insufficient data)."""
+    called follow-ups)`, `errors[language]` its measured error rates, `uncorrected` follow-ups
+    without a language. A language without informative error rates raises ValueError (the caller
+    reports it as insufficient data)."""
     _check("answered", answered)
-    if sum(n for n, _ in judged.values()) > answered:
+    if sum(n for n, _ in judged.values()) + uncorrected > answered:
         raise ValueError(f"judged turns exceed answered={answered}")
-    detected = sum(x for _, x in judged.values())
+    detected = sum(x for _, x in judged.values()) + uncorrected
     if answered == 0:
         return CorrectedRate(
             answered=0, observed=None, estimate=None, ci_low=0.0, ci_high=1.0, confidence=confidence,
             sampling_variance=0.0, error_variance=0.0, languages=(),
         )  # fmt: skip
-    corrections, estimate, sampling, gradients = _gradients(answered=answered, judged=judged, errors=errors)
+    corrections, estimate, sampling, gradients = _gradients(
+        answered=answered, judged=judged, errors=errors, uncorrected=uncorrected
+    )
     error = _error_variance(gradients, errors)
     half = z_for(confidence) * math.sqrt(sampling + error)
     return CorrectedRate(
@@ -181,6 +194,7 @@ def rate_correct(
         sampling_variance=sampling,
         error_variance=error,
         languages=tuple(corrections),
+        uncorrected=uncorrected,
     )
 
 
@@ -198,18 +212,22 @@ class CorrectedDifference:
 
 def corrected_difference(
     *,
-    candidate: tuple[int, Mapping[str, tuple[int, int]]],
-    baseline: tuple[int, Mapping[str, tuple[int, int]]],
+    candidate: tuple[int, Mapping[str, tuple[int, int]], int],
+    baseline: tuple[int, Mapping[str, tuple[int, int]], int],
     errors: Mapping[str, ErrorRates],
     confidence: float = 0.95,
 ) -> CorrectedDifference:
-    """Corrected candidate − baseline rate, each arm given as (answered, judged by language), both
-    judged by the detector whose error rates are `errors`."""
-    (a_c, judged_c), (a_b, judged_b) = candidate, baseline
+    """Corrected candidate − baseline rate, each arm given as (answered, judged by language,
+    uncorrected follow-ups), both judged by the detector whose error rates are `errors`."""
+    (a_c, judged_c, certain_c), (a_b, judged_b, certain_b) = candidate, baseline
     if not a_c or not a_b:
         raise ValueError("both arms need answered questions")
-    _, rate_c, sampling_c, grad_c = _gradients(answered=a_c, judged=judged_c, errors=errors)
-    _, rate_b, sampling_b, grad_b = _gradients(answered=a_b, judged=judged_b, errors=errors)
+    _, rate_c, sampling_c, grad_c = _gradients(
+        answered=a_c, judged=judged_c, errors=errors, uncorrected=certain_c
+    )
+    _, rate_b, sampling_b, grad_b = _gradients(
+        answered=a_b, judged=judged_b, errors=errors, uncorrected=certain_b
+    )
     languages = set(grad_c) | set(grad_b)
     joint = {
         language: (

@@ -135,6 +135,12 @@ class FollowUpCounts:
                     f"judged_by_language[{language!r}]=({judged}, {detected}): need 0 <= detected <= judged"
                 )
 
+    @property
+    def uncorrected(self) -> int:
+        """Follow-ups labelled without a language (judged before the trained detector stored one):
+        counted as observed."""
+        return max(0, self.follow_ups - sum(detected for _, detected in self.judged_by_language.values()))
+
 
 @dataclass(frozen=True, kw_only=True)
 class DetectorAccuracy:
@@ -241,6 +247,7 @@ def _arm_report(
             judged=counts.judged_by_language,
             errors=detector.errors,
             confidence=confidence,
+            uncorrected=counts.uncorrected,
         )
         if detector is not None
         else None,
@@ -408,8 +415,8 @@ def follow_up_rate_judge(
         )
         if correcting is not None:
             corrected = corrected_difference(
-                candidate=(candidate.answered, candidate.judged_by_language),
-                baseline=(baseline.answered, baseline.judged_by_language),
+                candidate=(candidate.answered, candidate.judged_by_language, candidate.uncorrected),
+                baseline=(baseline.answered, baseline.judged_by_language, baseline.uncorrected),
                 errors=correcting.errors,
                 confidence=confidence,
             )

@@ -65,15 +65,21 @@ def detector_accuracy(*, detector: TrainedDetector, kinds: tuple[str, ...]) -> D
 def follow_up_rate_measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> FollowUpRateResult:
     """Layer 2's judgement of a window from the stored detector labels (it labels nothing). The layer
     and the dashboards call it."""
+    return _measure(window=window, policy=policy)[0]
+
+
+def _measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> tuple[FollowUpRateResult, list[str]]:
+    """The judgement, and the detector versions that judged the window's turns."""
     section = policy.section(FollowUpRatePolicy)
     kinds = tuple(section.follow_up_kinds)
     counts = follow_up_counts_by_arm(window=window, kinds=kinds)
     detector = None
+    versions: list[str] = []
     judged: dict[str, dict[str, tuple[int, int]]] = {CANDIDATE: {}, BASELINE: {}}
     if section.follow_up_correction == ROGAN_GLADEN:
-        judged, _ = follow_ups_judged_by_language(window=window, kinds=kinds)
+        judged, versions = follow_ups_judged_by_language(window=window, kinds=kinds)
         detector = detector_accuracy(detector=detector_load(), kinds=kinds)
-    return follow_up_rate_judge(
+    result = follow_up_rate_judge(
         candidate=FollowUpCounts(**counts[CANDIDATE], judged_by_language=judged[CANDIDATE]),
         baseline=FollowUpCounts(**counts[BASELINE], judged_by_language=judged[BASELINE]),
         detector=detector,
@@ -83,6 +89,7 @@ def follow_up_rate_measure(*, window: TrafficWindow, policy: GatePolicyConfig) -
         min_answered=section.follow_up_min_answered,
         confidence=policy.general.confidence,
     )
+    return result, versions
 
 
 def _rate_phrase(result: FollowUpRateResult) -> str:
@@ -173,7 +180,7 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
         labelled = follow_ups_label(experiment=experiment, until=window.end)
         label_seconds = time.perf_counter() - mark
         mark = time.perf_counter()
-        result = follow_up_rate_measure(window=window, policy=ctx.policy)
+        result, versions = _measure(window=window, policy=ctx.policy)
         result, live = follow_up_rate_with_live_agreement(
             result=result, experiment=experiment, policy=ctx.policy
         )
@@ -184,9 +191,7 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
             detector_thresholds=follow_up_thresholds_get(family=experiment.family).as_dict(),
             unjudged_turns=result.unjudged,
             detector_version=detector_load().version,
-            detector_versions_in_traffic=follow_ups_judged_by_language(
-                window=window, kinds=section.follow_up_kinds
-            )[1],
+            detector_versions_in_traffic=versions,
         )
         details = FollowUpRateDetails(
             inputs=inputs,

@@ -44,6 +44,16 @@ def test_languages_are_corrected_apart_and_clipped():
     assert result.estimate == pytest.approx(0.5 * (0.3 - 0.05) / 0.85)
 
 
+def test_follow_ups_without_a_language_count_as_observed():
+    # 50 follow-ups judged before languages were stored: 0.05 of 1000 answers, added uncorrected.
+    plain = rate_correct(answered=1000, judged={"en": (800, 240)}, errors={"en": RATES})
+    mixed = rate_correct(answered=1000, judged={"en": (800, 240)}, errors={"en": RATES}, uncorrected=50)
+    assert mixed.estimate == pytest.approx(plain.estimate + 0.05) and mixed.uncorrected == 50
+    assert mixed.observed == pytest.approx(0.29)
+    assert mixed.sampling_variance == pytest.approx(plain.sampling_variance + 0.05 * 0.95 / 1000)
+    assert mixed.error_variance == pytest.approx(plain.error_variance)
+
+
 def test_uninformative_error_rates_raise():
     coin = ErrorRates(positives=10, true_positives=5, negatives=10, true_negatives=5)
     with pytest.raises(ValueError, match="zh: no informative error rates"):
@@ -57,7 +67,7 @@ def test_uninformative_error_rates_raise():
 
 
 def test_the_difference_shares_the_error_rates():
-    same = (1000, {"en": (800, 240)})
+    same = (1000, {"en": (800, 240)}, 0)
     difference = corrected_difference(candidate=same, baseline=same, errors={"en": RATES})
     # Identical arms: the shared error rates cancel, only the two arms' sampling remains.
     assert difference.estimate == 0.0 and difference.error_variance == pytest.approx(0.0)

@@ -10,13 +10,20 @@ from django.test import Client
 from django.utils import timezone
 
 from canary.models import Experiment, ProbeRun, ProbeSet, TurnEvent
-from canary.selectors import assigned_units_by_arm, follow_up_counts_by_arm, outcome_stats_by_arm
+from canary.selectors import (
+    assigned_units_by_arm,
+    follow_up_counts_by_arm,
+    follow_ups_judged_by_language,
+    outcome_stats_by_arm,
+)
 from canary.services.analysis import experiment_analyze
 from canary.services.events import events_ingest
 from canary.services.experiments import experiment_create, experiment_horizon_register, experiment_start
+from engines.follow_up.classifier import detector_load
 from engines.stats.effects import sequential_interval
 from engines.stats.sufficient import RatioStats
 from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
+from gate.layers.follow_up_rate import detector_accuracy
 from gate.models import GatePolicy
 from gate.services.gate_runs import gate_run_start
 from registry.actors import SYSTEM
@@ -186,9 +193,15 @@ def test_dashboard_numbers_are_the_selectors_and_the_gate_judges(experiment, tra
         assert counts[arm]["follow_ups"] == shown[arm].follow_ups > 0
         assert counts[arm]["sessions"] == shown[arm].sessions == SESSIONS
         assert f"{counts[arm]['follow_ups'] / counts[arm]['answered']:.3f}" in html
+    # As layer 2 does: corrected for the shipped detector's error rates (these turns were labelled by
+    # hand, without a language, so they count as observed).
+    by_language, _ = follow_ups_judged_by_language(window=window, kinds=("follow_up",))
     judged = follow_up_rate_judge(
-        candidate=FollowUpCounts(**counts["candidate"]), baseline=FollowUpCounts(**counts["baseline"])
+        candidate=FollowUpCounts(**counts["candidate"], judged_by_language=by_language["candidate"]),
+        baseline=FollowUpCounts(**counts["baseline"], judged_by_language=by_language["baseline"]),
+        detector=detector_accuracy(detector=detector_load(), kinds=("follow_up",)),
     )
+    assert judged.candidate.corrected.uncorrected == counts["candidate"]["follow_ups"]
     assert dashboard.follow_up.result == judged
     assert (
         "if the gate ran now" in html

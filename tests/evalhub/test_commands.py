@@ -120,3 +120,92 @@ def test_followup_eval_scores_any_labelled_file(tmp_path, capsys):
         call_command("followup_eval", "--file", str(tmp_path / "bad.jsonl"))
     with pytest.raises(CommandError, match="No such file"):
         call_command("followup_eval", "--file", str(tmp_path / "missing.jsonl"))
+
+
+def test_followup_eval_measures_a_prompted_openai_judge(tmp_path, capsys):
+    """A registered openai version as the detector: a scripted endpoint that calls every "what if" a
+    follow-up and garbles one answer; the command measures its agreement with the labels."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from registry.actors import SYSTEM
+    from registry.services.versions import model_version_register
+
+    prompts = []
+    fields = ("id", "language", "previous_question", "previous_answer", "next_turn", "gap_seconds", "label")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            prompt = body["messages"][-1]["content"]
+            prompts.append(prompt)
+            turn = prompt.rsplit("Next turn: ", 1)[1]
+            content = (
+                "no idea" if "garble" in turn else "[follow_up] same matter" if "what if" in turn else "[new]"
+            )
+            payload = json.dumps(
+                {"choices": [{"message": {"role": "assistant", "content": content}}]}
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        model_version_register(
+            family="judge",
+            label="llm",
+            backend_kind="openai",
+            actor=SYSTEM,
+            backend_config={
+                "base_url": f"http://127.0.0.1:{server.server_port}/v1",
+                "model": "m",
+                "max_retries": 0,
+            },
+        )
+        rows = [
+            ("en", "what if the seller backs out", 30, "follow_up"),
+            ("en", "Thanks, that's all I needed.", 30, "new"),
+            ("en", "garble this one", 30, "follow_up"),
+            ("en", "what if it rains", 4000, "new"),  # outside the window: never sent
+        ]
+        path = tmp_path / "pairs.jsonl"
+        path.write_text(
+            "\n".join(
+                json.dumps(
+                    dict(
+                        zip(
+                            fields,
+                            (
+                                f"r{i}",
+                                lang,
+                                "What is a deposit?",
+                                "[deposit] Paid up front.",
+                                turn,
+                                gap,
+                                label,
+                            ),
+                            strict=True,
+                        )
+                    )
+                )
+                for i, (lang, turn, gap, label) in enumerate(rows)
+            )
+        )
+        call_command("followup_eval", "--file", str(path), "--judge", "judge:llm", "--json")
+    finally:
+        server.shutdown()
+    report = json.loads(capsys.readouterr().out)
+    assert report["detector"] == "judge:llm" and report["unreadable"] == 1 and len(prompts) == 3
+    assert any(p.endswith("Next turn: what if the seller backs out") for p in prompts)
+    overall = report["overall"]
+    assert (overall["tp"], overall["fn"], overall["fp"], overall["tn"]) == (1, 1, 0, 2)
+    assert overall["f1"] == pytest.approx(2 / 3)
+    with pytest.raises(CommandError, match="--judge: No model version"):
+        call_command("followup_eval", "--file", str(path), "--judge", "judge:none")

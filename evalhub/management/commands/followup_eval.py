@@ -12,7 +12,8 @@ class Command(BaseCommand):
         "Score the trained follow-up detector (gate layer 2) on a labelled JSONL (id, language, "
         "previous_question, previous_answer, next_turn, gap_seconds, label): precision, recall and F1 of "
         "'is a follow-up' overall and per language, sensitivity and specificity, and the 3-way confusion "
-        "matrix. Default file: the test split of the shipped set (contexts unseen in training)."
+        "matrix. Default file: the test split of the shipped set (contexts unseen in training). "
+        "--judge FAMILY:LABEL scores a registered openai version, prompted, instead of the detector."
     )
 
     def add_arguments(self, parser):
@@ -20,22 +21,30 @@ class Command(BaseCommand):
         parser.add_argument(
             "--detector", default=VERSION, help="artefact version under engines/follow_up/models"
         )
+        parser.add_argument("--judge", help="a registered openai version (family:label) to judge instead")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
         parser.add_argument("--mistakes", action="store_true", help="also list every misjudged pair")
 
-    def handle(self, *args, file, detector, **options):
-        from engines.embeddings import sentence_embed  # torch: only when the command runs
-        from engines.follow_up.classifier import detector_evaluate, detector_load
+    def handle(self, *args, file, detector, judge, **options):
         from engines.follow_up.detector import follow_up_set_load
 
         try:
             rows = follow_up_set_load(file, require_split=False)
-            loaded = detector_load(detector)
         except (OSError, ValueError) as exc:
             raise CommandError(str(exc)) from None
         if not rows:
             raise CommandError(f"{file}: no labelled pairs")
-        report = {"file": file, **detector_evaluate(rows=rows, embed=sentence_embed, detector=loaded)}
+        if judge:
+            report = {"file": file, **_judge_report(ref=judge, rows=rows)}
+        else:
+            from engines.embeddings import sentence_embed  # torch: only when the command runs
+            from engines.follow_up.classifier import detector_evaluate, detector_load
+
+            try:
+                loaded = detector_load(detector)
+            except OSError as exc:
+                raise CommandError(str(exc)) from None
+            report = {"file": file, **detector_evaluate(rows=rows, embed=sentence_embed, detector=loaded)}
         if options["json"]:
             if not options["mistakes"]:
                 report.pop("mistakes")
@@ -65,3 +74,23 @@ class Command(BaseCommand):
                     f"{wrong['id']}  {wrong['label']} -> {wrong['predicted']}  {wrong['next_turn']!r}  "
                     f"({wrong['reason']})"
                 )
+
+
+def _judge_report(*, ref: str, rows: list) -> dict:
+    from engines.backends.base import BackendError
+    from engines.follow_up.llm_judge import judge_evaluate
+    from registry.errors import ApplicationError
+    from registry.selectors.versions import model_version_get
+    from registry.services.versions import model_version_backend
+
+    try:
+        version = model_version_get(ref=ref)
+    except ApplicationError as exc:
+        raise CommandError(f"--judge: {exc}") from None
+    if version.backend_kind != "openai":
+        raise CommandError(f"--judge: {version.ref} is a {version.backend_kind!r} version, not 'openai'")
+    try:
+        backend = model_version_backend(version=version, cached=False)
+        return judge_evaluate(rows=rows, predict=backend.predict, name=version.ref)
+    except BackendError as exc:
+        raise CommandError(f"--judge: {exc}") from None

@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from engines.follow_up.detector import (
-    DEEPENING,
     FOLLOW_UP,
     KINDS,
     LANGUAGES,
@@ -226,7 +225,9 @@ def error_rates(
     }
 
 
-def _measure(predicted: list[str], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def detection_scores(predicted: list[str], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Scores of predicted kinds against the rows' labels, overall and per language (with
+    sensitivity, specificity and their counts per language)."""
     truth = [r["label"] for r in rows]
     figures: dict[str, Any] = {"overall": follow_up_scores(truth=truth, predicted=predicted), "languages": {}}
     for language in LANGUAGES:
@@ -308,7 +309,7 @@ def detector_train(
             "rows": len(test),
             "contexts": len({r["previous_question"] for r in test}),
             "sha256": _rows_sha256(test),
-            **_measure([j.kind for j in judged], test),
+            **detection_scores([j.kind for j in judged], test),
         },
         "train_seconds": round(time.perf_counter() - started, 1),
     }
@@ -359,7 +360,7 @@ def detector_evaluate(
     return {
         "n": len(rows),
         "detector": detector.version,
-        **_measure([j.kind for j in judged], rows),
+        **detection_scores([j.kind for j in judged], rows),
         "seconds": seconds,
         "turns_per_second": len(rows) / seconds if seconds else None,
         "mistakes": [
@@ -374,18 +375,3 @@ def detector_evaluate(
             if j.kind != r["label"]
         ],
     }
-
-
-__all__ = [
-    "DEEPENING",
-    "FOLLOW_UP",
-    "NEW",
-    "TrainedDetector",
-    "detector_evaluate",
-    "detector_load",
-    "detector_train",
-    "error_rates",
-    "follow_ups_classify",
-    "pair_features",
-    "pair_language",
-]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from engines.backends.base import Prediction
-from engines.follow_up.classifier import _measure, rows_to_pairs
+from engines.follow_up.classifier import detection_scores, rows_to_pairs
 from engines.follow_up.detector import KINDS, NEW, FollowUpJudgement, FollowUpThresholds, TurnPair
 
 PROMPT = """You label chat turns for a quality metric. Given a user's question, the assistant's answer \
@@ -77,7 +77,7 @@ def judge_evaluate(
     return {
         "n": len(rows),
         "detector": name,
-        **_measure([j.kind for j in judged], rows),
+        **detection_scores([j.kind for j in judged], rows),
         "unreadable": sum("unreadable" in j.reason for j in judged),
         "seconds": seconds,
         "turns_per_second": len(rows) / seconds if seconds else None,

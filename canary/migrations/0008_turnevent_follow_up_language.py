@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("canary", "0003_window_share_and_pause"),
+        ('canary', '0007_verbose_names'),
     ]
 
     operations = [

@@ -66,6 +66,8 @@ def test_export_follow_up_reviews_writes_the_labelled_set_format(tmp_path, capsy
     assert "1 reviewed turns of exp" in capsys.readouterr().err
     with pytest.raises(CommandError, match="No experiment"):
         call_command("export_follow_up_reviews", "--experiment", "nope")
+
+
 def test_followup_eval_scores_any_labelled_file(tmp_path, capsys):
     rows = [
         (

@@ -456,7 +456,7 @@ def tasks_build(*, run, policy, attribution: bool) -> dict[str, Callable[[], obj
     kinds = policy.section(FollowUpRatePolicy).follow_up_kinds
     per = policy.section(BusinessValuePolicy).business_per
     ctx = LayerContext(
-        run=run, policy=policy, items=[], versions=[], progress=Progress(total=1, report=print)
+        run=run, policy=policy, items=[], versions=[], progress=Progress(totals={}, report=print)
     )
 
     def window():

@@ -61,6 +61,8 @@ class GateRun(models.Model):
     )
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     progress = models.PositiveSmallIntegerField(default=0)
+    # The worker's last report: each layer's units done of total, the current layer and the ETA.
+    progress_detail = models.JSONField(default=dict, blank=True)
     verdict = models.CharField(max_length=20, choices=Verdict.choices, default=Verdict.PENDING)
     verdict_reasons = models.JSONField(default=list, blank=True)
     error_message = models.TextField(blank=True)

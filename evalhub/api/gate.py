@@ -6,7 +6,7 @@ import json
 
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import exceptions, renderers, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -29,6 +29,7 @@ from gate.selectors.decisions import decision_get, decision_list
 from gate.selectors.gate_runs import gate_run_get, gate_run_list, sample_result_list
 from gate.services.decisions import REASON_MAX_LENGTH, decision_record
 from gate.services.gate_runs import gate_run_start
+from gate.services.progress import gate_run_live
 from gate.services.report import gate_run_report
 from registry.errors import ApplicationError, NotFoundError
 from registry.roles import RELEASE_MANAGER
@@ -69,6 +70,7 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
     layers = LayerResultOutputSerializer(many=True, read_only=True)
     url = serializers.SerializerMethodField()
     html_url = serializers.SerializerMethodField()
+    live = serializers.SerializerMethodField()
 
     class Meta:
         model = GateRun
@@ -91,6 +93,7 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
+            "live",
             "layers",
         ]
 
@@ -99,6 +102,12 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
 
     def get_url(self, obj) -> str:
         return absolute_url(self.context, reverse("api:gate-run-detail", kwargs={"pk": obj.pk}))
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_live(self, obj) -> dict:
+        """Per required layer: state, units done of total; elapsed and ETA (s); for a queued run,
+        the runs ahead of it on its queue and why it waits."""
+        return to_json(gate_run_live(run=obj))
 
     def get_html_url(self, obj) -> str:
         """The run's page for people (reports, attribution, decisions)."""

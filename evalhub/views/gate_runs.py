@@ -1,16 +1,73 @@
-"""Plain pages for people: versions, gate runs and release decisions (the canary pages are in
-`evalhub.views.canary`)."""
+"""The gate run page: the layers, live progress, charts and the wrong answers (the candidate's
+first, the baseline's on their own tab), paginated and filtered."""
 
+from __future__ import annotations
+
+from django import forms
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext_lazy as _
 
 from evalhub.permissions import reader_required
-from gate.selectors.gate_runs import gate_run_get, sample_result_list
+from gate.layers.base import to_json
+from gate.selectors.gate_runs import gate_run_get, wrong_answer_filters, wrong_answer_list
+from gate.services.charts import gate_run_charts
+from gate.services.progress import gate_run_live
 from gate.services.report import gate_run_layers
+
+WRONG_PER_PAGE = 50
+CANDIDATE, BASELINE = "candidate", "baseline"
+
+
+class WrongAnswerFilterForm(forms.Form):
+    """The wrong answers' tab and filters; the choices are the run's own."""
+
+    side = forms.ChoiceField(choices=[(CANDIDATE, _("candidate")), (BASELINE, _("baseline"))], required=False)
+    layer = forms.ChoiceField(label=_("Layer"), required=False)
+    tag = forms.ChoiceField(label=_("Tag"), required=False)
+    perturbation = forms.ChoiceField(label=_("Perturbation type"), required=False)
+
+    def __init__(self, *args, choices, **kwargs):
+        super().__init__(*args, **kwargs)
+        every = [("", _("all"))]
+        self.fields["layer"].choices = every + [(name, name) for name in choices.layers]
+        self.fields["tag"].choices = every + [(name, name) for name in choices.tags]
+        self.fields["perturbation"].choices = every + [(name, name) for name in choices.perturbations]
 
 
 @reader_required
-def gate_run_detail(request, pk: int):
+def gate_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = gate_run_get(gate_run_id=pk)
-    wrong = sample_result_list(run=run, correct=False)[:100]
-    context = {"run": run, "layers": gate_run_layers(run=run), "wrong": wrong}
+    form = WrongAnswerFilterForm(request.GET or None, choices=wrong_answer_filters(run=run))
+    chosen = form.cleaned_data if form.is_valid() else {}
+    side = chosen.get("side") or CANDIDATE
+    narrowed = {key: chosen.get(key) or None for key in ("layer", "tag", "perturbation")}
+    versions = {CANDIDATE: run.candidate, BASELINE: run.baseline}
+    counts = {
+        name: wrong_answer_list(run=run, version=version, **narrowed).count() if version else 0
+        for name, version in versions.items()
+    }
+    version = versions[side] or run.candidate
+    page = Paginator(wrong_answer_list(run=run, version=version, **narrowed), WRONG_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    # The filters kept across tabs and pages.
+    kept = request.GET.copy()
+    for key in ("side", "page"):
+        kept.pop(key, None)
+    layers = gate_run_layers(run=run)
+    charts = gate_run_charts(layers=layers)
+    context = {
+        "run": run,
+        "layers": layers,
+        "live": gate_run_live(run=run),
+        "charts": charts,
+        "charts_json": [to_json(chart) for chart in charts],
+        "form": form,
+        "side": side,
+        "counts": counts,
+        "page": page,
+        "kept": kept.urlencode(),
+    }
     return render(request, "gate/gate_run_detail.html", context)

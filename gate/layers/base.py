@@ -45,14 +45,38 @@ class LayerKind(StrEnum):
 
 
 class Progress:
-    """Counts units of model work done and reports them as a percentage."""
+    """Counts units of model work done, per layer, and reports the run's percentage with each
+    layer's units done of total and an ETA from this attempt's pace (`report(percent, detail)`)."""
 
-    def __init__(self, *, total: int, report: Callable[[int], None]):
-        self.total, self.done, self.report = max(total, 1), 0, report
+    def __init__(self, *, totals: dict[str, int], report: Callable[[int, dict[str, Any]], None]):
+        self.totals, self.report = totals, report
+        self.done = dict.fromkeys(totals, 0)
+        self.total = max(sum(totals.values()), 1)
+        self.layer: str | None = None
+        self.started = time.monotonic()
+
+    def begin(self, layer: str) -> None:
+        """The layer whose units the next `advance` calls count."""
+        self.layer = layer
+        self.totals.setdefault(layer, 0)
+        self.done.setdefault(layer, 0)
+
+    def detail(self) -> dict[str, Any]:
+        done = sum(self.done.values())
+        elapsed = time.monotonic() - self.started
+        eta = elapsed * (self.total - done) / done if done and done < self.total else None
+        return {
+            "layers": {
+                name: {"done": self.done[name], "total": total} for name, total in self.totals.items()
+            },
+            "current": self.layer,
+            "eta_seconds": round(eta, 1) if eta is not None else None,
+        }
 
     def advance(self, count: int) -> None:
-        self.done += count
-        self.report(min(99, int(100 * self.done / self.total)))
+        if self.layer is not None:
+            self.done[self.layer] = min(self.totals[self.layer], self.done[self.layer] + count)
+        self.report(min(99, int(100 * sum(self.done.values()) / self.total)), self.detail())
 
 
 @dataclass

@@ -138,10 +138,13 @@ def gate_run_release(*, gate_run_id: int, worker: str) -> None:
     )
 
 
-def gate_run_heartbeat(*, run: GateRun, progress: int) -> None:
-    updated = GateRun.objects.filter(pk=run.pk, status=Status.RUNNING, worker=run.worker).update(
-        progress=progress, heartbeat_at=timezone.now()
-    )
+def gate_run_heartbeat(*, run: GateRun, progress: int, detail: dict | None = None) -> None:
+    """Report that the worker is alive, with the run's percentage and (when given) each layer's
+    units done of total and the ETA, for the live page."""
+    fields: dict = {"progress": progress, "heartbeat_at": timezone.now()}
+    if detail is not None:
+        fields["progress_detail"] = detail
+    updated = GateRun.objects.filter(pk=run.pk, status=Status.RUNNING, worker=run.worker).update(**fields)
     if not updated:
         raise ClaimLost(f"gate run {run.pk} is no longer held by {run.worker}")
     run.progress = progress
@@ -164,12 +167,14 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
     todo = [layer for layer in LAYERS if policy.requires(layer.name) and layer.name not in finished]
     items, versions = list(run.suite.items.all()), [run.candidate, *baseline]
     progress = Progress(
-        total=sum(layer.units(policy=policy, items=items, versions=versions) for layer in todo),
-        report=lambda percent: gate_run_heartbeat(run=run, progress=percent),
+        totals={layer.name: layer.units(policy=policy, items=items, versions=versions) for layer in todo},
+        report=lambda percent, detail: gate_run_heartbeat(run=run, progress=percent, detail=detail),
     )
     ctx = LayerContext(run=run, policy=policy, items=items, versions=versions, progress=progress)
     try:
         for layer in todo:
+            progress.begin(layer.name)
+            gate_run_heartbeat(run=run, progress=run.progress, detail=progress.detail())
             layer.run(ctx)
     except BackendError as exc:
         if exc.transient:

@@ -1,0 +1,63 @@
+/* Live figures without reloading: polls the JSON API named by data-live-url on an element with
+   id "live" every data-live-seconds (default 3) and hands the answer to the page's updater
+   (gate run: progress per layer, elapsed and ETA, why a queued run waits; reloads once when the
+   run finishes, to show its results). */
+(function () {
+  "use strict";
+  var root = document.getElementById("live");
+  if (!root) return;
+  var url = root.dataset.liveUrl;
+  var seconds = Number(root.dataset.liveSeconds || 3);
+
+  function text(id, value) {
+    var el = document.getElementById(id);
+    if (el) el.textContent = value;
+  }
+
+  function duration(s) {
+    if (s === null || s === undefined) return "–";
+    s = Math.round(s);
+    var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+    return (h ? h + " h " : "") + (h || m ? m + " min " : "") + r + " s";
+  }
+
+  var updaters = {
+    gate_run: function (run) {
+      var live = run.live;
+      text("live-status", live.status);
+      text("live-progress", live.progress + " %");
+      text("live-elapsed", duration(live.elapsed_seconds));
+      text("live-eta", duration(live.eta_seconds));
+      text("live-waiting", live.waiting_reason || "");
+      var bar = document.getElementById("live-bar");
+      if (bar) bar.value = live.progress;
+      live.layers.forEach(function (layer) {
+        var row = document.getElementById("live-layer-" + layer.layer);
+        if (!row) return;
+        row.dataset.state = layer.state;
+        var meter = row.querySelector("progress");
+        if (meter && layer.total) { meter.max = layer.total; meter.value = layer.done; }
+        var count = row.querySelector(".live-count");
+        if (count) count.textContent = layer.total ? layer.done + " / " + layer.total : "";
+        var state = row.querySelector(".live-state");
+        if (state) state.textContent = root.dataset["state" + layer.state.charAt(0).toUpperCase() + layer.state.slice(1)] || layer.state;
+      });
+      root.dataset.updates = String(Number(root.dataset.updates || 0) + 1);
+      return !live.finished;
+    }
+  };
+
+  function poll() {
+    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : Promise.reject(response.status); })
+      .then(function (body) {
+        var again = updaters[root.dataset.liveKind](body);
+        if (again) setTimeout(poll, seconds * 1000);
+        else if (root.dataset.reloadWhenDone) window.location.reload();
+      })
+      .catch(function () { setTimeout(poll, seconds * 4000); });
+  }
+
+  window.evalhubLive = { updaters: updaters };
+  if (root.dataset.liveActive) setTimeout(poll, seconds * 1000);
+})();

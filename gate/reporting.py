@@ -9,7 +9,6 @@ units or probes), system (errors, fallbacks and latency on each version's path).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,12 +113,90 @@ def _interval(layer: LayerReport) -> str:
     return f"[{_number(layer.ci_low)}, {_number(layer.ci_high)}]"
 
 
-def _block(value: Any) -> list[str]:
-    return ["```json", json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str), "```"]
+MAX_ROWS = 12  # rows of one table in the Markdown report; the JSON report has them all
+MAX_LIST = 8  # values of a list written out in a cell
+SIDES = ("candidate", "baseline")
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        if all(_scalar(v) for v in value):
+            shown = ", ".join(_number(v) for v in value[:MAX_LIST])
+            return shown + (f" (+{len(value) - MAX_LIST} more)" if len(value) > MAX_LIST else "")
+        return f"{len(value)} entries"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_text(v)}" for k, v in value.items() if _scalar(v)) or f"{len(value)} entries"
+    return _number(value)
 
 
 def _cell(value: Any) -> str:
-    return _number(value).replace("|", "\\|").replace("\n", " ")
+    return _text(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _grid(title: str, rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """A table of records (rows keyed by name, columns the records' keys), at most MAX_ROWS rows."""
+    columns: list[str] = []
+    for _, record in rows:
+        columns += [key for key in record if key not in columns]
+    table = Table(
+        title=title,
+        columns=["", *columns],
+        rows=[[name, *[record.get(key) for key in columns]] for name, record in rows[:MAX_ROWS]],
+    )
+    lines = table_markdown(table)
+    if len(rows) > MAX_ROWS:
+        lines.append(f"\n{len(rows) - MAX_ROWS} more rows in the JSON report.")
+    return lines
+
+
+def _flat_records(value: dict[str, Any]) -> bool:
+    """A mapping of records: each value a mapping of plain values (a breakdown by tag, type, ...)."""
+    return bool(value) and all(
+        isinstance(v, dict) and v and all(_scalar(x) for x in v.values()) for v in value.values()
+    )
+
+
+def facts_markdown(title: str, value: dict[str, Any]) -> list[str]:
+    """A layer's inputs or estimates as a review document: plain values in a two-column table,
+    breakdowns and lists of records as their own tables, deeper mappings as sub-sections (their
+    keys joined with dots). No raw JSON."""
+    plain: list[list[Any]] = []
+    sections: list[str] = []
+
+    def walk(prefix: str, node: dict[str, Any]) -> None:
+        sides = [key for key in SIDES if isinstance(node.get(key), dict)]
+        if len(sides) == len(SIDES):
+            # Candidate beside baseline: their plain values in one table, then their breakdowns.
+            pair = [node[side] for side in SIDES]
+            keys = [k for k, v in pair[0].items() if _scalar(v)]
+            keys += [k for k, v in pair[1].items() if _scalar(v) and k not in keys]
+            table = Table(title=prefix + " / ".join(SIDES), columns=["", *SIDES], rows=[])
+            table.rows.extend([key, *[side.get(key) for side in pair]] for key in keys)
+            sections.extend(["", *table_markdown(table)])
+            for side, values in zip(SIDES, pair, strict=True):
+                walk(f"{prefix}{side}.", {k: v for k, v in values.items() if not _scalar(v)})
+            node = {k: v for k, v in node.items() if k not in SIDES}
+        for key, item in node.items():
+            name = f"{prefix}{key}"
+            if _scalar(item) or (isinstance(item, list) and all(_scalar(v) for v in item)):
+                plain.append([name, item])
+            elif isinstance(item, list) and all(isinstance(v, dict) for v in item):
+                records = [(str(i + 1), {k: v for k, v in r.items()}) for i, r in enumerate(item)]
+                sections.extend(["", *_grid(name, records)] if records else [])
+            elif isinstance(item, dict) and _flat_records(item):
+                sections.extend(["", *_grid(name, list(item.items()))])
+            elif isinstance(item, dict):
+                walk(f"{name}.", item)
+            else:
+                plain.append([name, _text(item)])
+
+    walk("", value)
+    lines = table_markdown(Table(title=title, columns=["", "value"], rows=plain)) if plain else []
+    return lines + sections
 
 
 def table_markdown(table: Table) -> list[str]:
@@ -162,9 +239,10 @@ def gate_report_markdown(report: GateReport) -> str:
     for layer in report.layers:
         lines += ["", f"## {layer.layer}: {layer.verdict}", "", f"Method: {layer.method}", ""]
         lines += [f"- {reason}" for reason in layer.reasons]
-        lines += ["", "Inputs:", "", *_block(layer.inputs)]
+        if layer.inputs:
+            lines += ["", *facts_markdown("Inputs", layer.inputs)]
         if layer.estimates:
-            lines += ["", "Estimates:", "", *_block(layer.estimates)]
+            lines += ["", *facts_markdown("Estimates", layer.estimates)]
         if layer.attribution is not None:
             lines += ["", "### Attribution"]
             for name, level in layer.attribution.levels():

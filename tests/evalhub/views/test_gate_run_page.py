@@ -83,3 +83,11 @@ def test_the_page_holds_at_most_50_rows_and_the_chart_data(finished_run, client)
     assert chart["bars"][0]["values"] == [cell["accuracy"] for cell in by_tag.values()]
     assert chart["bars"][0]["low"][0] == by_tag[chart["categories"][0]]["ci_low"]
     assert 'id="live"' in html and "data-live-active" not in html  # a finished run polls nothing
+
+
+def test_the_markdown_report_holds_tables_and_no_json(finished_run, ci_client):
+    text = ci_client.get(f"/api/v1/gate-runs/{finished_run.pk}/report/?format=md").content.decode()
+    assert "```json" not in text and '": ' not in text
+    assert "| suite | fam@1 |" in text and "*candidate.by_tag*" in text
+    assert "*candidate / baseline*" in text and "| accuracy | 0.65 | 0.65 |" in text
+    assert len(text.splitlines()) < 200

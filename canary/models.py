@@ -51,6 +51,8 @@ class Experiment(models.Model):
     # sha256 of the QA tokens that may force an arm (the tokens themselves are never stored).
     qa_token_hashes = models.JSONField(default=list, blank=True)
     end_reason = models.TextField(blank=True)
+    # Made by the bundled demo's installer (SYNTHETIC traffic), not by a person.
+    is_demo = models.BooleanField(default=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -25,7 +25,7 @@ from canary.models import (
 from engines.input_checks import text_problem
 from engines.routing import ARMS, BUCKETS
 from registry.errors import ApplicationError, NotFoundError
-from registry.models import ModelVersion
+from registry.models import AuditLog, ModelVersion
 
 
 def experiment_list() -> QuerySet[Experiment]:
@@ -844,3 +844,160 @@ def experiments_for_review() -> QuerySet[Experiment]:
 
 def follow_up_reviews_count(*, experiment: Experiment, reviewer_name: str) -> int:
     return FollowUpReview.objects.filter(experiment=experiment, reviewer_name=reviewer_name).count()
+# The dashboard's history: the traffic windows (each share the candidate had), the per-arm
+# figures of each, and the experiment's audited actions.
+# ---------------------------------------------------------------------------------------------
+def experiment_audit_rows(*, experiment: Experiment) -> list[AuditLog]:
+    """Every audited change of the experiment (create, start, pause, resume, ramp, rollback,
+    promote, by people and by the canary analysis), oldest first."""
+    return list(
+        AuditLog.objects.filter(target_type=Experiment._meta.label_lower, target_id=str(experiment.pk))
+        .select_related("actor")
+        .order_by("created_at", "id")
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShareWindow:
+    """A stretch of time over which the candidate had one share of the units and every unit stayed
+    on its arm: from a start, resume or ramp to the next change."""
+
+    window: TrafficWindow
+    traffic_percent: float
+    opened_by: str  # start, resume or ramp
+    current: bool
+
+
+# The audited actions that open and close a window: `experiment.<status>` for a status change
+# (running is a start or a resume), `experiment.ramp` for a new share.
+SHARE_OPENING = {"experiment.running", "experiment.ramp"}
+SHARE_CLOSING = {"experiment.paused", "experiment.rolled_back", "experiment.promoted"}
+ACTION_NAMES = {
+    "experiment.paused": "pause",
+    "experiment.rolled_back": "rollback",
+    "experiment.promoted": "promote",
+}
+
+
+def experiment_action_name(row: AuditLog) -> str:
+    """What a person would call the audited action: start, resume, pause, ramp, rollback, ..."""
+    if row.action == "experiment.running":
+        return "start" if (row.before or {}).get("status") == Experiment.Status.DRAFT else "resume"
+    return ACTION_NAMES.get(row.action, row.action.removeprefix("experiment."))
+
+
+def share_windows(*, experiment: Experiment, now: datetime | None = None) -> list[ShareWindow]:
+    """The experiment's traffic windows, oldest first, read from its audit rows (a pause ends one,
+    a resume opens the next at the same share; while paused everyone is on the baseline)."""
+    now = now or timezone.now()
+    windows: list[ShareWindow] = []
+    opened: tuple[datetime, float, str] | None = None
+    for row in experiment_audit_rows(experiment=experiment):
+        if (row.action in SHARE_OPENING or row.action in SHARE_CLOSING) and opened is not None:
+            start, percent, action = opened
+            windows.append(
+                ShareWindow(
+                    window=TrafficWindow(experiment=experiment, start=start, end=row.created_at),
+                    traffic_percent=percent,
+                    opened_by=action,
+                    current=False,
+                )
+            )
+            opened = None
+        if row.action in SHARE_OPENING:
+            percent = (row.after or {}).get("traffic_percent", experiment.traffic_percent)
+            name = experiment_action_name(row)
+            # The experiment's own start time is the one its events are checked against.
+            at = experiment.started_at if name == "start" and experiment.started_at else row.created_at
+            opened = (at, float(percent), name)
+    if opened is not None:
+        # The open window is the one the gate's traffic layers read (from the last share change).
+        _, percent, action = opened
+        windows.append(
+            ShareWindow(
+                window=traffic_window_get(experiment=experiment, now=now),
+                traffic_percent=percent,
+                opened_by=action,
+                current=experiment.status == Experiment.Status.RUNNING,
+            )
+        )
+    return windows
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArmFigures:
+    """One arm's user traffic in a window (probe traffic apart)."""
+
+    arm: str
+    users: int
+    sessions: int
+    questions: int
+    answers: int
+    errors: int
+    fallbacks: int
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+    # Sessions whose first answer the user did not follow up on (the next user turn, if any, is
+    # not a `follow_up`): the traffic carries no labels, so this stands for first-answer accuracy.
+    first_answer_accepted: float | None
+    turns_per_session: float | None
+
+    @property
+    def error_rate(self) -> float | None:
+        return self.errors / self.answers if self.answers else None
+
+    @property
+    def fallback_rate(self) -> float | None:
+        return self.fallbacks / self.answers if self.answers else None
+
+
+def arm_figures(*, window: TrafficWindow) -> list[ArmFigures]:
+    """Per arm, in four aggregate queries: users, sessions, questions, answers, errors, fallbacks,
+    latency percentiles, first answers accepted and user turns per session."""
+    table = TurnEvent._meta.db_table
+    counts = {
+        row["arm"]: row
+        for row in _user_traffic(window)
+        .values("arm")
+        .annotate(
+            users=Count("user_id", distinct=True, filter=~Q(user_id="")),
+            sessions=Count("session_id", distinct=True),
+            questions=Count("id", filter=Q(role="user")),
+        )
+    }
+    # The second user turn of each session is the one that may follow up on the first answer.
+    sql = f"""
+        SELECT arm, SUM(CASE WHEN follow_up_kind = 'follow_up' THEN 1 ELSE 0 END)
+        FROM (
+            SELECT arm, follow_up_kind,
+                   ROW_NUMBER() OVER (PARTITION BY arm, session_id ORDER BY turn_index) AS position
+            FROM {table}
+            WHERE experiment_id = %s AND source <> 'probe' AND role = 'user'
+              AND occurred_at >= %s AND occurred_at < %s
+        ) AS user_turns
+        WHERE position = 2
+        GROUP BY arm
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [window.experiment.pk, window.start, window.end])
+        followed_up = {arm: _number(n) for arm, n in cursor.fetchall()}
+    figures = []
+    for path in answer_paths_by_arm(window=window):
+        row = counts.get(path.arm, {"users": 0, "sessions": 0, "questions": 0})
+        sessions = row["sessions"]
+        figures.append(
+            ArmFigures(
+                arm=path.arm,
+                users=row["users"],
+                sessions=sessions,
+                questions=row["questions"],
+                answers=path.answers,
+                errors=path.errors,
+                fallbacks=path.fallbacks,
+                latency_p50_ms=path.latency_p50_ms,
+                latency_p95_ms=path.latency_p95_ms,
+                first_answer_accepted=1 - followed_up.get(path.arm, 0) / sessions if sessions else None,
+                turns_per_session=row["questions"] / sessions if sessions else None,
+            )
+        )
+    return figures

@@ -181,6 +181,7 @@ def _demo_canary_install(*, v3: ModelVersion, v4: ModelVersion):
             # V4 is a transformer on the CPU, V3 a bag of words: V4's median answer took 14 times
             # as long (150 vs 10.6 ms, simulate_traffic), which the default 1.5 would roll back.
             guardrails={"max_latency_ratio": 100},
+            is_demo=True,
             actor=DEMO,
         )
     if (

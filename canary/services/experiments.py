@@ -123,8 +123,10 @@ def experiment_create(
     ramp_auto: bool = False,
     guardrails: dict | None = None,
     qa_tokens: Sequence[str] = (),
+    is_demo: bool = False,
 ) -> Experiment:
-    """A draft experiment. With a ramp plan, the share starts at its first step."""
+    """A draft experiment. With a ramp plan, the share starts at its first step. `is_demo` marks
+    the bundled demo's own experiment (its pages say its traffic is synthetic)."""
     actor_require_role(actor, LIFECYCLE_ROLES, action="create an experiment")
     if candidate.pk == baseline.pk:
         raise ApplicationError(
@@ -165,6 +167,7 @@ def experiment_create(
             ramp_auto=ramp_auto,
             guardrails=_guardrails_parse(guardrails),
             qa_token_hashes=[qa_token_hash(t) for t in qa_tokens],
+            is_demo=is_demo,
             created_by=actor_user(actor),
         )
         audit_record(

@@ -13,6 +13,7 @@ from canary.selectors import experiment_get, experiment_overview_list
 from canary.services import experiments as lifecycle
 from evalhub.permissions import error_text, reader_required, roles_required
 from evalhub.terms import term_label
+from gate.layers.base import to_json
 from gate.services.dashboard import experiment_dashboard
 from gate.services.horizons import experiment_start_registered
 from registry.errors import ApplicationError
@@ -27,9 +28,11 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
 @reader_required
 def experiment_detail(request: HttpRequest, name: str) -> HttpResponse:
     experiment = experiment_get(name=name)
+    dashboard = experiment_dashboard(experiment=experiment, direction=request.GET.get("direction"))
     context = {
         "experiment": experiment,
-        "dashboard": experiment_dashboard(experiment=experiment, direction=request.GET.get("direction")),
+        "dashboard": dashboard,
+        "charts_json": [to_json(chart) for chart in dashboard.charts],
         "can_act": RELEASE_MANAGER in user_roles(request.user),
     }
     return render(request, "canary/experiment_detail.html", context)

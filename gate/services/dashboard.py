@@ -14,22 +14,32 @@ import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from django.utils.translation import gettext as _
+
 from canary.models import CanaryAnalysis, Experiment, ProbeRun
 from canary.selectors import (
+    ArmFigures,
     ProbeFinding,
+    ShareWindow,
     TrafficWindow,
     analyses_latest,
+    arm_figures,
     assigned_units_by_arm,
+    experiment_action_name,
+    experiment_audit_rows,
     outcome_metrics,
     probe_findings,
     probe_run_latest,
+    share_windows,
     traffic_window_get,
 )
 from canary.services.experiments import GUARDRAIL_DEFAULTS, experiment_actions_allowed
 from engines.routing import BASELINE, CANDIDATE
 from engines.stats.effects import sequential_interval
 from engines.stats.hypothesis import SrmResult, srm_check
+from engines.stats.intervals import wilson_interval
 from engines.stats.sufficient import RatioStats
+from gate.charts import Cell, Chart, LineSeries, bars_chart
 from gate.judges.business_value import BUSINESS_DIRECTIONS, DECREASE, BusinessValuePolicy, BusinessValueResult
 from gate.judges.follow_up_rate import ArmFollowUps, FollowUpRatePolicy, FollowUpRateResult
 from gate.judges.follow_up_review import LiveAgreement
@@ -46,23 +56,12 @@ from registry.errors import ApplicationError
 
 DAY = timedelta(days=1)
 MAX_DAYS = 14
-BAR_WIDTH = 300  # px of the follow-up rate bars' SVG
-
-
-@dataclass(frozen=True)
-class RateBar:
-    """x positions (px) of a rate and its interval's whiskers."""
-
-    rate: float
-    ci_low: float
-    ci_high: float
 
 
 @dataclass(frozen=True)
 class ArmRow:
     arm: str
     figures: ArmFollowUps
-    bar: RateBar | None
 
 
 @dataclass(frozen=True)
@@ -70,8 +69,6 @@ class FollowUpPanel:
     result: FollowUpRateResult
     arms: list[ArmRow]
     kinds: list[str]
-    threshold_x: float
-    bar_width: int
     unjudged: int
     live_agreement: LiveAgreement
 
@@ -121,6 +118,68 @@ class RampStep:
 
 
 @dataclass(frozen=True)
+class WindowFigures:
+    """One traffic window (one share of the candidate) with each arm's figures in it."""
+
+    share: ShareWindow
+    arms: list[ArmFigures]
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryRow:
+    """An audited action on the experiment, or one canary analysis, for the history table."""
+
+    at: datetime
+    kind: str  # "action" or "analysis"
+    who: str
+    what: str
+    change: str
+    reason: str
+    verdict: str = ""
+
+
+def _change(before: dict | None, after: dict | None) -> str:
+    before, after = before or {}, after or {}
+    parts = []
+    if "status" in after:
+        status = after["status"]
+        parts.append(f"{before['status']} → {status}" if before.get("status") else status)
+    if "traffic_percent" in after:
+        new, old = after["traffic_percent"], before.get("traffic_percent")
+        moved = isinstance(old, int | float) and old != new
+        parts.append(f"{old:g} % → {new:g} %" if moved else f"{new:g} %")
+    return ", ".join(parts)
+
+
+def experiment_history(*, experiment: Experiment, limit: int = 50) -> list[HistoryRow]:
+    """Actions (from the audit rows) and analyses, newest first."""
+    rows = [
+        HistoryRow(
+            at=row.created_at,
+            kind="action",
+            who=row.actor_name,
+            what=experiment_action_name(row),
+            change=_change(row.before, row.after),
+            reason=row.reason,
+        )
+        for row in experiment_audit_rows(experiment=experiment)
+    ]
+    rows += [
+        HistoryRow(
+            at=analysis.created_at,
+            kind="analysis",
+            who="canary analysis",
+            what=analysis.action or "analysis",
+            change="",
+            reason="; ".join(analysis.reasons),
+            verdict=analysis.verdict,
+        )
+        for analysis in analyses_latest(experiment=experiment, limit=limit)
+    ]
+    return sorted(rows, key=lambda row: row.at, reverse=True)[:limit]
+
+
+@dataclass(frozen=True)
 class ExperimentDashboard:
     window: TrafficWindow
     hours: float
@@ -137,6 +196,9 @@ class ExperimentDashboard:
     probe_rows: list[ProbeFinding]
     gate_runs: list[GateRun]
     actions: list[str]
+    windows: list[WindowFigures]
+    history: list[HistoryRow]
+    charts: list[Chart]
 
     @property
     def follow_up_policy(self) -> FollowUpRatePolicy:
@@ -173,22 +235,38 @@ def experiment_dashboard(
         experiment.ramp[experiment.ramp_step + 1] if experiment.ramp_step + 1 < len(experiment.ramp) else None
     )
     probe_run = probe_run_latest(experiment=experiment)
+    windows = share_windows(experiment=experiment, now=now)
+    probe_rows = probe_findings(run=probe_run) if probe_run else []
+    follow_up = _follow_up(window=window, policy=policy)
+    business_panel = _business(window=window, policy=business, direction=direction)
     return ExperimentDashboard(
         window=window,
         hours=(window.end - window.start).total_seconds() / 3600,
         policy_name=policy_name,
         policy=policy,
-        is_demo=experiment.baseline.is_demo or experiment.candidate.is_demo,
+        is_demo=experiment.is_demo,
         ramp=[RampStep(percent=p, current=i == experiment.ramp_step) for i, p in enumerate(experiment.ramp)],
         next_step=next_step,
         guardrails={**GUARDRAIL_DEFAULTS, **experiment.guardrails},
-        follow_up=_follow_up(window=window, policy=policy),
-        business=_business(window=window, policy=business, direction=direction),
+        follow_up=follow_up,
+        business=business_panel,
         analyses=analyses_latest(experiment=experiment),
         probe_run=probe_run,
-        probe_rows=probe_findings(run=probe_run) if probe_run else [],
+        probe_rows=probe_rows,
         gate_runs=list(gate_run_list().filter(experiment=experiment)[:20]),
         actions=experiment_actions_allowed(experiment=experiment),
+        windows=[
+            WindowFigures(share=share, arms=arm_figures(window=share.window)) for share in reversed(windows)
+        ],
+        history=experiment_history(experiment=experiment),
+        charts=experiment_charts(
+            window=window,
+            policy=policy,
+            business=business_panel,
+            windows=windows,
+            probe_rows=probe_rows,
+            now=now,
+        ),
     )
 
 
@@ -203,31 +281,10 @@ def _follow_up(*, window: TrafficWindow, policy: GatePolicyConfig) -> FollowUpPa
         policy=policy,
     )
     reports = {CANDIDATE: result.candidate, BASELINE: result.baseline}
-    # One scale for both bars: the highest upper bound or the bar, with some room.
-    scale = 1.15 * max(
-        [section.follow_up_max, 0.01] + [r.ci_high for r in reports.values() if r and r.answered]
-    )
-
-    def bar(report: ArmFollowUps) -> RateBar | None:
-        if not report.answered or report.rate is None:
-            return None
-        return RateBar(
-            rate=round(BAR_WIDTH * report.rate / scale, 1),
-            ci_low=round(BAR_WIDTH * report.ci_low / scale, 1),
-            ci_high=round(BAR_WIDTH * report.ci_high / scale, 1),
-        )
-
-    arms = [
-        ArmRow(arm=name, figures=report, bar=bar(report))
-        for name, report in reports.items()
-        if report is not None
-    ]
     return FollowUpPanel(
         result=result,
-        arms=arms,
+        arms=[ArmRow(arm=name, figures=report) for name, report in reports.items() if report is not None],
         kinds=list(section.follow_up_kinds),
-        threshold_x=round(BAR_WIDTH * section.follow_up_max / scale, 1),
-        bar_width=BAR_WIDTH,
         unjudged=result.unjudged,
         live_agreement=live,
     )
@@ -364,3 +421,144 @@ def _daily(
             )
         )
     return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Charts (drawn by the page's ECharts from gate.charts shapes)
+# ---------------------------------------------------------------------------------------------
+CUTS = 12  # points over the window of the cumulative charts
+
+
+def _cuts(*, start: datetime, end: datetime) -> list[datetime]:
+    """CUTS evenly spaced ends over the window, the last one its end (cumulative from its start)."""
+    if end <= start:
+        return [end]
+    step = (end - start) / CUTS
+    return [start + step * i for i in range(1, CUTS + 1)]
+
+
+def _follow_up_chart(*, window: TrafficWindow, policy: GatePolicyConfig) -> Chart:
+    section = policy.section(FollowUpRatePolicy)
+    points: dict[str, list[tuple[str, float | None]]] = {CANDIDATE: [], BASELINE: []}
+    low: dict[str, list[float | None]] = {CANDIDATE: [], BASELINE: []}
+    high: dict[str, list[float | None]] = {CANDIDATE: [], BASELINE: []}
+    for until in _cuts(start=window.start, end=window.end):
+        result = follow_up_rate_measure(window=window.until(until), policy=policy)
+        for arm, report in ((CANDIDATE, result.candidate), (BASELINE, result.baseline)):
+            shown = report is not None and report.answered > 0 and report.rate is not None
+            points[arm].append((until.isoformat(), report.rate if report and shown else None))
+            low[arm].append(report.ci_low if report and shown else None)
+            high[arm].append(report.ci_high if report and shown else None)
+    return Chart(
+        id="follow-up-over-time",
+        title=_("Follow-up rate over time (cumulative, with its interval)"),
+        kind="lines",
+        y_name=_("follow-ups per answer"),
+        lines=[LineSeries(name=_(arm), points=points[arm], low=low[arm], high=high[arm]) for arm in points],
+        threshold=section.follow_up_max,
+        threshold_label=_("bar %(value)s") % {"value": section.follow_up_max},
+        rate_axis=True,
+    )
+
+
+def _business_charts(*, window: TrafficWindow, policy: GatePolicyConfig, panel: MetricPanel) -> list[Chart]:
+    """The metric per arm and the improvement with its interval, cumulative over the window (the
+    always-valid interval where the policy sets business_sequential_tau)."""
+    section = policy.section(BusinessValuePolicy)
+    judged_as = replace(
+        section,
+        business_direction=panel.result.direction,
+        business_min_effect=panel.min_effect,
+        business_sequential_tau=panel.tau if section.business_sequential_tau else None,
+    )
+    values: dict[str, list[tuple[str, float | None]]] = {BASELINE: [], CANDIDATE: []}
+    lift: list[tuple[str, float | None]] = []
+    low: list[float | None] = []
+    high: list[float | None] = []
+    for until in _cuts(start=window.start, end=window.end):
+        cut = window.until(until)
+        result = business_value_measure(
+            window=cut, policy=judged_as, metric=panel.metric, units=assigned_units_by_arm(window=cut)
+        )
+        stamp = until.isoformat()
+        values[BASELINE].append((stamp, result.baseline.value))
+        values[CANDIDATE].append((stamp, result.candidate.value))
+        improvement = result.improvement
+        lift.append((stamp, improvement.estimate if improvement else None))
+        low.append(improvement.ci_low if improvement else None)
+        high.append(improvement.ci_high if improvement else None)
+    kind = _("always-valid") if judged_as.business_sequential_tau else _("fixed-horizon")
+    return [
+        Chart(
+            id=f"metric-{panel.metric}",
+            title=_("%(metric)s per arm over time (cumulative)") % {"metric": panel.metric},
+            kind="lines",
+            y_name=panel.metric,
+            lines=[LineSeries(name=_(arm), points=points) for arm, points in values.items()],
+        ),
+        Chart(
+            id=f"lift-{panel.metric}",
+            title=_("Improvement in %(metric)s (cumulative, %(kind)s interval)")
+            % {"metric": panel.metric, "kind": kind},
+            kind="lines",
+            y_name=_("improvement"),
+            lines=[LineSeries(name=_("candidate − baseline"), points=lift, low=low, high=high)],
+            threshold=panel.min_effect,
+            threshold_label=_("minimum effect %(value)s") % {"value": panel.min_effect},
+        ),
+    ]
+
+
+def _share_chart(*, windows: list[ShareWindow]) -> Chart:
+    points: list[tuple[str, float | None]] = []
+    for share in windows:
+        points.append((share.window.start.isoformat(), share.traffic_percent))
+        points.append((share.window.end.isoformat(), share.traffic_percent))
+    return Chart(
+        id="traffic-share",
+        title=_("Candidate's traffic share and ramp history"),
+        kind="lines",
+        y_name="%",
+        lines=[LineSeries(name=_("candidate share"), points=points, step=True)],
+    )
+
+
+def _probe_chart(*, rows: list[ProbeFinding]) -> Chart:
+    def cells(rate_of) -> dict[str, Cell]:
+        out = {}
+        for row in rows:
+            rate = rate_of(row)
+            low, high = (
+                wilson_interval(successes=round(rate * row.pairs), n=row.pairs) if row.pairs else (None, None)
+            )
+            out[row.weakness] = Cell(rate=rate, ci_low=low, ci_high=high)
+        return out
+
+    return bars_chart(
+        id="probes",
+        title=_("Probe pass rate per weakness"),
+        sides={
+            _("baseline"): cells(lambda row: row.baseline_rate),
+            _("candidate"): cells(lambda row: row.candidate_rate),
+        },
+        y_name=_("pass rate"),
+    )
+
+
+def experiment_charts(
+    *,
+    window: TrafficWindow,
+    policy: GatePolicyConfig,
+    business: BusinessPanel,
+    windows: list[ShareWindow],
+    probe_rows: list[ProbeFinding],
+    now: datetime | None,
+) -> list[Chart]:
+    """The dashboard's charts, those with data: follow-up rate per arm over time, each business
+    metric (the gate's first) per arm and its improvement over time, the share's history and the
+    probes' pass rates per weakness."""
+    charts = [_follow_up_chart(window=window, policy=policy)]
+    for panel in sorted(business.metrics, key=lambda panel: not panel.gated):
+        charts += _business_charts(window=window, policy=policy, panel=panel)
+    charts += [_share_chart(windows=windows), _probe_chart(rows=probe_rows)]
+    return [chart for chart in charts if chart.has_data]

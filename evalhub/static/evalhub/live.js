@@ -1,7 +1,8 @@
-/* Live figures without reloading: polls the JSON API named by data-live-url on an element with
-   id "live" every data-live-seconds (default 3) and hands the answer to the page's updater
-   (gate run: progress per layer, elapsed and ETA, why a queued run waits; reloads once when the
-   run finishes, to show its results). */
+/* Live figures without reloading. The element with id "live" names what to poll and how often
+   (data-live-seconds, default 3) and which updater reads the answer: "gate_run" polls the run's
+   JSON API (data-live-url) for progress per layer, elapsed, ETA and why a queued run waits, and
+   reloads once when the run finishes, to show its results; "page" fetches the page itself and
+   swaps in its [data-live-swap] parts and chart data (the canary dashboard). */
 (function () {
   "use strict";
   var root = document.getElementById("live");
@@ -44,12 +45,28 @@
       });
       root.dataset.updates = String(Number(root.dataset.updates || 0) + 1);
       return !live.finished;
+    },
+    page: function (html) {
+      // The page anew: swap in its [data-live-swap] parts and redraw the charts from its data.
+      var fresh = new DOMParser().parseFromString(html, "text/html");
+      document.querySelectorAll("[data-live-swap]").forEach(function (el) {
+        var next = el.id && fresh.getElementById(el.id);
+        if (next) el.innerHTML = next.innerHTML;
+      });
+      var data = fresh.getElementById("charts-data");
+      if (data && window.evalhubCharts) window.evalhubCharts.draw(JSON.parse(data.textContent));
+      root.dataset.updates = String(Number(root.dataset.updates || 0) + 1);
+      return true;
     }
   };
 
   function poll() {
-    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (response) { return response.ok ? response.json() : Promise.reject(response.status); })
+    var json = root.dataset.liveKind !== "page";
+    fetch(url || window.location.href, { credentials: "same-origin", headers: { Accept: json ? "application/json" : "text/html" } })
+      .then(function (response) {
+        if (!response.ok) return Promise.reject(response.status);
+        return json ? response.json() : response.text();
+      })
       .then(function (body) {
         var again = updaters[root.dataset.liveKind](body);
         if (again) setTimeout(poll, seconds * 1000);

@@ -1,5 +1,6 @@
 """The release manager's canary pages: list and dashboard from stored events, lifecycle actions."""
 
+import json
 import math
 import random
 from datetime import timedelta
@@ -11,6 +12,7 @@ from django.utils import timezone
 
 from canary.models import Experiment, ProbeRun, ProbeSet, TurnEvent
 from canary.selectors import (
+    arm_figures,
     assigned_units_by_arm,
     follow_up_counts_by_arm,
     follow_ups_judged_by_language,
@@ -18,7 +20,12 @@ from canary.selectors import (
 )
 from canary.services.analysis import experiment_analyze
 from canary.services.events import events_ingest
-from canary.services.experiments import experiment_create, experiment_horizon_register, experiment_start
+from canary.services.experiments import (
+    experiment_create,
+    experiment_horizon_register,
+    experiment_ramp,
+    experiment_start,
+)
 from engines.follow_up.classifier import detector_load
 from engines.stats.effects import sequential_interval
 from engines.stats.sufficient import RatioStats
@@ -154,7 +161,9 @@ def test_pages_and_actions_need_a_login(experiment):
 
 def test_list_shows_every_experiment_with_its_latest_verdict(experiment, traffic, viewer):
     v3, v4 = experiment.baseline, experiment.candidate
-    experiment_create(name="draft-one", baseline=v3, candidate=v4, traffic_percent=1, actor=SYSTEM)
+    experiment_create(
+        name="draft-one", baseline=v3, candidate=v4, traffic_percent=1, actor=SYSTEM, is_demo=True
+    )
     analysis = experiment_analyze(experiment=experiment, act=False)
 
     response = viewer.get("/canary/")
@@ -165,7 +174,9 @@ def test_list_shows_every_experiment_with_its_latest_verdict(experiment, traffic
     assert "fam:v3</a> →" in html and "fam:v4</a>" in html
     assert '<span class="badge running">running</span>' in html and "50 %" in html
     assert f'<span class="badge {analysis.verdict}">{analysis.verdict}</span>' in html
-    assert "synthetic demo data" in html  # v4 is demo data
+    # Only the demo's own experiment is badged, not one a person made of the demo's versions.
+    assert html.count("synthetic demo data") == 1
+    assert "synthetic demo data" not in viewer.get("/canary/exp/").content.decode()
     assert "Canaries</a>" in html  # the header link
     listed = {e.name: e.latest_verdict for e in response.context["experiments"]}
     assert listed == {"exp": analysis.verdict, "draft-one": None}
@@ -207,7 +218,6 @@ def test_dashboard_numbers_are_the_selectors_and_the_gate_judges(experiment, tra
         "if the gate ran now" in html
         and f'<span class="badge {judged.verdict}">{judged.verdict}</span>' in html
     )
-    assert html.count("<svg") == 2  # one bar per arm
 
     # Business metrics: every metric of the experiment, per-user ratios from SQL.
     metrics = {m.metric: m for m in dashboard.business.metrics}
@@ -414,3 +424,52 @@ def test_unknown_experiment_and_action(manager):
     assert manager.post("/canary/nope/pause/", {"reason": "x"}).status_code == 404
     assert manager.post("/canary/nope/explode/").status_code == 404
     assert manager.get("/canary/exp/pause/").status_code == 405
+
+
+def charts_of(response) -> dict:
+    html = response.content.decode()
+    data = html.split('<script id="charts-data" type="application/json">')[1].split("</script>")[0]
+    return {chart["id"]: chart for chart in json.loads(data)}
+
+
+def test_each_traffic_window_keeps_its_figures_after_a_ramp_and_the_history_shows_why(
+    experiment, traffic, viewer
+):
+    response = viewer.get("/canary/exp/")
+    before = {a.arm: a for a in arm_figures(window=response.context["dashboard"].window)}
+    assert before["candidate"].users == before["baseline"].users == SESSIONS
+    # Sessions with a follow-up after the first answer are not "first answer accepted".
+    followed = TurnEvent.objects.filter(experiment=experiment, arm="candidate", turn_index=2).count()
+    assert before["candidate"].first_answer_accepted == pytest.approx(1 - followed / SESSIONS)
+    assert before["candidate"].turns_per_session == pytest.approx((SESSIONS + followed) / SESSIONS)
+    charts = charts_of(response)
+    # csat has one outcome per arm: its values are drawn, its improvement cannot be estimated.
+    assert list(charts) == [
+        "follow-up-over-time",
+        "metric-csat",
+        "metric-review_hours",
+        "lift-review_hours",
+        "traffic-share",
+    ]
+    candidate = charts["follow-up-over-time"]["lines"][0]
+    shown = {row.arm: row.figures for row in response.context["dashboard"].follow_up.arms}["candidate"]
+    assert candidate["name"] == "candidate" and len(candidate["points"]) == 12
+    assert (candidate["points"][-1][1], candidate["low"][-1]) == (shown.rate, shown.ci_low)
+    lift = charts["lift-review_hours"]["lines"][0]
+    improvement = {m.metric: m for m in response.context["dashboard"].business.metrics}["review_hours"]
+    assert lift["points"][-1][1] == pytest.approx(improvement.result.improvement.estimate)
+
+    experiment_ramp(experiment=experiment, actor=SYSTEM, traffic_percent=60, reason="looks fine")
+    response = viewer.get("/canary/exp/")
+    dashboard = response.context["dashboard"]
+    now, earlier = dashboard.windows
+    assert (now.share.traffic_percent, now.share.current, earlier.share.traffic_percent) == (60, True, 50)
+    assert {a.arm: a.users for a in now.arms} == {"baseline": 0, "candidate": 0}
+    assert {a.arm: a for a in earlier.arms} == before  # the earlier window is still there, unchanged
+    history = [(h.what, h.change, h.reason) for h in dashboard.history if h.kind == "action"]
+    assert history[0] == ("ramp", "50 % → 60 %", "looks fine")
+    assert [what for what, _, _ in history[1:]] == ["start", "create"]
+    share = charts_of(response)["traffic-share"]["lines"][0]["points"]
+    assert [value for _, value in share] == [50, 50, 60, 60]
+    html = response.content.decode()
+    assert 'id="arm-windows" data-live-swap' in html and 'data-live-kind="page"' in html

@@ -9,6 +9,7 @@ from evalhub.api import registry as registry_apis
 from evalhub.api import reviews as review_apis
 from evalhub.views import accounts, gate_runs, reviews, versions
 from evalhub.views import canary as canary_views
+from evalhub.views import forms as work
 
 NAME = r"(?P<name>[-a-zA-Z0-9_.]+)"
 api_v1 = (
@@ -87,6 +88,7 @@ api_v1 = (
 canary_pages = (
     [
         path("", canary_views.experiment_list, name="experiment-list"),
+        re_path(r"^(?P<name>[-a-z0-9_.]+)/probes/$", work.experiment_probes, name="experiment-probes"),
         path("<str:name>/", canary_views.experiment_detail, name="experiment-detail"),
         re_path(
             r"^(?P<name>[-a-z0-9_.]+)/(?P<action>start|pause|resume|ramp|rollback|promote)/$",
@@ -102,6 +104,11 @@ urlpatterns = [
     path("versions/<str:ref>/", versions.version_detail, name="version-detail"),
     path("versions/<str:ref>/decide/", versions.version_decide, name="version-decide"),
     path("gate-runs/<int:pk>/", gate_runs.gate_run_detail, name="gate-run-detail"),
+    # The work without curl (the same services as the API).
+    path("new/version/", work.version_register, name="version-new"),
+    path("new/suite/", work.suite_upload, name="suite-new"),
+    path("new/gate-run/", work.gate_run_new, name="gate-run-new"),
+    path("new/experiment/", work.experiment_new, name="experiment-new"),
     path("canary/", include(canary_pages)),
     path("review/", reviews.review_list, name="review-list"),
     path("review/<str:name>/", reviews.review_queue, name="review-queue"),

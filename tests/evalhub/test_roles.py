@@ -78,6 +78,11 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "login": {"GET": frozenset(ROLES), "POST": frozenset(ROLES)},
     "logout": {"POST": frozenset(ROLES)},
     "set_language": {"POST": frozenset(ROLES)},
+    "canary:experiment-probes": {"GET": RELEASE, "POST": RELEASE},
+    "version-new": {"GET": WRITERS, "POST": WRITERS},
+    "suite-new": {"GET": WRITERS, "POST": WRITERS},
+    "gate-run-new": {"GET": WRITERS, "POST": WRITERS},
+    "experiment-new": {"GET": RELEASE, "POST": RELEASE},
 }
 HANDLERS = ("get", "post", "put", "patch", "delete")
 NOT_IN_THE_TABLE = ("admin:",)  # the Django admin is for staff, checked by Django itself

@@ -51,7 +51,7 @@ def _browser_missing() -> str:
     except ImportError:
         return "selenium is not installed"
     if not (CHROMIUM and os.path.exists(CHROMIUM) and DRIVER):
-        return "browser tests need Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)"
+        return "browser tests need Debian's chromium and chromium-driver (apt-get install them)"
     return ""
 
 

@@ -23,3 +23,18 @@ def test_pages_need_a_reading_role(role, status):
 def test_anonymous_visitors_are_sent_to_sign_in():
     response = Client().get("/canary/")
     assert response.status_code == 302 and "login" in response["Location"]
+
+
+def test_the_decision_form_says_plainly_when_no_gate_run_finished():
+    from registry.actors import SYSTEM
+    from registry.services.versions import model_version_register
+
+    model_version_register(
+        family="fam", label="v1", backend_kind="builtin", backend_config={"path": "placeholder"}, actor=SYSTEM
+    )
+    user = get_user_model().objects.create_user(username="rm")
+    user_role_grant(user=user, role="release_manager")
+    client = Client()
+    client.force_login(user)
+    html = client.get("/versions/fam:v1/").content.decode()
+    assert "No gate run of this version has finished yet." in html and "none finished" not in html

@@ -471,7 +471,7 @@ def _business_charts(*, window: TrafficWindow, policy: GatePolicyConfig, panel: 
         business_min_effect=panel.min_effect,
         business_sequential_tau=panel.tau if section.business_sequential_tau else None,
     )
-    values: dict[str, list[tuple[str, float | None]]] = {BASELINE: [], CANDIDATE: []}
+    values: dict[str, list[tuple[str, float | None]]] = {CANDIDATE: [], BASELINE: []}
     lift: list[tuple[str, float | None]] = []
     low: list[float | None] = []
     high: list[float | None] = []
@@ -538,8 +538,8 @@ def _probe_chart(*, rows: list[ProbeFinding]) -> Chart:
         id="probes",
         title=_("Probe pass rate per weakness"),
         sides={
-            _("baseline"): cells(lambda row: row.baseline_rate),
             _("candidate"): cells(lambda row: row.candidate_rate),
+            _("baseline"): cells(lambda row: row.baseline_rate),
         },
         y_name=_("pass rate"),
     )

@@ -15,6 +15,7 @@ import os
 import shutil
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ from registry.models import ModelVersion
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
+from tests.evalhub.views.test_canary import experiment, traffic  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -260,13 +262,13 @@ def test_a_release_manager_gates_approves_and_runs_a_canary_in_the_browser(
 
     act("start", "Gate passed: 1 % first.")
     act("ramp", "Guardrails green.")
-    experiment = Experiment.objects.get(name="fam-canary")
-    assert (experiment.status, experiment.traffic_percent) == ("running", 5.0)
+    canary = Experiment.objects.get(name="fam-canary")
+    assert (canary.status, canary.traffic_percent) == ("running", 5.0)
     assert driver.find_elements(By.CSS_SELECTOR, "#chart-traffic-share")
     shot(driver, "canary-ramped", language)
     act("rollback", "Rolling back to check the alerting path.")
-    experiment.refresh_from_db()
-    assert (experiment.status, experiment.traffic_percent) == ("rolled_back", 0.0)
+    canary.refresh_from_db()
+    assert (canary.status, canary.traffic_percent) == ("rolled_back", 0.0)
     history = driver.find_element(By.ID, "history").text
     for reason in (
         "Gate passed: 1 % first.",
@@ -275,3 +277,64 @@ def test_a_release_manager_gates_approves_and_runs_a_canary_in_the_browser(
     ):
         assert reason in history
     shot(driver, "canary-rolled-back", language)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_canary_dashboard_draws_its_figures_and_refreshes_them(
+    browser,
+    live_server,
+    experiment,  # noqa: F811
+    traffic,  # noqa: F811
+    release_manager,
+    language,
+):
+    """Three days of traffic on both arms: the charts are drawn from it, and the page refreshes its
+    figures in place (the per-arm table shows new traffic without a reload)."""
+    from selenium.webdriver.common.by import By
+
+    from canary.services.events import events_ingest
+    from tests.canary.traffic import user_on
+
+    driver = browser
+    browser_sign_in(driver, live_server, release_manager)
+    driver.get(f"{live_server.url}/canary/exp/")
+    for chart in ("follow-up-over-time", "metric-review_hours", "lift-review_hours", "traffic-share"):
+        wait_for(
+            lambda chart=chart: int(
+                driver.find_element(By.ID, f"chart-{chart}").get_attribute("data-points") or 0
+            ),
+            what=f"chart {chart} drawn",
+        )
+    follow_up = driver.find_element(By.ID, "chart-follow-up-over-time")
+    assert int(follow_up.get_attribute("data-points")) == 24  # 12 points per arm
+    shot(driver, "canary-dashboard", language)
+
+    driver.execute_script("window.evalhubNotReloaded = true")
+    users = driver.find_element(By.CSS_SELECTOR, "tr.current-window[data-arm=candidate] .users").text
+    when = experiment.share_since + timedelta(hours=1)
+    events_ingest(
+        events=[
+            {
+                "type": "turn",
+                "experiment": "exp",
+                "event_id": "late-1",
+                "arm": "candidate",
+                "session_id": "late-session",
+                "user_id": user_on(experiment, "candidate", "late-user"),
+                "turn_index": 0,
+                "role": "user",
+                "text": "And the deposit clause?",
+                "timestamp": when.isoformat(),
+            }
+        ],
+        actor=SYSTEM,
+    )
+    wait_for(
+        lambda: (
+            driver.execute_script("return window.evalhubNotReloaded === true")
+            and driver.find_element(By.CSS_SELECTOR, "tr.current-window[data-arm=candidate] .users").text
+            == str(int(users) + 1)
+        ),
+        timeout=WAIT,
+        what="the new user counted without a reload",
+    )

@@ -63,10 +63,10 @@
       series.push(whiskers(i, count, s.low, s.high, PALETTE[i % PALETTE.length]));
     });
     return {
-      title: { text: chart.title, textStyle: { fontSize: 14 } },
+      title: { text: chart.title, left: 0, top: 0, textStyle: { fontSize: 14 } },
       tooltip: { trigger: "axis", axisPointer: { type: "shadow" } },
-      legend: { top: 0, right: 0, data: chart.bars.map(function (s) { return s.name; }) },
-      grid: { left: 48, right: 16, top: 40, bottom: 56 },
+      legend: { top: 24, right: 0, data: chart.bars.map(function (s) { return s.name; }) },
+      grid: { left: 48, right: 16, top: 72, bottom: 56 },
       xAxis: { type: "category", data: chart.categories, axisLabel: { interval: 0, rotate: chart.categories.length > 5 ? 25 : 0 } },
       yAxis: { type: "value", name: chart.y_name, min: chart.rate_axis ? 0 : undefined, max: chart.rate_axis ? 1 : undefined },
       series: series
@@ -99,10 +99,10 @@
       });
     });
     return {
-      title: { text: chart.title, textStyle: { fontSize: 14 } },
+      title: { text: chart.title, left: 0, top: 0, textStyle: { fontSize: 14 } },
       tooltip: { trigger: "axis" },
-      legend: { top: 0, right: 0, data: chart.lines.map(function (s) { return s.name; }) },
-      grid: { left: 56, right: 16, top: 40, bottom: 40 },
+      legend: { top: 24, right: 0, data: chart.lines.map(function (s) { return s.name; }) },
+      grid: { left: 56, right: 16, top: 72, bottom: 40 },
       xAxis: { type: "time" },
       yAxis: { type: "value", name: chart.y_name, min: chart.rate_axis ? 0 : undefined, scale: !chart.rate_axis },
       series: series

@@ -28,6 +28,7 @@ from canary.services.experiments import (
 )
 from engines.follow_up.classifier import detector_load
 from engines.stats.effects import sequential_interval
+from engines.stats.intervals import wilson_interval
 from engines.stats.sufficient import RatioStats
 from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
 from gate.layers.follow_up_rate import detector_accuracy
@@ -327,6 +328,16 @@ def test_probe_report_and_gate_runs_of_the_experiment(experiment, viewer):
     html = response.content.decode()
     assert "candidate fixes this weakness" in html and "3.1e-05" in html
     assert f'href="/gate-runs/{run.pk}/"' in html
+    probes = charts_of(response)["probes"]
+    assert probes["categories"] == ["long_context", "all"]
+    candidate, baseline = probes["bars"]
+    assert (candidate["name"], candidate["values"], baseline["values"]) == (
+        "candidate",
+        [0.95, 0.95],
+        [0.55, 0.55],
+    )
+    low, high = wilson_interval(successes=38, n=40)
+    assert (candidate["low"][0], candidate["high"][0]) == pytest.approx((low, high))
 
 
 def test_an_experiment_without_traffic_renders(experiment, manager):

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('gate', '0004_decisions_untruncatable'),
+        ('gate', '0006_verbose_names'),
     ]
 
     operations = [

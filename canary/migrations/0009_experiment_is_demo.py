@@ -13,7 +13,7 @@ def mark_demo_experiments(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("canary", "0003_window_share_and_pause"),
+        ('canary', '0008_turnevent_follow_up_language'),
         ("evalhub", "0011_modelversion_api_key_encrypted"),
     ]
 

@@ -844,6 +844,8 @@ def experiments_for_review() -> QuerySet[Experiment]:
 
 def follow_up_reviews_count(*, experiment: Experiment, reviewer_name: str) -> int:
     return FollowUpReview.objects.filter(experiment=experiment, reviewer_name=reviewer_name).count()
+
+
 # The dashboard's history: the traffic windows (each share the candidate had), the per-arm
 # figures of each, and the experiment's audited actions.
 # ---------------------------------------------------------------------------------------------

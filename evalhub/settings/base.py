@@ -273,9 +273,9 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
-# A line per request or task (the web access log, the proxy's outbound calls, each task a worker takes
-# and each beat tick) is off by default, so the console shows what matters; EVALHUB_LOG_REQUESTS=1
-# turns them on (bin/run-local passes it to gunicorn's access log too).
+# A line per request or task (the web access log, each refused request, the proxy's outbound calls,
+# each task a worker takes and each beat tick) is off by default, so the console shows what matters;
+# EVALHUB_LOG_REQUESTS=1 turns them on (bin/run-local passes it to gunicorn's access log too).
 EVALHUB_LOG_REQUESTS = env_bool("EVALHUB_LOG_REQUESTS", False)
 PER_CALL_LOGGERS = ("httpx", "httpcore", "celery.app.trace", "celery.worker.strategy", "celery.beat")
 LOGGING = {
@@ -285,6 +285,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
-        name: {"level": "NOTSET" if EVALHUB_LOG_REQUESTS else "WARNING"} for name in PER_CALL_LOGGERS
+        **{name: {"level": "NOTSET" if EVALHUB_LOG_REQUESTS else "WARNING"} for name in PER_CALL_LOGGERS},
+        # A 4xx is a line per request too (a signed-out visitor, a bad token); a 5xx is always logged.
+        "django.request": {"level": "NOTSET" if EVALHUB_LOG_REQUESTS else "ERROR"},
     },
 }

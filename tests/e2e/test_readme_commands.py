@@ -64,17 +64,26 @@ def test_the_readmes_cli_command_and_proxy_example_work_after_make_run(stack_env
         assert reply.headers["X-EvalHub-Model-Version"].startswith("contract-assistant:v")
         assert reply.parse().choices[0].message.content
 
-        # A quiet console: the credentials are printed once the server answers and stay the last lines;
+        # A quiet console: the credentials are printed once the server answers and stay in sight;
         # the workers' logs (in var/) have no line per task or beat tick, the console none per request
         # or proxied call.
         time.sleep(6)  # three beat ticks of the telemetry drain
         console = stack.tail(20000)
         printed = console[console.index("credentials (") :]
         assert "ci token:" in printed and "app token:" in printed
-        assert printed.rstrip().splitlines()[-1].strip().startswith("app token:"), printed
+        after = printed[printed.index("app token:") :].splitlines()[1:]
+        assert len(after) <= 3, printed  # say, kombu's one warning per process on the filesystem broker
         workers = "".join((var_dir / f"worker-{queue}.log").read_text() for queue in ("gpu", "cpu"))
         assert "ready." in workers  # the workers do log, to their files
-        for noise in ('"POST /api/v1', "HTTP Request:", "succeeded in", "Sending due task", "] received"):
+        noises = (
+            '"POST /api/v1',
+            "HTTP Request:",
+            "Unauthorized:",
+            "succeeded in",
+            "Sending due task",
+            "] received",
+        )
+        for noise in noises:
             assert noise not in console + workers, noise
     finally:
         stack.stop()

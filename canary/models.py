@@ -315,6 +315,8 @@ class FollowUpReview(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = _("follow-up review")
+        verbose_name_plural = _("follow-up reviews")
         constraints = [
             models.UniqueConstraint(fields=["turn", "reviewer_name"], name="canary_follow_up_review_once"),
             models.UniqueConstraint(

@@ -121,6 +121,66 @@ SHAPES = [
         ops=("op",),
     ),
     shape(
+        rf"follow-up rate (?P<bound>upper bound )?(?P<judged>{N}) (?P<op><=|>) bar (?P<bar>{N}) \(corrected rate "
+        rf"(?P<rate>{N}), (?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\] by Rogan–Gladen per language for "
+        rf"detector (?P<detector>\S*); observed (?P<observed>{N}), (?P<follow_ups>\d+) follow-ups of "
+        r"(?P<answered>\d+) answers\)",
+        _(
+            "follow-up rate %(bound)s%(judged)s %(op)s bar %(bar)s (corrected rate %(rate)s, %(level)s %% CI [%(low)s, %(high)s] by Rogan–Gladen per language for detector %(detector)s; observed %(observed)s, %(follow_ups)s follow-ups of %(answered)s answers)"
+        ),
+        ops=("op",),
+        other={"bound": bound_translate},
+    ),
+    shape(
+        rf"difference from the baseline (?P<bound>upper bound )?(?P<judged>{N}) (?P<op><=|>) margin (?P<margin>{N}) "
+        rf"\(difference (?P<estimate>{N}), (?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\] by Rogan–Gladen "
+        rf"corrected, delta method; baseline rate (?P<rate>{N}), (?P<follow_ups>\d+) follow-ups of "
+        r"(?P<answered>\d+) answers\)",
+        _(
+            "difference from the baseline %(bound)s%(judged)s %(op)s margin %(margin)s (difference %(estimate)s, %(level)s %% CI [%(low)s, %(high)s] by Rogan–Gladen corrected, delta method; baseline rate %(rate)s, %(follow_ups)s follow-ups of %(answered)s answers)"
+        ),
+        ops=("op",),
+        other={"bound": bound_translate},
+    ),
+    shape(
+        r"no baseline arm: non-inferiority not checked, the verdict rests on the bar alone",
+        _("no baseline arm: non-inferiority not checked, the verdict rests on the bar alone"),
+    ),
+    shape(
+        r"the detector (?P<detector>\S+) has no informative measured error rates for language (?P<language>'[^']*') "
+        r"\(sensitivity \+ specificity must exceed 1\): its follow-up rate cannot be corrected",
+        _(
+            "the detector %(detector)s has no informative measured error rates for language %(language)s (sensitivity + specificity must exceed 1): its follow-up rate cannot be corrected"
+        ),
+    ),
+    # gate/judges/follow_up_review.py: the detector's live agreement with reviewers
+    shape(
+        rf"live agreement of the detector with reviewers (?P<agreement>{N}) \((?P<agreeing>\d+) of (?P<labels>\d+) "
+        rf"reviewed turns, (?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\]\)",
+        _(
+            "live agreement of the detector with reviewers %(agreement)s (%(agreeing)s of %(labels)s reviewed turns, %(level)s %% CI [%(low)s, %(high)s])"
+        ),
+    ),
+    shape(r"no live turns reviewed yet", _("no live turns reviewed yet")),
+    shape(
+        r"(?P<summary>.+): not checked, the policy needs at least (?P<need>\d+) reviewed turns",
+        _("%(summary)s: not checked, the policy needs at least %(need)s reviewed turns"),
+        nested=("summary",),
+    ),
+    shape(
+        rf"(?P<summary>.+) is below the policy's minimum (?P<minimum>{N}): the detector's labels cannot be trusted "
+        r"on this traffic",
+        _(
+            "%(summary)s is below the policy's minimum %(minimum)s: the detector's labels cannot be trusted on this traffic"
+        ),
+        nested=("summary",),
+    ),
+    shape(
+        rf"(?P<summary>live agreement .+) >= minimum (?P<minimum>{N})",
+        _("%(summary)s >= minimum %(minimum)s"),
+        nested=("summary",),
+    ),
+    shape(
         rf"difference from the baseline (?P<bound>upper bound )?(?P<judged>{N}) (?P<op><=|>) margin (?P<margin>{N}) "
         rf"\(difference (?P<estimate>{N}), (?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\] by Newcombe's hybrid "
         rf"score; baseline rate (?P<rate>{N}), (?P<follow_ups>\d+) follow-ups of (?P<answered>\d+) answers\)",
@@ -190,6 +250,81 @@ SHAPES = [
         nested=("why",),
     ),
     shape(
+        r"no fixed horizon was registered: (?P<basis>.+); the fixed-horizon test is judged once, at the horizon; "
+        r"set business_sequential_tau \(fixed before the experiment\) for an interval that may be judged at every look",
+        _(
+            "no fixed horizon was registered: %(basis)s; the fixed-horizon test is judged once, at the horizon; set business_sequential_tau (fixed before the experiment) for an interval that may be judged at every look"
+        ),
+        nested=("basis",),
+    ),
+    shape(
+        r"before the registered horizon of (?P<units>\d+) units per arm \((?P<baseline>\d+) baseline and "
+        r"(?P<candidate>\d+) candidate units so far; (?P<basis>.+)\): the fixed-horizon test is judged once, at "
+        r"the horizon; set business_sequential_tau \(fixed before the experiment\) for an interval that may be "
+        r"judged at every look",
+        _(
+            "before the registered horizon of %(units)s units per arm (%(baseline)s baseline and %(candidate)s candidate units so far; %(basis)s): the fixed-horizon test is judged once, at the horizon; set business_sequential_tau (fixed before the experiment) for an interval that may be judged at every look"
+        ),
+        nested=("basis",),
+    ),
+    # The registered horizon's basis (gate/services/horizons.py, gate/layers/business_value.py)
+    shape(
+        r"experiment (?P<name>\S+) started without one; start a new experiment to register it",
+        _("experiment %(name)s started without one; start a new experiment to register it"),
+    ),
+    shape(
+        r"the horizon registered at the start is for (?P<metric>\S+) per (?P<per>\S+), this policy judges "
+        r"(?P<judged>\S+) per (?P<judged_per>\S+)",
+        _(
+            "the horizon registered at the start is for %(metric)s per %(per)s, this policy judges %(judged)s per %(judged_per)s"
+        ),
+        terms=("per", "judged_per"),
+    ),
+    shape(
+        r"policy (?P<policy>'[^']*') names no business_metric",
+        _("policy %(policy)s names no business_metric"),
+    ),
+    shape(
+        rf"policy (?P<policy>'[^']*') sizes no horizon: business_mde \((?P<mde>{N})\) must exceed "
+        rf"business_min_effect \((?P<effect>{N})\)",
+        _(
+            "policy %(policy)s sizes no horizon: business_mde (%(mde)s) must exceed business_min_effect (%(effect)s)"
+        ),
+    ),
+    shape(
+        r"only (?P<units>\d+) units of (?P<metric>\S+) in the (?P<days>\d+) days before the start \(the policy "
+        r"needs (?P<need>\d+)\) and policy (?P<policy>'[^']*') sets no business_planning_sd",
+        _(
+            "only %(units)s units of %(metric)s in the %(days)s days before the start (the policy needs %(need)s) and policy %(policy)s sets no business_planning_sd"
+        ),
+    ),
+    shape(
+        rf"sd (?P<sd>{N}) measured over (?P<units>\d+) units of (?P<metric>\S+) in the (?P<days>\d+) days before "
+        r"the start",
+        _("sd %(sd)s measured over %(units)s units of %(metric)s in the %(days)s days before the start"),
+    ),
+    shape(
+        rf"sd (?P<sd>{N}) from business_planning_sd \((?P<units>\d+) units of (?P<metric>\S+) before the start\)",
+        _("sd %(sd)s from business_planning_sd (%(units)s units of %(metric)s before the start)"),
+    ),
+    shape(
+        rf"a true improvement of (?P<mde>{N}) passes the bar (?P<effect>{N}) with power (?P<power>{N}) at alpha "
+        rf"(?P<alpha>{N})",
+        _("a true improvement of %(mde)s passes the bar %(effect)s with power %(power)s at alpha %(alpha)s"),
+    ),
+    shape(r"registered at the start: the last look", _("registered at the start: the last look")),
+    shape(r"CUPED-adjusted (?P<rest>improvement .+)", _("CUPED-adjusted %(rest)s"), nested=("rest",)),
+    shape(
+        rf"improvement \((?P<direction>{CODE}) is better\) (?P<estimate>{N}), (?P<level>{N}) % interval "
+        rf"\[(?P<low>{N}), (?P<high>{N})\] at the registered horizon of (?P<units>\d+) units per arm: lower bound "
+        rf"(?P<bound>{N}) (?P<outcome>.+)",
+        _(
+            "improvement (%(direction)s is better) %(estimate)s, %(level)s %% interval [%(low)s, %(high)s] at the registered horizon of %(units)s units per arm: lower bound %(bound)s %(outcome)s"
+        ),
+        terms=("direction",),
+        nested=("outcome",),
+    ),
+    shape(
         rf"improvement \((?P<direction>{CODE}) is better\) (?P<estimate>{N}), (?P<level>{N}) % always-valid interval "
         rf"\[(?P<low>{N}), (?P<high>{N})\]: lower bound (?P<bound>{N}) (?P<outcome>.+)",
         _(
@@ -229,6 +364,22 @@ SHAPES = [
         ),
     ),
     # gate/layers: the attribution's summaries and table titles
+    shape(
+        rf"candidate follow-up rate (?P<rate>{N}) \((?P<follow_ups>\d+)/(?P<answered>\d+)\), corrected for the "
+        rf"detector's errors (?P<corrected>{N}) vs baseline (?P<baseline>{N}) \((?P<baseline_follow_ups>\d+)/"
+        rf"(?P<baseline_answered>\d+)\), difference (?P<difference>{N})",
+        _(
+            "candidate follow-up rate %(rate)s (%(follow_ups)s/%(answered)s), corrected for the detector's errors %(corrected)s vs baseline %(baseline)s (%(baseline_follow_ups)s/%(baseline_answered)s), difference %(difference)s"
+        ),
+    ),
+    shape(
+        rf"candidate follow-up rate (?P<rate>{N}) \((?P<follow_ups>\d+)/(?P<answered>\d+)\), corrected for the "
+        rf"detector's errors (?P<corrected>{N})",
+        _(
+            "candidate follow-up rate %(rate)s (%(follow_ups)s/%(answered)s), corrected for the detector's errors %(corrected)s"
+        ),
+    ),
+    shape(r"no answered questions on the candidate arm", _("no answered questions on the candidate arm")),
     shape(
         rf"candidate follow-up rate (?P<rate>{N}) \((?P<follow_ups>\d+)/(?P<answered>\d+)\) vs baseline "
         rf"(?P<baseline>{N}) \((?P<baseline_follow_ups>\d+)/(?P<baseline_answered>\d+)\), difference (?P<difference>{N})",
@@ -517,6 +668,14 @@ SHAPES = [
         _(
             "%(ref)s has no gate run whose clean accuracy and robustness passed: its share may not go above %(cap)s %%."
         ),
+    ),
+    # canary/services/reviews.py
+    shape(r"Unknown label (?P<label>'[^']*')\.", _("Unknown label %(label)s.")),
+    shape(r"Unknown language (?P<language>'[^']*')\.", _("Unknown language %(language)s.")),
+    shape(r"one of (?P<codes>\S+(?:, \S+)*)", _("one of %(codes)s")),
+    shape(
+        r"No reviewable turn (?P<turn>\d+) in experiment (?P<name>'[^']*')\.",
+        _("No reviewable turn %(turn)s in experiment %(name)s."),
     ),
     shape(rf"(?P<field>{CODE}) must be in \(0, 100\]\.", _("%(field)s must be in (0, 100].")),
     shape(r"must be more than 0 and at most 100", _("must be more than 0 and at most 100")),

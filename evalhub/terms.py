@@ -56,6 +56,9 @@ TERMS = {
     "follow_up": pgettext_lazy("code", "follow_up"),
     "deepening": pgettext_lazy("code", "deepening"),
     "new": pgettext_lazy("code", "new"),
+    # Languages of user turns (the detector's and the review queue's)
+    "en": pgettext_lazy("code", "en"),
+    "zh": pgettext_lazy("code", "zh"),
     # Gate layers and their metrics, as the API names them
     "clean_accuracy": pgettext_lazy("code", "clean_accuracy"),
     "robustness": pgettext_lazy("code", "robustness"),
@@ -116,6 +119,8 @@ TERMS = {
     "decided_by": pgettext_lazy("code", "decided_by"),
     "traffic_percent": pgettext_lazy("code", "traffic_percent"),
     "guardrails": pgettext_lazy("code", "guardrails"),
+    "label": pgettext_lazy("code", "label"),
+    "turn_id": pgettext_lazy("code", "turn_id"),
     # Backend kinds
     "openai": pgettext_lazy("code", "openai"),
     "hf": pgettext_lazy("code", "hf"),

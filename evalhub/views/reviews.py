@@ -21,7 +21,7 @@ from canary.services.reviews import (
     follow_up_review_record,
     follow_up_reviews_export,
 )
-from evalhub.permissions import roles_required
+from evalhub.permissions import error_text, roles_required
 from gate.services.reviews import follow_up_review_agreement, follow_up_reviewer_agreement
 from registry.errors import ApplicationError
 from registry.roles import REVIEW_ROLES
@@ -64,7 +64,7 @@ def review_queue(request: HttpRequest, name: str) -> HttpResponse:
                     actor=request.user,
                 )
             except ApplicationError as exc:
-                messages.error(request, exc.message)
+                messages.error(request, error_text(exc))
         url = reverse("review-queue", kwargs={"name": experiment.name})
         return redirect(f"{url}?{query}" if query else url)
     item = follow_up_review_next(

@@ -25,6 +25,7 @@ from canary.models import Experiment, OutcomeEvent, ProbeRun, ProbeSet
 from canary.services.analysis import experiment_analyze
 from canary.services.experiments import experiment_create, experiment_start
 from engines.demo.dataset import demo_dataset_build
+from engines.follow_up.classifier import VERSION as DETECTOR_VERSION
 from gate.models import GateRun, SampleResult
 from gate.services.decisions import decision_record
 from gate.services.gate_runs import gate_run_execute, gate_run_start
@@ -43,6 +44,7 @@ pytestmark = pytest.mark.django_db
 ALLOWED = {
     "EvalHub", "API", "JSON", "Markdown", "CI", "OpenAI", "transformers", "sha256",
     "Wilson", "Newcombe", "McNemar", "Welch", "delta", "alpha", "tau", "cpu", "cuda", "p50", "p95",
+    "Rogan", "Gladen", "Cohen", "CUPED", "JSONL",
     "viewer", "ci",  # role names, as `--role` takes them
 }  # fmt: skip
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]+")
@@ -104,6 +106,7 @@ def data_names() -> frozenset[str]:
     for version in ModelVersion.objects.all():
         names |= {version.ref, version.family, version.label}
     names |= set(Experiment.objects.values_list("name", flat=True))
+    names.add(DETECTOR_VERSION)  # the bundled follow-up detector's version, named like a model's ref
     names |= set(EvalSuite.objects.values_list("name", flat=True))
     names |= set(ProbeSet.objects.values_list("name", flat=True))
     names |= set(OutcomeEvent.objects.values_list("metric", flat=True))
@@ -205,6 +208,9 @@ def test_every_page_in_chinese_has_no_untranslated_text(world):
         (f"/gate-runs/{world['run'].pk}/", manager, 200),
         ("/canary/", manager, 200),
         ("/canary/exp/", manager, 200),
+        ("/review/", manager, 200),
+        ("/review/exp/", manager, 200),
+        ("/review/exp/?second=1", manager, 200),
         ("/login/", Client(HTTP_ACCEPT_LANGUAGE="zh-hans"), 200),
         ("/login/?next=/canary/", Client(HTTP_ACCEPT_LANGUAGE="zh-hans"), 200),
         ("/versions/fam:v9/", manager, 404),

@@ -1,0 +1,54 @@
+"""The sentence shapes of the reasons added with the review queue, the corrected follow-up rate and
+layer 3's registered horizon: English comes back as it was written, Chinese keeps every number and
+name."""
+
+import re
+
+import pytest
+from django.utils import translation
+
+from evalhub.reasons import reason_translate
+
+REASONS = [
+    "follow-up rate upper bound 0.231 > bar 0.18 (corrected rate 0.186, 95 % CI [0.142, 0.231] by "
+    "Rogan–Gladen per language for detector follow-up-lr-2; observed 0.186, 55 follow-ups of 295 answers)",
+    "difference from the baseline +0.155 > margin 0.01 (difference +0.099, 95 % CI [+0.043, +0.155] by "
+    "Rogan–Gladen corrected, delta method; baseline rate 0.087, 23 follow-ups of 263 answers)",
+    "no baseline arm: non-inferiority not checked, the verdict rests on the bar alone",
+    "the detector follow-up-lr-2 has no informative measured error rates for language 'zh' (sensitivity + "
+    "specificity must exceed 1): its follow-up rate cannot be corrected",
+    "candidate follow-up rate 0.186 (55/295), corrected for the detector's errors 0.171 vs baseline 0.087 "
+    "(23/263), difference +0.099",
+    "no live turns reviewed yet: not checked, the policy needs at least 50 reviewed turns",
+    "live agreement of the detector with reviewers 0.700 (35 of 50 reviewed turns, 95 % CI [0.566, 0.809]) "
+    "is below the policy's minimum 0.8: the detector's labels cannot be trusted on this traffic",
+    "live agreement of the detector with reviewers 0.900 (45 of 50 reviewed turns, 95 % CI [0.786, 0.957]) "
+    ">= minimum 0.8",
+    "no fixed horizon was registered: experiment exp started without one; start a new experiment to "
+    "register it; the fixed-horizon test is judged once, at the horizon; set business_sequential_tau "
+    "(fixed before the experiment) for an interval that may be judged at every look",
+    "before the registered horizon of 312 units per arm (100 baseline and 98 candidate units so far; sd 1.2 "
+    "measured over 300 units of revenue in the 14 days before the start; a true improvement of 0.1 passes "
+    "the bar 0 with power 0.8 at alpha 0.05): the fixed-horizon test is judged once, at the horizon; set "
+    "business_sequential_tau (fixed before the experiment) for an interval that may be judged at every look",
+    "CUPED-adjusted improvement (increase is better) 0.5, 95 % interval [0.1, 0.9] at the registered horizon "
+    "of 312 units per arm: lower bound 0.1 > 0 (one-sided test at alpha 0.05)",
+    "the horizon registered at the start is for revenue per user, this policy judges revenue per outcome",
+    "policy 'default' sizes no horizon: business_mde (0.1) must exceed business_min_effect (0.2)",
+    "only 3 units of revenue in the 14 days before the start (the policy needs 50) and policy 'default' "
+    "sets no business_planning_sd",
+    "sd 1.2 from business_planning_sd (3 units of revenue before the start)",
+    "No reviewable turn 5 in experiment 'exp'.",
+]
+
+
+@pytest.mark.parametrize("reason", REASONS)
+def test_a_new_reason_reads_in_chinese_with_its_numbers_and_names(reason):
+    with translation.override("zh-hans"):
+        shown = reason_translate(reason)
+    assert re.search(r"[\u4e00-\u9fff]", shown), shown
+    kept = re.findall(r"[-+]?\d+(?:\.\d+)?|follow-up-lr-2|revenue|'\w+'|business_\w+", reason)
+    for piece in kept:
+        assert piece in shown, (piece, shown)
+    with translation.override("en"):
+        assert reason_translate(reason) == reason

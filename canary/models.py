@@ -185,7 +185,11 @@ class OutcomeEvent(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["experiment", "event_id"], name="canary_outcome_event_once"),
         ]
-        indexes = [models.Index(fields=["experiment", "metric", "arm"], name="canary_outcome_metric_arm")]
+        indexes = [
+            models.Index(fields=["experiment", "metric", "arm"], name="canary_outcome_metric_arm"),
+            # CUPED's pre-period: a user's outcomes of a metric before their first exposure.
+            models.Index(fields=["user_id", "metric", "occurred_at"], name="canary_outcome_user_metric"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.experiment_id}:{self.event_id}"

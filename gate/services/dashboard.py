@@ -470,6 +470,9 @@ def _business_charts(*, window: TrafficWindow, policy: GatePolicyConfig, panel: 
         business_direction=panel.result.direction,
         business_min_effect=panel.min_effect,
         business_sequential_tau=panel.tau if section.business_sequential_tau else None,
+        # The curve is the plain metric at each cut: CUPED's covariate query per cut would cost a
+        # pre-period join each time, and the panel above shows the adjusted result that decides.
+        business_cuped=False,
     )
     values: dict[str, list[tuple[str, float | None]]] = {CANDIDATE: [], BASELINE: []}
     lift: list[tuple[str, float | None]] = []

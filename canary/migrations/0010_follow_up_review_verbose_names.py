@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('canary', '0008_turnevent_follow_up_language'),
+        ('canary', '0009_experiment_is_demo'),
     ]
 
     operations = [

@@ -36,10 +36,14 @@ DEMO_SERVE_PORTS = tuple(int(p) for p in os.environ.get("EVALHUB_DEMO_SERVE_PORT
 DEMO_POLICIES = {
     # Named as the family, so it is the family's policy when a gate run names none.
     FAMILY: (
-        "The family's sandwich gate: all four layers; layer 3 on review hours per contract "
-        "(outcome metric review_hours, per user), which must fall by at least 0.2 h, judged at a horizon "
-        "sized for a true 0.4 h (per-user sd 0.55 h until the family has history before a start).",
+        "The family's sandwich gate: all four layers; layer 1 under the TextFooler-class attack "
+        "(textfooler-v1, adaptive: every drawn item searched against the candidate; the demo suite's "
+        "320 labelled items, each once); layer 3 on review hours per contract (outcome metric "
+        "review_hours, per user), which must fall by at least 0.2 h, judged at a horizon sized for a "
+        "true 0.4 h (per-user sd 0.55 h until the family has history before a start).",
         {
+            "robustness_recipe": "textfooler-v1",
+            "robustness_min_samples": 300,
             "business_metric": "review_hours",
             "business_direction": "decrease",
             "business_min_effect": 0.2,
@@ -49,8 +53,19 @@ DEMO_POLICIES = {
         },
     ),
     "demo-robustness": (
-        "Layer 1 only, the default judging: a perturbed sample counts when its answer is right.",
+        "Layer 1 only, the random-noise check (robustness-v1): a perturbed sample counts when its "
+        "answer is right.",
         {"required_layers": ["robustness"]},
+    ),
+    "demo-robustness-transfer": (
+        "Layer 1 only, transfer: every version answers the TextFooler-class set made once against "
+        "the baseline (did the candidate fix what broke the baseline?).",
+        {
+            "required_layers": ["robustness"],
+            "robustness_recipe": "textfooler-v1",
+            "robustness_transfer_from": "baseline",
+            "robustness_min_samples": 300,
+        },
     ),
     "demo-robustness-consistency": (
         "Layer 1 only, consistency judging: a perturbed sample counts when its answer agrees with "

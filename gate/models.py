@@ -221,3 +221,48 @@ class Decision(models.Model):
 
     def delete(self, *args, **kwargs):
         raise ValueError("Decisions are immutable.")
+
+
+class AdversarialSet(models.Model):
+    """The word-level attack of one version on a seeded draw of a suite's items (layer 1, adversarial
+    modes): each drawn item's outcome and final text, appended chunk by chunk as the attack runs. It
+    is the cache (an unchanged version is not attacked again), the resume point after a crash, and, in
+    transfer mode, the fixed set on which later candidates are scored."""
+
+    suite = models.ForeignKey(EvalSuite, on_delete=models.PROTECT, related_name="+")
+    version = models.ForeignKey(ModelVersion, on_delete=models.PROTECT, related_name="+")
+    # What the version was when attacked: its backend config's hash (a changed checkpoint is new).
+    version_config_hash = models.CharField(max_length=64)
+    recipe = models.CharField(max_length=50)
+    seed = models.PositiveIntegerField()
+    samples = models.PositiveIntegerField()
+    query_budget = models.PositiveIntegerField()
+    # The drawn item ids, in order, and one entry per attacked item so far (same order).
+    item_ids = models.JSONField(default=list)
+    examples = models.JSONField(default=list)
+    seconds = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "suite",
+                    "version",
+                    "version_config_hash",
+                    "recipe",
+                    "seed",
+                    "samples",
+                    "query_budget",
+                ],
+                name="adversarial_set_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.recipe} seed {self.seed} against {self.version_id} on suite {self.suite_id}"
+
+    @property
+    def complete(self) -> bool:
+        return len(self.examples) == len(self.item_ids)

@@ -31,9 +31,18 @@ def _shares(key: str, value: object) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class RobustnessPolicy(PolicySection):
-    robustness_recipe: str = setting("robustness-v1", help="the perturbation recipe")
+    robustness_recipe: str = setting(
+        "robustness-v1",
+        help="the perturbation recipe: a random-noise one (robustness-v1, typos-v1, imperceptible-v1) or a "
+        "word-level adversarial one (textfooler-v1), which attacks each drawn item",
+    )
     robustness_seed: int = setting(0, low=0, high=2**31 - 1, help="seed of the perturbed set")
     robustness_samples: int = setting(1000, low=1, high=100_000, help="perturbed samples to make")
+    robustness_transfer_from: str | None = setting(
+        None,
+        help="adversarial recipes: null attacks each version itself (adaptive); 'baseline' or a version "
+        "(family:label) scores every version on the set made once against that version (transfer)",
+    )
     robustness_min_samples: int = setting(500, low=1, high=100_000, help="fewer is insufficient data")
     robustness_min: float = setting(0.85, low=0.0, high=1.0, help="the bar for the robustness rate")
     robustness_chunk_size: int = setting(
@@ -139,6 +148,28 @@ class AttackDetails:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AdversarialReport:
+    """One version under a word-level attack: adaptive (the search ran against this version) or
+    transfer (this version answered the set made against `attacked`)."""
+
+    version: str
+    mode: str
+    attacked: str  # the version the search ran against
+    items: int
+    skipped: int  # the attacked version was wrong before any edit
+    succeeded: int
+    failed: int
+    accuracy_before: float | None
+    accuracy_under_attack: float | None
+    attack_success_rate: float | None  # succeeded / (succeeded + failed), of the attacked version
+    queries_per_item: float | None
+    words_changed_per_success: float | None
+    cached: bool  # the set came from an earlier run (same suite, version config, recipe, seed, size)
+    seconds: float
+    examples: list[dict[str, object]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
 class RobustnessDetails:
     """What the layer stores (LayerResult.details): the perturbed set's recipe, seed and hash, each
     version's rates, the paired comparison, the worst items, attack mode's reports and timings. An
@@ -154,6 +185,9 @@ class RobustnessDetails:
     text_cutoffs: dict[str, float] | None = None
     attack_recipe: str | None = None
     attack: AttackDetails | None = None
+    mode: str = "noise"  # noise, adaptive or transfer
+    transfer_from: str | None = None
+    adversarial: dict[str, AdversarialReport] = field(default_factory=dict)
     candidate: RobustnessSide | None = None
     baseline: RobustnessSide | None = None
     comparison: PairedComparison | None = None

@@ -36,6 +36,7 @@ from gate.layers.base import (
 )
 from gate.layers.model import Expected, answers_judge, breakdown_table, model_attribution
 from gate.layers.outputs import model_outputs_predict
+from gate.layers.robustness_adversarial import adversarial_run
 from gate.models import GateRun, LayerResult, SampleResult
 from gate.policy import GatePolicyConfig
 from gate.reporting import Table
@@ -65,8 +66,9 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
     details_type = RobustnessDetails
     metric = "robustness_rate"
     method = (
-        "share of perturbed inputs (TextAttack transformations, seeded) still answered correctly, Wilson "
-        "interval; McNemar against the baseline on the same inputs"
+        "share of perturbed inputs still answered correctly (random-noise recipes: seeded TextAttack "
+        "transformations; adversarial recipes: items drawn by seed per language, each searched by a "
+        "word-level attack), Wilson interval; McNemar against the baseline on the same inputs"
     )
 
     def units(self, *, policy: GatePolicyConfig, items: list[EvalItem], versions: list[ModelVersion]) -> int:
@@ -88,9 +90,12 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             perturbation_set_build,
         )
         from engines.perturbation.attack import AttackUnavailableError, attack_recipe_check
+        from engines.perturbation.word_attack import WORD_RECIPES
 
         run, general = ctx.run, ctx.policy.general
         section = ctx.policy.section(RobustnessPolicy)
+        if section.robustness_recipe in WORD_RECIPES:
+            return adversarial_run(layer=self, ctx=ctx)
         started = time.perf_counter()
         spec = PerturbationSpec(
             recipe=section.robustness_recipe,

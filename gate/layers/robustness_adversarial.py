@@ -1,0 +1,346 @@
+"""Layer 1 under a word-level adversarial recipe (`textfooler-v1`): the layer's figure is the share of
+drawn items a version still answers correctly under attack.
+
+- Items: `robustness_samples` labelled items drawn by seed per language in the suite's mix
+  (`attack_items_draw`), each attacked once (a greedy search is deterministic: drawing an item twice
+  would repeat its outcome, not add evidence).
+- *adaptive* (`robustness_transfer_from: null`): the search runs against each version itself: the
+  worst case near each item, "accuracy under attack".
+- *transfer* (`robustness_transfer_from: baseline` or a version): the set made once against that
+  version is what every version answers; cheap, comparable across candidates, and it shows whether a
+  candidate fixes what broke the reference.
+- An attack is stored as an `AdversarialSet` per (suite, version config, recipe, seed, size, budget),
+  appended chunk by chunk: a resumed run continues it and a later run of an unchanged version reuses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import replace
+from typing import Any
+
+from django.db import transaction
+
+from engines.backends.base import language_of
+from gate.judges.robustness import (
+    AdversarialReport,
+    RobustnessDetails,
+    RobustnessPolicy,
+    RobustnessSide,
+    RobustnessSummary,
+    SampleOutcome,
+    robustness_judge,
+)
+from gate.layers.base import GateLayer, LayerContext, gate_run_assert_held, to_json
+from gate.layers.outputs import model_outputs_predict
+from gate.models import AdversarialSet, GateRun, LayerResult, SampleResult
+from registry.errors import ApplicationError
+from registry.models import EvalItem, ModelVersion
+from registry.selectors.versions import model_version_get
+from registry.services.versions import model_version_backend
+
+LANGUAGES = ("en", "zh", "mixed")
+SCORING_BACKENDS = ("hf", "builtin")
+EXAMPLES_SHOWN = 10
+ADVERSARIAL_SETUP = ("recipe", "seed", "samples_requested", "shortfall", "mode", "transfer_from")
+
+
+def _language(item: EvalItem) -> str:
+    return item.language if item.language in LANGUAGES else language_of(item.input)
+
+
+def _config_hash(version: ModelVersion) -> str:
+    return hashlib.sha256(
+        json.dumps([version.backend_kind, version.backend_config], sort_keys=True).encode()
+    ).hexdigest()
+
+
+def _reference(ctx: LayerContext, transfer_from: str | None) -> ModelVersion | None:
+    if transfer_from is None:
+        return None
+    if transfer_from == "baseline":
+        if ctx.run.baseline is None:
+            raise ApplicationError("robustness_transfer_from is 'baseline' but the run has no baseline")
+        return ctx.run.baseline
+    return model_version_get(ref=transfer_from)
+
+
+def _attack_set(
+    *, ctx: LayerContext, version: ModelVersion, item_ids: list[str], by_id: dict[str, EvalItem]
+) -> tuple[AdversarialSet, bool]:
+    """The version's attack on `item_ids`, from the store when complete, else run (or resumed) chunk by
+    chunk, each chunk committed. Returns (set, whether it was complete before this call)."""
+    import numpy as np
+
+    from engines.perturbation.word_attack import word_attack_run
+
+    section = ctx.policy.section(RobustnessPolicy)
+    aset, _ = AdversarialSet.objects.get_or_create(
+        suite=ctx.run.suite,
+        version=version,
+        version_config_hash=_config_hash(version),
+        recipe=section.robustness_recipe,
+        seed=section.robustness_seed,
+        samples=section.robustness_samples,
+        query_budget=section.attack_query_budget,
+        defaults={"item_ids": item_ids},
+    )
+    if aset.item_ids != item_ids:  # the suite's items changed under the same suite row: begin again
+        aset.item_ids, aset.examples, aset.seconds = item_ids, [], 0.0
+    cached = aset.complete
+    if cached:
+        return aset, True
+    backend = model_version_backend(version=version)
+    index = {label: i for i, label in enumerate(backend.labels)}  # type: ignore[attr-defined]
+
+    def scorer(texts: Any) -> Any:
+        probs = np.asarray(backend.class_scores(list(texts)), dtype=np.float64)  # type: ignore[attr-defined]
+        return probs / probs.sum(axis=1, keepdims=True)
+
+    size = section.robustness_chunk_size
+    while not aset.complete:
+        mark = time.perf_counter()
+        chunk = item_ids[len(aset.examples) : len(aset.examples) + size]
+        known = [i for i in chunk if by_id[i].label in index]
+        attacks, _ = word_attack_run(
+            scorer=scorer,
+            items=[(by_id[i].input, index[by_id[i].label]) for i in known],
+            recipe=section.robustness_recipe,
+            query_budget=section.attack_query_budget,
+        )
+        outcome = dict(zip(known, attacks, strict=True))
+        for item_id in chunk:
+            attack = outcome.get(item_id)
+            aset.examples.append(
+                {
+                    "item_id": item_id,
+                    "status": attack.status if attack else "skipped",
+                    "perturbed": attack.perturbed if attack else by_id[item_id].input,
+                    "diff": attack.diff if attack else "",
+                    "label_after": backend.labels[attack.label_after] if attack else "",  # type: ignore[attr-defined]
+                    "queries": attack.queries if attack else 0,
+                    "words_changed": attack.words_changed if attack else 0,
+                }
+            )
+        aset.seconds += time.perf_counter() - mark
+        with transaction.atomic():
+            gate_run_assert_held(ctx.run)
+            aset.save()
+        ctx.progress.advance(len(chunk))
+    return aset, False
+
+
+def _report(
+    *, version: ModelVersion, mode: str, aset: AdversarialSet, cached: bool, correct: list[bool]
+) -> AdversarialReport:
+    examples = aset.examples
+    n = len(examples)
+    skipped = sum(e["status"] == "skipped" for e in examples)
+    succeeded = [e for e in examples if e["status"] == "succeeded"]
+    attacked = n - skipped
+    return AdversarialReport(
+        version=version.ref,
+        mode=mode,
+        attacked=aset.version.ref,
+        items=n,
+        skipped=skipped,
+        succeeded=len(succeeded),
+        failed=attacked - len(succeeded),
+        accuracy_before=attacked / n if n else None,
+        accuracy_under_attack=sum(correct) / n if n else None,
+        attack_success_rate=len(succeeded) / attacked if attacked else None,
+        queries_per_item=sum(e["queries"] for e in examples) / attacked if attacked else None,
+        words_changed_per_success=(
+            sum(e["words_changed"] for e in succeeded) / len(succeeded) if succeeded else None
+        ),
+        cached=cached,
+        seconds=aset.seconds,
+        examples=[
+            {k: e[k] for k in ("item_id", "diff", "label_after", "perturbed")}
+            for e in succeeded[:EXAMPLES_SHOWN]
+        ],
+    )
+
+
+def adversarial_run(*, layer: GateLayer[RobustnessDetails], ctx: LayerContext) -> LayerResult:
+    """The layer's run under an adversarial recipe (see the module's docstring)."""
+    from engines.perturbation.word_attack import attack_items_draw
+
+    run, general = ctx.run, ctx.policy.general
+    section = ctx.policy.section(RobustnessPolicy)
+    started = time.perf_counter()
+    mode = "transfer" if section.robustness_transfer_from else "adaptive"
+    setup = RobustnessDetails(
+        recipe=section.robustness_recipe,
+        seed=section.robustness_seed,
+        samples_requested=section.robustness_samples,
+        mode=mode,
+        transfer_from=section.robustness_transfer_from,
+    )
+    try:
+        reference = _reference(ctx, section.robustness_transfer_from)
+        for version in [reference] if reference else ctx.versions:
+            if version.backend_kind not in SCORING_BACKENDS:
+                raise ApplicationError(
+                    f"{section.robustness_recipe} needs class scores, which backend {version.backend_kind!r} "
+                    f"of {version.ref} does not give (it works with {', '.join(SCORING_BACKENDS)})"
+                )
+    except ApplicationError as exc:
+        return layer.store(
+            run=run,
+            started=started,
+            verdict=GateRun.Verdict.ERROR,
+            details=setup,
+            reasons=[str(exc)],
+            threshold=section.robustness_min,
+            device="",
+        )
+    labelled = [i for i in ctx.items if i.label]
+    by_id = {i.external_id: i for i in labelled}
+    item_ids, shortfall = attack_items_draw(
+        items=[(i.external_id, _language(i)) for i in labelled],
+        samples=section.robustness_samples,
+        seed=section.robustness_seed,
+    )
+    setup = replace(setup, shortfall=shortfall)
+    row, created = LayerResult.objects.get_or_create(
+        gate_run=run,
+        layer=layer.name,
+        defaults={
+            "verdict": GateRun.Verdict.PENDING,
+            "metric": layer.metric,
+            "threshold": section.robustness_min,
+            "details": to_json(setup),
+        },
+    )
+    stored = None if created else layer.details(row)
+    if not created and (
+        stored is None or any(getattr(stored, k) != getattr(setup, k) for k in ADVERSARIAL_SETUP)
+    ):
+        row.samples.all().delete()
+        row.details = to_json(setup)
+        row.save(update_fields=["details"])
+    ctx.progress.advance((section.robustness_samples - len(item_ids)) * len(ctx.versions))
+    timings = {"attack": 0.0, "inference": 0.0, "storage": 0.0}
+    reports: dict[str, AdversarialReport] = {}
+    outcomes: dict[int, list[SampleOutcome]] = {}
+    seconds: dict[int, float] = {}
+    device = ""
+    hashes = []
+    for version in ctx.versions:
+        mark = time.perf_counter()
+        aset, cached = _attack_set(ctx=ctx, version=reference or version, item_ids=item_ids, by_id=by_id)
+        timings["attack"] += time.perf_counter() - mark
+        hashes.append(hashlib.sha256(json.dumps(aset.examples, sort_keys=True).encode()).hexdigest())
+        examples = aset.examples
+        if cached:
+            ctx.progress.advance(len(item_ids))
+        if reference is not None and version.pk != reference.pk:
+            outputs = model_outputs_predict(
+                version=version,
+                texts=[e["perturbed"] for e in examples],
+                batch_size=general.batch_size,
+                on_batch=lambda n: None,
+                use_cache=general.output_cache,
+            )
+            timings["inference"] += outputs.seconds
+            labels = [p.label or "" for p in outputs.predictions]
+            errors = [p.error or "" for p in outputs.predictions]
+            device = device or outputs.device
+        else:
+            labels = [e["label_after"] for e in examples]
+            errors = [""] * len(examples)
+            from engines.backends import backend_device
+
+            device = device or backend_device(version.backend_kind)
+        # Right under attack: the attacked version's answer after its search (wrong before it: wrong
+        # after), or in transfer mode this version's answer to that final text.
+        correct = [label == by_id[e["item_id"]].label for e, label in zip(examples, labels, strict=True)]
+        seconds[version.pk] = time.perf_counter() - mark
+        reports[version.ref] = _report(version=version, mode=mode, aset=aset, cached=cached, correct=correct)
+        mark = time.perf_counter()
+        with transaction.atomic():
+            gate_run_assert_held(run)
+            row.samples.filter(version=version).delete()
+            SampleResult.objects.bulk_create(
+                [
+                    SampleResult(
+                        layer_result=row,
+                        version=version,
+                        item=by_id[e["item_id"]],
+                        sample_index=k,
+                        perturbation=f"{section.robustness_recipe}:{e['status']}",
+                        diff=e["diff"],
+                        input_text=e["perturbed"],
+                        output_label=label,
+                        correct=ok,
+                        error=error,
+                    )
+                    for k, (e, label, ok, error) in enumerate(
+                        zip(examples, labels, correct, errors, strict=True)
+                    )
+                ]
+            )
+        timings["storage"] += time.perf_counter() - mark
+        outcomes[version.pk] = [
+            SampleOutcome(
+                item_id=e["item_id"],
+                type=section.robustness_recipe,
+                language=_language(by_id[e["item_id"]]),
+                tags=tuple(by_id[e["item_id"]].tags),
+                correct=ok,
+                errored=bool(error),
+            )
+            for e, ok, error in zip(examples, correct, errors, strict=True)
+        ]
+    baseline = ctx.versions[1] if len(ctx.versions) > 1 else None
+    result = robustness_judge(
+        candidate=outcomes[run.candidate_id],
+        baseline=outcomes[baseline.pk] if baseline else None,
+        policy=section,
+        decide_on=general.decide_on,
+        confidence=general.confidence,
+        shortfall=shortfall,
+    )
+
+    def side(version: ModelVersion, summary: RobustnessSummary) -> RobustnessSide:
+        return RobustnessSide(
+            **{name: getattr(summary, name) for name in RobustnessSummary.__dataclass_fields__},
+            version=version.ref,
+            seconds=seconds[version.pk],
+            computed=len(item_ids),
+        )
+
+    candidate_report = reports[run.candidate.ref]
+    reasons = list(result.reasons)
+    if candidate_report.attack_success_rate is not None:
+        reasons.append(
+            f"{mode} {section.robustness_recipe}: accuracy {candidate_report.accuracy_before:.3f} before, "
+            f"{candidate_report.accuracy_under_attack:.3f} under attack, success rate "
+            f"{candidate_report.attack_success_rate:.3f}, "
+            f"{candidate_report.queries_per_item:.0f} queries per item"
+        )
+    details = replace(
+        setup,
+        set_hash=hashes[0],
+        adversarial=reports,
+        candidate=side(run.candidate, result.candidate),
+        baseline=side(baseline, result.baseline) if baseline and result.baseline else None,
+        comparison=result.comparison,
+        worst_items=result.worst,
+        timings=timings,
+    )
+    return layer.store(
+        run=run,
+        started=started,
+        verdict=result.verdict,
+        details=details,
+        reasons=reasons,
+        threshold=section.robustness_min,
+        estimate=result.candidate.rate,
+        ci_low=result.candidate.ci_low,
+        ci_high=result.candidate.ci_high,
+        device=device,
+    )

@@ -1,0 +1,128 @@
+"""Layer 1 under the word-level attack: adaptive and transfer modes, the per-language draw, the
+stored set (cache and resume), on a real small classifier."""
+
+import pytest
+
+from engines.demo.dataset import demo_dataset_build
+from gate.models import AdversarialSet
+from gate.services.gate_runs import gate_run_execute, gate_run_start
+from registry.actors import SYSTEM
+from registry.services.suites import eval_suite_import, suite_items_parse
+from registry.services.versions import model_version_register
+
+pytestmark = pytest.mark.django_db
+
+ATTACK = {
+    "required_layers": ["robustness"],
+    "robustness_recipe": "textfooler-v1",
+    "robustness_samples": 12,
+    "robustness_min_samples": 10,
+    "robustness_chunk_size": 5,
+    "attack_query_budget": 200,
+}
+
+
+@pytest.fixture
+def suite():
+    items = [i for i in demo_dataset_build(seed=0).eval if i.language in ("en", "zh")][::8][:30]
+    records = [
+        {"id": i.id, "input": i.input, "label": i.label, "language": i.language, "tags": list(i.tags)}
+        for i in items
+    ]
+    return eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=SYSTEM)[0]
+
+
+@pytest.fixture
+def versions(small_bow):
+    baseline = model_version_register(
+        family="fam",
+        label="v1",
+        backend_kind="builtin",
+        backend_config={"path": str(small_bow)},
+        status="promoted",
+        actor=SYSTEM,
+    )
+    candidate = model_version_register(
+        family="fam",
+        label="v2",
+        backend_kind="builtin",
+        backend_config={"path": str(small_bow)},
+        baseline=baseline,
+        actor=SYSTEM,
+    )
+    return candidate, baseline
+
+
+def run_layer(candidate, suite, **overrides):
+    run = gate_run_start(
+        candidate=candidate, suite=suite, actor=SYSTEM, policy_overrides={**ATTACK, **overrides}
+    )
+    return gate_run_execute(gate_run_id=run.pk, worker="w").layers.get(layer="robustness")
+
+
+def test_adaptive_rate_is_accuracy_under_attack_per_language_draw(versions, suite):
+    candidate, baseline = versions
+    layer = run_layer(candidate, suite)
+    details = layer.details
+    assert details["mode"] == "adaptive" and layer.verdict in ("pass", "fail")
+    report = details["adversarial"][candidate.ref]
+    assert report["attacked"] == candidate.ref and report["items"] == 12
+    assert report["skipped"] + report["succeeded"] + report["failed"] == 12
+    assert layer.estimate == pytest.approx(report["accuracy_under_attack"])
+    assert report["accuracy_under_attack"] == pytest.approx(report["failed"] / 12)
+    assert report["succeeded"] > 0 and 0 < report["queries_per_item"] <= 200
+    # The suite is half English, half Chinese: so is the draw.
+    assert {k: v["n"] for k, v in details["candidate"]["by_language"].items()} == {"en": 6, "zh": 6}
+    samples = layer.samples.filter(version=candidate)
+    assert samples.count() == 12
+    assert samples.filter(correct=False, perturbation="textfooler-v1:succeeded").exists()
+    # Same checkpoint on both sides: the same attack, the same figures, McNemar sees no difference.
+    assert details["adversarial"][baseline.ref]["succeeded"] == report["succeeded"]
+    comparison = details["comparison"]
+    assert comparison["only_candidate_correct"] == comparison["only_baseline_correct"] == 0
+
+
+def test_an_unchanged_version_is_not_attacked_again_and_a_cut_attack_resumes(versions, suite):
+    candidate, _ = versions
+    first = run_layer(candidate, suite, run_baseline=False)
+    aset = AdversarialSet.objects.get(version=candidate)
+    assert aset.complete and len(aset.examples) == 12
+    complete = list(aset.examples)
+    again = run_layer(candidate, suite, run_baseline=False)
+    assert again.details["adversarial"][candidate.ref]["cached"] is True
+    assert again.estimate == first.estimate
+    # A crash after the first chunk: the next run attacks only what is missing, to the same result.
+    aset.examples = complete[:5]
+    aset.save()
+    resumed = run_layer(candidate, suite, run_baseline=False)
+    aset.refresh_from_db()
+    assert resumed.details["adversarial"][candidate.ref]["cached"] is False
+    assert aset.examples == complete and resumed.estimate == first.estimate
+
+
+def test_transfer_scores_every_version_on_the_set_made_against_the_baseline(versions, suite):
+    candidate, baseline = versions
+    layer = run_layer(candidate, suite, robustness_transfer_from="baseline")
+    details = layer.details
+    assert details["mode"] == "transfer"
+    assert {r["attacked"] for r in details["adversarial"].values()} == {baseline.ref}
+    assert AdversarialSet.objects.filter(version=baseline).count() == 1
+    assert not AdversarialSet.objects.filter(version=candidate).exists()
+    # The candidate answers the baseline's final texts; with the same checkpoint it fails where the
+    # baseline's attack succeeded.
+    base = details["adversarial"][baseline.ref]
+    assert details["candidate"]["correct"] == base["failed"]
+    texts = set(layer.samples.filter(version=baseline).values_list("input_text", flat=True))
+    assert set(layer.samples.filter(version=candidate).values_list("input_text", flat=True)) == texts
+
+
+def test_a_model_without_class_scores_is_a_layer_error(suite):
+    remote = model_version_register(
+        family="fam",
+        label="remote",
+        backend_kind="openai",
+        backend_config={"base_url": "http://127.0.0.1:9/v1", "model": "m"},
+        actor=SYSTEM,
+    )
+    layer = run_layer(remote, suite, run_baseline=False)
+    assert layer.verdict == "error" and "class scores" in layer.reasons[0]

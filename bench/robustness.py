@@ -1,23 +1,30 @@
-"""Robustness layer cost: the whole layer vs bare inference vs a naive TextAttack loop.
+"""Robustness layer cost, measured honestly: A and B interleaved in one run, repeated, medians.
 
-In one run, for one demo version (default V4) on the demo suite:
-  * layer: gate layer 1 in-process as a warm worker runs it (engine loaded, model cached),
-    1000 perturbed samples, its wall time split into perturbation, inference, storage, scoring;
-  * bare: the same 1000 perturbed inputs through the same backend in the same batches;
-  * naive: TextAttack's Augmenter per sample plus one model call per sample (the usual script),
-    timed on a sample of each kind of item and scaled to the layer's samples (see naive_estimate).
-Prints seconds and the ratios layer/bare (target <= 1.5) and naive/layer (target >= 5).
+In one run, for one demo version (default V4) on the same items and model:
+  * attack: the layer's word-level attack (`textfooler-v1`, `word_attack_run`: all items in lock
+    step, batched model and sentence-encoder calls) on `--items` items drawn per language;
+  * textattack: TextAttack's own `Attacker` with the same recipe (`recipe_attack_build`) on the same
+    items, one item after another, as its users run it;
+  * bare: batched inference of the attack's final perturbed texts (what scoring the set costs);
+  * noise (`--noise-samples`, 0 skips it): the whole random-noise layer in-process against bare
+    batched inference of its perturbed samples.
+Each repeat runs them one after the other with fresh caches (the sentence encoder's cache is
+cleared, TextAttack's attack is built anew), so a change of load hits both; the ratios are of the
+medians over `--repeats`. It also checks that both attacks agree: the outcome item by item, and the
+accuracy under attack with its Wilson interval.
 
-    python bench/robustness.py [--version contract-assistant:v4] [--samples 1000] [--naive-samples 40]
+    python bench/robustness.py [--version contract-assistant:v4] [--items 24] [--repeats 3]
+                               [--budget 500] [--noise-samples 1000]
 
-Runs on a scratch SQLite database (or DATABASE_URL); models come from EVALHUB_MODEL_DIR
-(default var/models; `make run` or `manage.py demo_setup` trains them there).
+Runs on a scratch SQLite database; models come from EVALHUB_MODEL_DIR (default var/models; `make
+run` or `manage.py demo_setup` trains them there).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -32,10 +39,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", default="contract-assistant:v4")
-    parser.add_argument("--samples", type=int, default=1000)
-    parser.add_argument(
-        "--naive-samples", type=int, default=40, help="short items the naive loop is timed on"
-    )
+    parser.add_argument("--items", type=int, default=24, help="items attacked per repeat")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--budget", type=int, default=500, help="model queries per item")
+    parser.add_argument("--noise-samples", type=int, default=1000, help="0: skip the noise layer part")
     parser.add_argument(
         "--model-dir", default=os.environ.get("EVALHUB_MODEL_DIR", str(ROOT / "var" / "models"))
     )
@@ -52,13 +59,12 @@ def main() -> None:
     import django
 
     django.setup()
+    import numpy as np
     from django.core.management import call_command
 
-    from engines.perturbation import PerturbationSpec, perturbation_engine_load, perturbation_set_build
+    from engines.perturbation.word_attack import attack_items_draw, resources_load
+    from engines.stats.intervals import wilson_interval
     from evalhub.demo import demo_install, demo_suite_get
-    from gate.layers.registry import gate_policy_parse
-    from gate.services.gate_runs import gate_run_execute, gate_run_start
-    from registry.actors import SYSTEM
     from registry.selectors.versions import model_version_get
     from registry.services.versions import model_version_backend
 
@@ -66,96 +72,139 @@ def main() -> None:
     demo_install(log=lambda *a: None)
     version = model_version_get(ref=args.version)
     suite = demo_suite_get()
-    items = list(suite.items.all())
+    items = [i for i in suite.items.all() if i.label]
+    by_id = {i.external_id: i for i in items}
+    drawn, _ = attack_items_draw(
+        items=[(i.external_id, i.language) for i in items], samples=args.items, seed=0
+    )
+    backend = model_version_backend(version=version)
+    index = {label: i for i, label in enumerate(backend.labels)}
+    pairs = [(by_id[i].input, index[by_id[i].label]) for i in drawn]
+
+    def scorer(texts):
+        probs = np.asarray(backend.class_scores(list(texts)), dtype=np.float64)
+        return probs / probs.sum(axis=1, keepdims=True)
+
+    resources = resources_load()
+    resources.encoder.warm(["warm the encoder"])  # one-time loads, not the attack's
+    scorer([pairs[0][0]])
+    times: dict[str, list[float]] = {"attack": [], "textattack": [], "bare": []}
+    agree = ours_correct = theirs_correct = 0
+    for _ in range(args.repeats):
+        ours, theirs, seconds = attack_pair(
+            pairs=pairs, scorer=scorer, backend=backend, budget=args.budget, resources=resources
+        )
+        for key, value in seconds.items():
+            times[key].append(value)
+        started = time.perf_counter()
+        scorer([a.perturbed for a in ours])
+        times["bare"].append(time.perf_counter() - started)
+        names = {
+            "SkippedAttackResult": "skipped",
+            "SuccessfulAttackResult": "succeeded",
+            "FailedAttackResult": "failed",
+        }
+        agree = sum(
+            a.status == names[type(r).__name__]
+            and (a.status != "succeeded" or a.perturbed == r.perturbed_result.attacked_text.text)
+            for a, r in zip(ours, theirs, strict=True)
+        )
+        ours_correct = sum(a.status == "failed" for a in ours)
+        theirs_correct = sum(names[type(r).__name__] == "failed" for r in theirs)
+    medians = {key: statistics.median(values) for key, values in times.items()}
+    n = len(pairs)
+    print(
+        f"version {version.ref}, {n} items drawn per language (seed 0), "
+        f"budget {args.budget}, {args.repeats} repeats"
+    )
+    print(f"{'':34}{'median s':>10}   all runs")
+    for key, label in (
+        ("attack", "layer attack (batched)"),
+        ("textattack", "TextAttack Attacker"),
+        ("bare", "bare inference, final set"),
+    ):
+        runs = " ".join(f"{v:.2f}" for v in times[key])
+        print(f"{label:34}{medians[key]:>10.2f}   {runs}")
+    print(f"\nTextAttack / layer attack: {medians['textattack'] / medians['attack']:.2f}   (goal >= 5)")
+    print(f"layer attack / bare inference: {medians['attack'] / medians['bare']:.1f}")
+    for name, correct in (("layer", ours_correct), ("TextAttack", theirs_correct)):
+        low, high = wilson_interval(successes=correct, n=n, confidence=0.95)
+        print(f"accuracy under attack, {name}: {correct / n:.3f} [{low:.3f}, {high:.3f}]")
+    print(f"items with the same outcome (and the same text when it succeeded): {agree} / {n}")
+    if args.noise_samples:
+        noise_bench(version=version, suite=suite, samples=args.noise_samples, repeats=args.repeats)
+
+
+def attack_pair(*, pairs, scorer, backend, budget, resources):
+    """One repeat: the layer's attack, then TextAttack's Attacker, each with fresh caches."""
+    import textattack
+    from textattack.models.wrappers import ModelWrapper
+
+    from engines.perturbation.word_attack import recipe_attack_build, word_attack_run
+
+    class Wrapper(ModelWrapper):
+        model = backend
+
+        def __call__(self, text_input_list, **kwargs):
+            return scorer(text_input_list)
+
+    seconds = {}
+    resources.encoder._cache.clear()
+    started = time.perf_counter()
+    ours, _ = word_attack_run(scorer=scorer, items=pairs, query_budget=budget)
+    seconds["attack"] = time.perf_counter() - started
+    resources.encoder._cache.clear()
+    started = time.perf_counter()
+    attack = recipe_attack_build(recipe="textfooler-v1", model_wrapper=Wrapper())
+    attack_args = textattack.AttackArgs(
+        num_examples=len(pairs), query_budget=budget, silent=True, disable_stdout=True, random_seed=0
+    )
+    theirs = textattack.Attacker(attack, textattack.datasets.Dataset(pairs), attack_args).attack_dataset()
+    seconds["textattack"] = time.perf_counter() - started
+    return ours, theirs, seconds
+
+
+def noise_bench(*, version, suite, samples: int, repeats: int) -> None:
+    """The random-noise layer in-process vs bare batched inference of its samples, interleaved."""
+    from engines.perturbation import PerturbationSpec, perturbation_engine_load, perturbation_set_build
+    from gate.layers.registry import gate_policy_parse
+    from gate.services.gate_runs import gate_run_execute, gate_run_start
+    from registry.actors import SYSTEM
+    from registry.services.versions import model_version_backend
+
     overrides = {
         "required_layers": ["robustness"],
         "run_baseline": False,
-        "robustness_samples": args.samples,
+        "robustness_samples": samples,
         "output_cache": False,
     }
     policy = gate_policy_parse(overrides)
-
-    # A warm worker: engine loaded, model in its cache (one-time costs, not the layer's).
+    items = list(suite.items.all())
     perturbation_engine_load()
-    run = gate_run_start(candidate=version, suite=suite, actor=SYSTEM, policy_overrides=overrides)
-    model_version_backend(version=version).predict([items[0].input])
-
-    run = gate_run_execute(gate_run_id=run.pk, worker="bench")
-    layer = run.layers.get(layer="robustness")
-    timings = layer.details["timings"]
-    whole = layer.wall_seconds
-    n = layer.details["candidate"]["n"]
-
-    spec = PerturbationSpec(
-        recipe=policy.robustness_recipe, seed=policy.robustness_seed, samples=args.samples
-    )
-    perturbed = perturbation_set_build(items=[(i.external_id, i.input, i.language) for i in items], spec=spec)
-    texts = [s.perturbed for s in perturbed.samples]
-    backend = model_version_backend(version=version, cached=False)
-    backend.predict(texts[: policy.batch_size])
-    started = time.perf_counter()
-    for start in range(0, len(texts), policy.batch_size):
-        backend.predict(texts[start : start + policy.batch_size])
-    bare = time.perf_counter() - started
-
-    naive_scaled, naive_note = naive_estimate(
-        backend=backend, items=items, samples=perturbed.samples, short_samples=args.naive_samples
-    )
-
-    print(f"version {version.ref}, {n} perturbed samples from {len(items)} items, batch {policy.batch_size}")
-    print(f"device: {layer.device}; robustness {layer.estimate:.3f} ({layer.verdict})\n")
-    print(f"{'':28}{'seconds':>10}")
-    print(f"{'layer (whole)':28}{whole:>10.2f}")
-    for part in ("perturbation", "inference", "storage", "scoring"):
-        print(f"{'  ' + part:28}{timings[part]:>10.2f}")
-    print(f"{'  bookkeeping (rest)':28}{whole - sum(timings.values()):>10.2f}")
-    print(f"{'bare batched inference':28}{bare:>10.2f}")
-    print(f"{'naive loop (estimated)':28}{naive_scaled:>10.2f}  {naive_note}")
-    print(f"\nlayer / bare inference: {whole / bare:.2f}   (target <= 1.5)")
-    print(f"naive / layer:          {naive_scaled / whole:.2f}   (target >= 5)")
-
-
-def naive_loop(*, backend, items) -> float:
-    """What a first script does: TextAttack's augmenters, one sample and one model call at a time."""
-    from textattack.augmentation import Augmenter, CharSwapAugmenter
-    from textattack.transformations import ChineseMorphonymCharacterSwap
-
-    english = CharSwapAugmenter(pct_words_to_swap=0.1, transformations_per_example=1)
-    chinese = Augmenter(
-        transformation=ChineseMorphonymCharacterSwap(), pct_words_to_swap=0.1, transformations_per_example=1
-    )
-    started = time.perf_counter()
-    for item in items:
-        augmenter = chinese if item.language == "zh" else english
-        perturbed = (augmenter.augment(item.input) or [item.input])[0]
-        backend.predict([perturbed])
-    return time.perf_counter() - started
-
-
-def naive_estimate(*, backend, items, samples, short_samples: int) -> tuple[float, str]:
-    """Seconds the naive loop would take for the layer's samples, from a timed sample of each kind.
-
-    The Augmenter rebuilds the whole text for every candidate edit, so its cost grows with the
-    square of the length: minutes for one long contract (~540 words), milliseconds for a clause.
-    Running it over all the samples would take hours, so it is timed on `short_samples` items
-    spread over the other items and on one English and one Chinese long contract, and scaled to
-    the layer's mix of samples.
-    """
-    long_ids = {i.external_id for i in items if "long_contract" in i.tags}
-    short = [i for i in items if i.external_id not in long_ids]
-    long = [
-        next(i for i in items if i.external_id in long_ids and i.language == lang) for lang in ("en", "zh")
+    spec = PerturbationSpec(recipe=policy.robustness_recipe, seed=policy.robustness_seed, samples=samples)
+    texts = [
+        s.perturbed
+        for s in perturbation_set_build(
+            items=[(i.external_id, i.input, i.language) for i in items], spec=spec
+        ).samples
     ]
-    chosen = [short[j * len(short) // short_samples] for j in range(short_samples)]
-    per_short = naive_loop(backend=backend, items=chosen) / len(chosen)
-    per_long = naive_loop(backend=backend, items=long) / len(long)
-    n_long = sum(s.item_id in long_ids for s in samples)
-    estimate = n_long * per_long + (len(samples) - n_long) * per_short
-    note = (
-        f"= {len(samples) - n_long} x {per_short:.3f} s (other items, timed on {len(chosen)}) "
-        f"+ {n_long} x {per_long:.1f} s (long contracts, timed on {len(long)})"
+    backend = model_version_backend(version=version)
+    layer_times, bare_times = [], []
+    for _ in range(repeats):
+        run = gate_run_start(candidate=version, suite=suite, actor=SYSTEM, policy_overrides=overrides)
+        run = gate_run_execute(gate_run_id=run.pk, worker="bench")
+        layer_times.append(run.layers.get(layer="robustness").wall_seconds)
+        started = time.perf_counter()
+        for start in range(0, len(texts), policy.batch_size):
+            backend.predict(texts[start : start + policy.batch_size])
+        bare_times.append(time.perf_counter() - started)
+    layer, bare = statistics.median(layer_times), statistics.median(bare_times)
+    print(
+        f"\nnoise layer ({policy.robustness_recipe}, {len(texts)} samples): median {layer:.2f} s "
+        f"({' '.join(f'{v:.2f}' for v in layer_times)}); bare batched inference {bare:.2f} s "
+        f"({' '.join(f'{v:.2f}' for v in bare_times)})"
     )
-    return estimate, note
+    print(f"noise layer / bare inference: {layer / bare:.2f}   (goal <= 1.5)")
 
 
 if __name__ == "__main__":

@@ -108,7 +108,7 @@ RECIPES: dict[str, Recipe] = {
 # TextAttack recipes that need downloads this project cannot make (S3, TF Hub, the model hub).
 RECIPES_UNAVAILABLE: dict[str, str] = {
     "textfooler": "counter-fitted word embeddings (paragramcf, TextAttack S3) + Universal Sentence "
-    "Encoder (TF Hub)",
+    "Encoder (TF Hub); the offline TextFooler-class recipe is robustness_recipe 'textfooler-v1'",
     "textbugger": "counter-fitted word embeddings (paragramcf, TextAttack S3) + Universal Sentence "
     "Encoder (TF Hub) + Unicode intentional-homoglyph table (missing from the textattack wheel)",
     "pso": "HowNet synonym candidates (TextAttack S3, OpenHowNet data download)",

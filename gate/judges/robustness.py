@@ -163,6 +163,7 @@ class AdversarialReport:
     accuracy_under_attack: float | None
     attack_success_rate: float | None  # succeeded / (succeeded + failed), of the attacked version
     queries_per_item: float | None
+    budget_spent: int  # searches that ended on the query budget (counted as not flipped)
     words_changed_per_success: float | None
     cached: bool  # the set came from an earlier run (same suite, version config, recipe, seed, size)
     seconds: float

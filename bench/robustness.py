@@ -46,7 +46,21 @@ def main() -> None:
     parser.add_argument(
         "--model-dir", default=os.environ.get("EVALHUB_MODEL_DIR", str(ROOT / "var" / "models"))
     )
+    parser.add_argument(
+        "--builtin",
+        type=Path,
+        help="attack part only, without Django: a bag-of-words checkpoint (e.g. var/models/"
+        "contract-assistant/v3) on the demo's eval items",
+    )
     args = parser.parse_args()
+    if args.builtin:
+        from engines.backends.builtin import BowBackend
+        from engines.demo.dataset import demo_dataset_build
+
+        items = [(i.id, i.input, i.label, i.language) for i in demo_dataset_build(seed=0).eval if i.label]
+        backend = BowBackend.from_dir(args.builtin, device="cpu")
+        attack_bench(backend=backend, name=str(args.builtin), items=items, args=args)
+        return
 
     scratch = Path(tempfile.mkdtemp(prefix="evalhub-bench-robustness-"))
     os.environ.update(
@@ -59,11 +73,8 @@ def main() -> None:
     import django
 
     django.setup()
-    import numpy as np
     from django.core.management import call_command
 
-    from engines.perturbation.word_attack import attack_items_draw, resources_load
-    from engines.stats.intervals import wilson_interval
     from evalhub.demo import demo_install, demo_suite_get
     from registry.selectors.versions import model_version_get
     from registry.services.versions import model_version_backend
@@ -72,14 +83,23 @@ def main() -> None:
     demo_install(log=lambda *a: None)
     version = model_version_get(ref=args.version)
     suite = demo_suite_get()
-    items = [i for i in suite.items.all() if i.label]
-    by_id = {i.external_id: i for i in items}
-    drawn, _ = attack_items_draw(
-        items=[(i.external_id, i.language) for i in items], samples=args.items, seed=0
-    )
-    backend = model_version_backend(version=version)
+    items = [(i.external_id, i.input, i.label, i.language) for i in suite.items.all() if i.label]
+    attack_bench(backend=model_version_backend(version=version), name=version.ref, items=items, args=args)
+    if args.noise_samples:
+        noise_bench(version=version, suite=suite, samples=args.noise_samples, repeats=args.repeats)
+
+
+def attack_bench(*, backend, name: str, items, args) -> None:
+    """The layer's attack, TextAttack's Attacker and bare inference, interleaved (see the docstring)."""
+    import numpy as np
+
+    from engines.perturbation.word_attack import attack_items_draw, resources_load
+    from engines.stats.intervals import wilson_interval
+
+    by_id = {i[0]: i for i in items}
+    drawn, _ = attack_items_draw(items=[(i[0], i[3]) for i in items], samples=args.items, seed=0)
     index = {label: i for i, label in enumerate(backend.labels)}
-    pairs = [(by_id[i].input, index[by_id[i].label]) for i in drawn]
+    pairs = [(by_id[i][1], index[by_id[i][2]]) for i in drawn]
 
     def scorer(texts):
         probs = np.asarray(backend.class_scores(list(texts)), dtype=np.float64)
@@ -114,8 +134,7 @@ def main() -> None:
     medians = {key: statistics.median(values) for key, values in times.items()}
     n = len(pairs)
     print(
-        f"version {version.ref}, {n} items drawn per language (seed 0), "
-        f"budget {args.budget}, {args.repeats} repeats"
+        f"version {name}, {n} items drawn per language (seed 0), budget {args.budget}, {args.repeats} repeats"
     )
     print(f"{'':34}{'median s':>10}   all runs")
     for key, label in (
@@ -127,12 +146,10 @@ def main() -> None:
         print(f"{label:34}{medians[key]:>10.2f}   {runs}")
     print(f"\nTextAttack / layer attack: {medians['textattack'] / medians['attack']:.2f}   (goal >= 5)")
     print(f"layer attack / bare inference: {medians['attack'] / medians['bare']:.1f}")
-    for name, correct in (("layer", ours_correct), ("TextAttack", theirs_correct)):
+    for who, correct in (("layer", ours_correct), ("TextAttack", theirs_correct)):
         low, high = wilson_interval(successes=correct, n=n, confidence=0.95)
-        print(f"accuracy under attack, {name}: {correct / n:.3f} [{low:.3f}, {high:.3f}]")
+        print(f"accuracy under attack, {who}: {correct / n:.3f} [{low:.3f}, {high:.3f}]")
     print(f"items with the same outcome (and the same text when it succeeded): {agree} / {n}")
-    if args.noise_samples:
-        noise_bench(version=version, suite=suite, samples=args.noise_samples, repeats=args.repeats)
 
 
 def attack_pair(*, pairs, scorer, backend, budget, resources):

@@ -33,6 +33,9 @@ def main() -> None:
     parser.add_argument("--policy", default="contract-assistant")
     parser.add_argument("--export", type=Path)
     parser.add_argument(
+        "--samples", type=int, help="robustness_samples (and min samples) instead of the policy's"
+    )
+    parser.add_argument(
         "--model-dir", default=os.environ.get("EVALHUB_MODEL_DIR", str(ROOT / "var" / "models"))
     )
     args = parser.parse_args()
@@ -62,7 +65,14 @@ def main() -> None:
         suite=demo_suite_get(),
         actor=SYSTEM,
         policy_name=args.policy,
-        policy_overrides={"required_layers": ["robustness"]},
+        policy_overrides={
+            "required_layers": ["robustness"],
+            **(
+                {"robustness_samples": args.samples, "robustness_min_samples": args.samples}
+                if args.samples
+                else {}
+            ),
+        },
     )
     started = time.perf_counter()
     run = gate_run_execute(gate_run_id=run.pk, worker="bench")

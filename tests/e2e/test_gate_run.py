@@ -33,7 +33,11 @@ def test_gate_run_through_api_broker_worker_and_db(
     web = web_start(env=env, log_dir=tmp_path, port=port)
     try:
         client = demo_client(port=port, var_dir=var_dir)
-        started = client.post("/api/v1/gate-runs/", json={"candidate": "contract-assistant:v4"})
+        # Layer 1 as the random-noise check (the family's attack is timed in bench/robustness_gate.py).
+        noise = {"robustness_recipe": "robustness-v1"}
+        started = client.post(
+            "/api/v1/gate-runs/", json={"candidate": "contract-assistant:v4", "policy_overrides": noise}
+        )
         assert started.status_code == 202, started.text
         run = gate_run_wait(client=client, run_id=started.json()["id"], timeout=600, watch=(worker, web))
         assert run["status"] == "succeeded", (run, worker.tail())
@@ -109,7 +113,10 @@ def test_killed_worker_mid_run_is_recovered(services_required, stack_env, redis_
         client = demo_client(port=port, var_dir=var_dir)
         started = client.post(
             "/api/v1/gate-runs/",
-            json={"candidate": "contract-assistant:v4", "policy_overrides": {"batch_size": 4}},
+            json={
+                "candidate": "contract-assistant:v4",
+                "policy_overrides": {"batch_size": 4, "robustness_recipe": "robustness-v1"},
+            },
         )
         run_id = started.json()["id"]
         gate_run_wait(

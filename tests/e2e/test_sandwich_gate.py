@@ -100,8 +100,11 @@ def test_simulated_canary_traffic_feeds_all_three_layers_and_the_cli_exit_code(
                 *(sys.executable, "-m", "evalhub.cli", "gate", "--server", server),
                 *("--candidate", "contract-assistant:v4", "--wait", "--timeout", "900", "--json"),
                 *("--report-md", str(report_md)),
-                # Layer 1 on 300 perturbed samples instead of 1000: the traffic layers are the point here.
+                # Layer 1 as the random-noise check on 300 samples instead of the family's attack: the
+                # traffic layers are the point here.
                 *(
+                    "--policy-override",
+                    'robustness_recipe="robustness-v1"',
                     "--policy-override",
                     "robustness_samples=300",
                     "--policy-override",

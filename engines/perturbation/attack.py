@@ -178,11 +178,17 @@ def attack_run(
             silent=True,
             disable_stdout=True,
         )
-        state = random.getstate()
+        import numpy as np
+        import torch
+
+        # The Attacker seeds Python's, numpy's and torch's global generators: the worker's are put back.
+        states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
         try:
             results = textattack.Attacker(attack, dataset, args).attack_dataset()
         finally:
-            random.setstate(state)
+            random.setstate(states[0])
+            np.random.set_state(states[1])
+            torch.set_rng_state(states[2])
     skipped = [r for r in results if isinstance(r, SkippedAttackResult)]
     succeeded = [r for r in results if isinstance(r, SuccessfulAttackResult)]
     attacked = [r for r in results if isinstance(r, SuccessfulAttackResult | FailedAttackResult)]

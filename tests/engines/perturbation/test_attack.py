@@ -78,3 +78,16 @@ def test_a_model_without_class_scores_cannot_be_attacked():
 
     with pytest.raises(AttackUnavailableError, match="class scores"):
         attack_run(backend=AnswersOnly(), items=ITEMS, spec=AttackSpec())
+
+
+def test_the_workers_random_state_is_put_back(backend):
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(11), np.random.seed(11), torch.manual_seed(11)
+    attack_run(backend=backend, items=ITEMS, spec=AttackSpec(recipe="deepwordbug", seed=3, items=2))
+    after = (random.random(), float(np.random.random()), float(torch.rand(1)))
+    random.seed(11), np.random.seed(11), torch.manual_seed(11)
+    assert after == (random.random(), float(np.random.random()), float(torch.rand(1)))

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('evalhub', '0011_modelversion_api_key_encrypted'),
-        ('gate', '0004_decisions_untruncatable'),
+        ('gate', '0007_gate_run_progress_detail'),
     ]
 
     operations = [

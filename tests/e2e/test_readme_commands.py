@@ -34,6 +34,17 @@ def test_the_readmes_cli_command_and_proxy_example_work_after_make_run(stack_env
     )
     manage("migrate", "--noinput", env=env)
     manage("demo_setup", env=env, timeout=1800)  # trains the demo models when the cache has none
+    # The family's policy attacks layer 1 with textfooler-v1 (about 25 minutes for V4 here); this test
+    # is about the commands, so the family's layer 1 is the noise check, saved as an operator would.
+    manage(
+        "shell",
+        "-c",
+        "from gate.models import GatePolicy; from gate.services.policies import gate_policy_save; "
+        "from registry.actors import SYSTEM; p = GatePolicy.objects.get(name='contract-assistant'); "
+        "gate_policy_save(name=p.name, config={**p.config, 'robustness_recipe': 'robustness-v1'}, "
+        "description=p.description, actor=SYSTEM)",
+        env=env,
+    )
     stack = Process(
         name="run-local", argv=["bin/run-local"], env={**env, "PYTHON": sys.executable}, log_dir=tmp_path
     )

@@ -1,5 +1,6 @@
 """Gate runs in-process: execution with a real (small) model, claims, heartbeats and the reaper."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -21,6 +22,11 @@ from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
 
 pytestmark = pytest.mark.django_db
+
+
+def page_text(response) -> str:
+    """A page's text as a reader sees it (tags such as `<code>` and `translate="no"` spans gone)."""
+    return re.sub(r"<[^>]+>", "", response.content.decode())
 
 
 @pytest.fixture
@@ -220,7 +226,7 @@ def test_robustness_layer_scores_perturbed_inputs(versions, suite, admin_client)
     assert details["comparison"]["mcnemar_p"] == 1.0
     expected = "pass" if layer.ci_low >= 0.85 else "fail"
     assert layer.verdict == expected and run.verdict == expected
-    page = admin_client.get(f"/gate-runs/{run.pk}/").content.decode()
+    page = page_text(admin_client.get(f"/gate-runs/{run.pk}/"))
     assert "type char_swap" in page and "McNemar p = 1.0000" in page
 
 
@@ -336,7 +342,7 @@ def test_attack_mode_reports_accuracy_under_attack_beside_the_rate(versions, sui
     assert report["accuracy_under_attack"] <= report["accuracy_before"]
     assert layer.details["timings"]["attack"] > 0
     assert layer.verdict in ("pass", "fail")  # the attack is reported, the rate decides
-    page = admin_client.get(f"/gate-runs/{run.pk}/").content.decode()
+    page = page_text(admin_client.get(f"/gate-runs/{run.pk}/"))
     assert "Attack deepwordbug (seed 0, 12 items, 500 queries each)" in page
 
 

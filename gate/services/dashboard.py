@@ -462,17 +462,21 @@ def _follow_up_chart(*, window: TrafficWindow, policy: GatePolicyConfig) -> Char
 
 
 def _business_charts(*, window: TrafficWindow, policy: GatePolicyConfig, panel: MetricPanel) -> list[Chart]:
-    """The metric per arm and the improvement with its interval, cumulative over the window (the
-    always-valid interval where the policy sets business_sequential_tau)."""
+    """The metric per arm and the improvement with its always-valid interval (the daily table's),
+    cumulative over the window, without CUPED."""
     section = policy.section(BusinessValuePolicy)
     judged_as = replace(
         section,
         business_direction=panel.result.direction,
         business_min_effect=panel.min_effect,
-        business_sequential_tau=panel.tau if section.business_sequential_tau else None,
+        # A curve is looked at every day: its interval is always the always-valid one (the daily
+        # table's tau), never the fixed-horizon test's, which is read once, at the registered horizon.
+        business_sequential_tau=panel.tau,
         # The curve is the plain metric at each cut: CUPED's covariate query per cut would cost a
         # pre-period join each time, and the panel above shows the adjusted result that decides.
         business_cuped=False,
+        # The curve describes; the gate's minimum of units decides only the verdict in the panel.
+        business_min_units=2,
     )
     values: dict[str, list[tuple[str, float | None]]] = {CANDIDATE: [], BASELINE: []}
     lift: list[tuple[str, float | None]] = []
@@ -487,6 +491,14 @@ def _business_charts(*, window: TrafficWindow, policy: GatePolicyConfig, panel: 
         values[BASELINE].append((stamp, result.baseline.value))
         values[CANDIDATE].append((stamp, result.candidate.value))
         improvement = result.improvement
+        if improvement is None and result.effect is not None and result.effect.estimate is not None:
+            # No always-valid tau and no horizon reached: the estimate alone, with no interval to
+            # read a decision from (the fixed-horizon interval is for the one look at the horizon).
+            sign = -1 if result.direction == DECREASE else 1
+            lift.append((stamp, sign * result.effect.estimate))
+            low.append(None)
+            high.append(None)
+            continue
         lift.append((stamp, improvement.estimate if improvement else None))
         low.append(improvement.ci_low if improvement else None)
         high.append(improvement.ci_high if improvement else None)

@@ -6,8 +6,9 @@ start, ramp and roll back a canary. Screenshots go to var/browser/ (artefacts).
 Skipped with the reason where chromium or chromium-driver is missing; with
 EVALHUB_TEST_REQUIRE_SERVICES=1 (CI, `.ci/run` installs them) a missing browser fails instead.
 
-Sign-in: this branch has no login page of its own for non-staff users yet, so the test signs in
-with Django's session login and hands the browser its session cookie (`browser_sign_in`)."""
+Sign-in: through EvalHub's own sign-in page (`/login/`), with the user name and password typed in,
+as a person would (`browser_sign_in`). Each walk-through runs in English and in Chinese (zh-hans,
+the browser's language)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,11 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.test import Client
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from canary.models import Experiment
 from engines.demo.dataset import demo_dataset_build
+from evalhub.terms import term_label
 from gate.layers.registry import gate_policy_parse
 from gate.models import Decision, GateRun
 from gate.services import gate_runs as gate_runs_service
@@ -41,8 +42,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 CHROMIUM = shutil.which("chromium") and "/usr/lib/chromium/chromium"
 DRIVER = shutil.which("chromedriver")
-# The languages the walk-through runs in; zh-hans joins once its catalogue is merged.
-LANGUAGES = ["en"]
+# The languages the walk-through runs in (the browser asks for each; the page ids stay the same).
+LANGUAGES = ["en", "zh-hans"]
+PASSWORD = "a-long-test-passphrase-7"
 SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "browser"
 WAIT = 60  # seconds any one step may take on a loaded two-core machine
 
@@ -81,17 +83,14 @@ def browser(request):
 
 
 def browser_sign_in(driver, live_server, user) -> None:
-    """Django's session login, handed to the browser as its session cookie."""
-    client = Client()
-    client.force_login(user)
-    driver.get(f"{live_server.url}/api/v1/")  # any page of the site, to set a cookie for it
-    driver.add_cookie(
-        {
-            "name": settings.SESSION_COOKIE_NAME,
-            "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
-            "path": "/",
-        }
-    )
+    """EvalHub's sign-in page: user name and password typed in, then on to the page asked for."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{live_server.url}/login/?next=/")
+    driver.find_element(By.NAME, "username").send_keys(user.get_username())
+    driver.find_element(By.NAME, "password").send_keys(PASSWORD)
+    driver.find_element(By.CSS_SELECTOR, "form[action='/login/'] button[type=submit]").click()
+    wait_for(lambda: driver.find_elements(By.ID, "sign-out"), what="signed in (the sign-out button)")
 
 
 def shot(driver, name: str, language: str) -> None:
@@ -126,7 +125,7 @@ def family(small_bow):
 
 @pytest.fixture
 def release_manager():
-    user = get_user_model().objects.create_user(username="rm2", password="not-used-here")
+    user = get_user_model().objects.create_user(username="rm2", password=PASSWORD)
     user_role_grant(user=user, role="release_manager")
     assert not user.is_staff
     return user
@@ -181,7 +180,9 @@ def test_a_release_manager_gates_approves_and_runs_a_canary_in_the_browser(
     wait_for(lambda: "/gate-runs/" in driver.current_url, what="the gate run page")
     run = GateRun.objects.get()
     assert run.created_by == release_manager and run.status == "queued"
-    assert driver.find_element(By.ID, "live-status").text == "queued"
+    with translation.override(language):
+        queued, running = str(term_label("queued")), str(term_label("running"))
+    assert driver.find_element(By.ID, "live-status").text == queued
     assert "gpu" in driver.find_element(By.ID, "live-waiting").text  # why it waits
 
     # The worker takes it; the page follows without a reload (a marker set in the page survives).
@@ -191,7 +192,7 @@ def test_a_release_manager_gates_approves_and_runs_a_canary_in_the_browser(
         lambda: driver.execute_script(
             "var c = document.querySelector('#live-layer-clean_accuracy .live-count');"
             "return window.evalhubNotReloaded && c && /^[1-9][0-9]* \\/ 240$/.test(c.textContent)"
-            " && document.getElementById('live-status').textContent === 'running' ? c.textContent : null"
+            f" && document.getElementById('live-status').textContent === '{running}' ? c.textContent : null"
         ),
         what="progress on the page without a reload",
     )

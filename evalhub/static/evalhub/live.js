@@ -25,7 +25,8 @@
   var updaters = {
     gate_run: function (run) {
       var live = run.live;
-      text("live-status", live.status);
+      // The run's status in the page's language (the labels ride on the element), else its code.
+      text("live-status", root.dataset["status" + live.status.charAt(0).toUpperCase() + live.status.slice(1)] || live.status);
       text("live-progress", live.progress + " %");
       text("live-elapsed", duration(live.elapsed_seconds));
       text("live-eta", duration(live.eta_seconds));

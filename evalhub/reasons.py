@@ -64,6 +64,9 @@ def tally_translate(text: str) -> str:
     return "，".join(parts)
 
 
+# How layer 1's attack chose its items (gate/layers/robustness_adversarial.py).
+ATTACK_MODES = {"adaptive": _("adaptive"), "transfer": _("transfer")}
+
 SHAPES = [
     # gate/judges/verdict.py
     shape(rf"(?P<layer>{CODE}): no result", _("%(layer)s: no result"), terms=("layer",)),
@@ -102,6 +105,34 @@ SHAPES = [
     shape(
         r"(?P<errors>\d+) samples errored \(counted as wrong\)",
         _("%(errors)s samples errored (counted as wrong)"),
+    ),
+    # gate/layers/robustness_adversarial.py and robustness.py (layer 1 under an adversarial recipe)
+    shape(
+        rf"(?P<mode>adaptive|transfer) (?P<recipe>\S+): accuracy (?P<before>{N}) before, (?P<after>{N}) under "
+        rf"attack, success rate (?P<rate>{N}), (?P<queries>\d+) queries per item",
+        _(
+            "%(mode)s %(recipe)s: accuracy %(before)s before, %(after)s under attack, success rate %(rate)s, %(queries)s queries per item"
+        ),
+        other={"mode": lambda mode: str(ATTACK_MODES[mode])},
+    ),
+    shape(
+        r"(?P<recipe>\S+) needs class scores, which backend (?P<backend>'[^']*') of (?P<ref>\S+) does not give "
+        r"\(it works with (?P<kinds>[^)]+)\)",
+        _(
+            "%(recipe)s needs class scores, which backend %(backend)s of %(ref)s does not give (it works with %(kinds)s)"
+        ),
+    ),
+    shape(
+        r"attack mode needs class scores, which backend (?P<backend>'[^']*') of (?P<ref>\S+) does not give "
+        r"\(it works with (?P<kinds>[^)]+)\)",
+        _(
+            "attack mode needs class scores, which backend %(backend)s of %(ref)s does not give (it works with %(kinds)s)"
+        ),
+    ),
+    shape(r"attack mode: (?P<why>.+)", _("attack mode: %(why)s"), nested=("why",)),
+    shape(
+        r"robustness_transfer_from is 'baseline' but the run has no baseline",
+        _("robustness_transfer_from is 'baseline' but the run has no baseline"),
     ),
     # gate/judges/follow_up_rate.py
     shape(

@@ -1,6 +1,6 @@
-"""The sentence shapes of the reasons added with the review queue, the corrected follow-up rate and
-layer 3's registered horizon: English comes back as it was written, Chinese keeps every number and
-name."""
+"""The sentence shapes of the reasons added with the review queue, the corrected follow-up rate,
+layer 3's registered horizon and layer 1's adversarial recipe: English comes back as it was written,
+Chinese keeps every number and name."""
 
 import re
 
@@ -39,6 +39,15 @@ REASONS = [
     "sets no business_planning_sd",
     "sd 1.2 from business_planning_sd (3 units of revenue before the start)",
     "No reviewable turn 5 in experiment 'exp'.",
+    "transfer textfooler-v1: accuracy 0.920 before, 0.410 under attack, success rate 0.554, 37 queries "
+    "per item",
+    "adaptive textfooler-v1: accuracy 0.920 before, 0.410 under attack, success rate 0.554, 37 queries "
+    "per item",
+    "textfooler-v1 needs class scores, which backend 'openai' of fam:v4 does not give (it works with hf, "
+    "builtin)",
+    "attack mode: attack mode needs class scores, which backend 'openai' of fam:v4 does not give (it works "
+    "with hf, builtin)",
+    "robustness_transfer_from is 'baseline' but the run has no baseline",
 ]
 
 
@@ -47,7 +56,9 @@ def test_a_new_reason_reads_in_chinese_with_its_numbers_and_names(reason):
     with translation.override("zh-hans"):
         shown = reason_translate(reason)
     assert re.search(r"[\u4e00-\u9fff]", shown), shown
-    kept = re.findall(r"[-+]?\d+(?:\.\d+)?|follow-up-lr-2|revenue|'\w+'|business_\w+", reason)
+    kept = re.findall(
+        r"[-+]?\d+(?:\.\d+)?|follow-up-lr-2|revenue|'\w+'|business_\w+|textfooler-v1|fam:v4", reason
+    )
     for piece in kept:
         assert piece in shown, (piece, shown)
     with translation.override("en"):

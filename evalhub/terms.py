@@ -33,6 +33,7 @@ TERMS = {
     # Experiment status, lifecycle actions, what an analysis did
     "draft": pgettext_lazy("code", "draft"),
     "paused": pgettext_lazy("code", "paused"),
+    "create": pgettext_lazy("code", "create"),
     "start": pgettext_lazy("code", "start"),
     "pause": pgettext_lazy("code", "pause"),
     "resume": pgettext_lazy("code", "resume"),
@@ -41,6 +42,7 @@ TERMS = {
     "promote": pgettext_lazy("code", "promote"),
     "ramped": pgettext_lazy("code", "ramped"),
     "waiting_for_release_manager": pgettext_lazy("code", "waiting_for_release_manager"),
+    "analysis": pgettext_lazy("code", "analysis"),  # a canary analysis in an experiment's history
     # Release decisions
     "approve": pgettext_lazy("code", "approve"),
     "reject": pgettext_lazy("code", "reject"),

@@ -1,5 +1,6 @@
 """Template filters for the reader's language: `{{ value|term }}` labels a stored code,
-`{{ text|reason }}` translates a stored reason (see `evalhub.terms` and `evalhub.reasons`)."""
+`{{ text|reason }}` translates a stored reason (see `evalhub.terms` and `evalhub.reasons`),
+`{{ text|change }}` the codes in a history row's change (`draft → running, 50 %`)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ def reason(value: object) -> object:
 def terms(values: object) -> str:
     """A list of codes as their labels, separated by commas."""
     return ", ".join(str(term_label(value)) for value in values) if isinstance(values, list | tuple) else ""
+
+
+@register.filter
+def change(value: object) -> object:
+    """`draft → running, 1 % → 5 %` with each status code as its label (shares unchanged)."""
+    if not isinstance(value, str):
+        return value
+    return ", ".join(
+        " → ".join(str(term_label(code)) for code in part.split(" → ")) for part in value.split(", ")
+    )
 
 
 @register.filter

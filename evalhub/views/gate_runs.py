@@ -10,6 +10,7 @@ from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _
 
 from evalhub.permissions import reader_required
+from evalhub.terms import term_label
 from gate.layers.base import to_json
 from gate.selectors.gate_runs import gate_run_get, wrong_answer_filters, wrong_answer_list
 from gate.services.charts import gate_run_charts
@@ -31,7 +32,7 @@ class WrongAnswerFilterForm(forms.Form):
     def __init__(self, *args, choices, **kwargs):
         super().__init__(*args, **kwargs)
         every = [("", _("all"))]
-        self.fields["layer"].choices = every + [(name, name) for name in choices.layers]
+        self.fields["layer"].choices = every + [(name, term_label(name)) for name in choices.layers]
         self.fields["tag"].choices = every + [(name, name) for name in choices.tags]
         self.fields["perturbation"].choices = every + [(name, name) for name in choices.perturbations]
 

@@ -28,9 +28,9 @@ class ModelVersion(models.Model):
         RETIRED = "retired"
 
     class BackendKind(models.TextChoices):
-        OPENAI = "openai", "OpenAI-compatible chat endpoint"
-        HF = "hf", "Local transformers checkpoint"
-        BUILTIN = "builtin", "Bundled demo model"
+        OPENAI = "openai", _("OpenAI-compatible chat endpoint")
+        HF = "hf", _("Local transformers checkpoint")
+        BUILTIN = "builtin", _("Bundled demo model")
 
     family = models.CharField(max_length=100, validators=[slug_validator])
     label = models.CharField(max_length=100, validators=[slug_validator])

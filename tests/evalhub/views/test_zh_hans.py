@@ -26,7 +26,7 @@ from canary.services.analysis import experiment_analyze
 from canary.services.experiments import experiment_create, experiment_start
 from engines.demo.dataset import demo_dataset_build
 from engines.follow_up.classifier import VERSION as DETECTOR_VERSION
-from gate.models import GateRun, SampleResult
+from gate.models import GatePolicy, GateRun, SampleResult
 from gate.services.decisions import decision_record
 from gate.services.gate_runs import gate_run_execute, gate_run_start
 from registry.actors import SYSTEM
@@ -46,6 +46,7 @@ ALLOWED = {
     "Wilson", "Newcombe", "McNemar", "Welch", "delta", "alpha", "tau", "cpu", "cuda", "p50", "p95",
     "Rogan", "Gladen", "Cohen", "CUPED", "JSONL",
     "viewer", "ci",  # role names, as `--role` takes them
+    "CSV", "URL",
 }  # fmt: skip
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]+")
 READ_ATTRIBUTES = ("title", "placeholder", "aria-label", "alt")
@@ -88,12 +89,13 @@ def untranslated(html: str, data: frozenset[str] = frozenset()) -> list[str]:
     and suite names, which titles carry too) are taken out."""
     parser = VisibleText()
     parser.feed(html)
-    names = sorted(data, key=len, reverse=True)
+    # Whole names only: the user "rm" is not taken out of "transformers".
+    names = [re.compile(rf"(?<!\w){re.escape(name)}(?!\w)") for name in sorted(data, key=len, reverse=True)]
     left = []
     for text in parser.seen:
         bare = text
         for name in names:
-            bare = bare.replace(name, " ")
+            bare = name.sub(" ", bare)
         # A snake_case word is an identifier (a policy key, a role), never English prose.
         if {word for word in WORD.findall(bare) if "_" not in word} - ALLOWED:
             left.append(text)
@@ -109,6 +111,7 @@ def data_names() -> frozenset[str]:
     names.add(DETECTOR_VERSION)  # the bundled follow-up detector's version, named like a model's ref
     names |= set(EvalSuite.objects.values_list("name", flat=True))
     names |= set(ProbeSet.objects.values_list("name", flat=True))
+    names |= set(GatePolicy.objects.values_list("name", flat=True))
     names |= set(OutcomeEvent.objects.values_list("metric", flat=True))
     names |= set(SampleResult.objects.exclude(perturbation="").values_list("perturbation", flat=True))
     for tags in EvalItem.objects.values_list("tags", flat=True):
@@ -215,6 +218,11 @@ def test_every_page_in_chinese_has_no_untranslated_text(world):
         ("/login/?next=/canary/", Client(HTTP_ACCEPT_LANGUAGE="zh-hans"), 200),
         ("/versions/fam:v9/", manager, 404),
         ("/canary/exp/", chat_app, 403),
+        ("/new/version/", manager, 200),
+        ("/new/suite/", manager, 200),
+        ("/new/gate-run/", manager, 200),
+        ("/new/experiment/", manager, 200),
+        ("/canary/exp/probes/", manager, 200),
         ("/admin/", staff, 200),  # the apps' and models' names; Django translates the rest
     ]
     data = data_names()

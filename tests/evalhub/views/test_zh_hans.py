@@ -18,8 +18,9 @@ from html.parser import HTMLParser
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.template.loader import render_to_string
 from django.test import Client
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from canary.models import Experiment, OutcomeEvent, ProbeRun, ProbeSet
 from canary.services.analysis import experiment_analyze
@@ -248,3 +249,33 @@ def test_every_page_in_chinese_has_no_untranslated_text(world):
         if left:
             found[f"{url} ({status})"] = left
     assert found == {}, json.dumps(found, ensure_ascii=False, indent=1)
+
+
+def test_layer_1_under_an_adversarial_recipe_reads_in_chinese():
+    """The gate run above perturbs at random; an attack's table is rendered here from its details."""
+    report = {
+        "attacked": 40,
+        "accuracy_before": 0.92,
+        "accuracy_under_attack": 0.41,
+        "succeeded": 21,
+        "failed": 17,
+        "attack_success_rate": 0.553,
+        "queries_per_item": 37.2,
+        "words_changed_per_success": 1.6,
+        "budget_spent": 3,
+        "cached": True,
+        "examples": [{"item_id": "q-7", "label_after": "billing", "diff": "refund → reimbursement"}],
+    }
+    details = {
+        "adversarial": {"fam:v4": report, "fam:v3": {**report, "cached": False}},
+        "recipe": "textfooler-v1",
+        "mode": "transfer",
+        "transfer_from": "fam:v3",
+    }
+    with translation.override("zh-hans"):
+        html = render_to_string("gate/layers/robustness.html", {"details": details})
+    assert "攻击下" in html and "（已存储的攻击集）" in html
+    assert untranslated(html, frozenset({"fam:v4", "fam:v3"})) == []
+    with translation.override("en"):
+        english = render_to_string("gate/layers/robustness.html", {"details": details})
+    assert "Under attack:" in english and "(stored set)" in english and "ended on the budget" in english

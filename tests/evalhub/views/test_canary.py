@@ -468,7 +468,11 @@ def test_each_traffic_window_keeps_its_figures_after_a_ramp_and_the_history_show
     assert (candidate["points"][-1][1], candidate["low"][-1]) == (shown.rate, shown.ci_low)
     lift = charts["lift-review_hours"]["lines"][0]
     improvement = {m.metric: m for m in response.context["dashboard"].business.metrics}["review_hours"]
-    assert lift["points"][-1][1] == pytest.approx(improvement.result.improvement.estimate)
+    # No horizon was registered and no tau applies: the panel decides nothing yet and the curve
+    # shows the plain estimate (decrease is better: baseline − candidate), with no interval.
+    assert improvement.result.improvement is None
+    assert lift["points"][-1][1] == pytest.approx(-improvement.result.effect.estimate)
+    assert lift["low"][-1] is None
 
     experiment_ramp(experiment=experiment, actor=SYSTEM, traffic_percent=60, reason="looks fine")
     response = viewer.get("/canary/exp/")

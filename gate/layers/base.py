@@ -146,6 +146,32 @@ class GateLayer(ABC, Generic[D]):
             logger.warning("%s of run %s: details unreadable: %s", self.name, result.gate_run_id, exc)
             return None
 
+    def begin(
+        self, *, run: GateRun, setup: D, same: tuple[str, ...], threshold: float | None
+    ) -> tuple[LayerResult, D | None]:
+        """The layer's pending row for a resumable run, and the setup stored there when it matches
+        `setup` on the fields `same` (a resumed run keeps its committed samples). A row begun with
+        another setup is started over: its samples dropped, `setup` stored, None returned."""
+        row, created = LayerResult.objects.get_or_create(
+            gate_run=run,
+            layer=self.name,
+            defaults={
+                "verdict": GateRun.Verdict.PENDING,
+                "metric": self.metric,
+                "threshold": threshold,
+                "details": to_json(setup),
+            },
+        )
+        if created:
+            return row, None
+        stored = self.details(row)
+        if stored is None or any(getattr(stored, key) != getattr(setup, key) for key in same):
+            row.samples.all().delete()
+            row.details = to_json(setup)
+            row.save(update_fields=["details"])
+            return row, None
+        return row, stored
+
     def store(
         self,
         *,

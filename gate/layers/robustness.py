@@ -140,25 +140,10 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             text_cutoffs=general.text_cutoffs,
             attack_recipe=section.attack_recipe,
         )
-        layer, created = LayerResult.objects.get_or_create(
-            gate_run=run,
-            layer=self.name,
-            defaults={
-                "verdict": GateRun.Verdict.PENDING,
-                "metric": self.metric,
-                "threshold": section.robustness_min,
-                "details": to_json(setup),
-            },
+        # Another set or judging than the one begun starts the layer over.
+        layer, stored_setup = self.begin(
+            run=run, setup=setup, same=SETUP_FIELDS, threshold=section.robustness_min
         )
-        stored_setup = None if created else self.details(layer)
-        if not created and (
-            stored_setup is None
-            or any(getattr(stored_setup, key) != getattr(setup, key) for key in SETUP_FIELDS)
-        ):
-            layer.samples.all().delete()  # another set or judging than the one begun: start it over
-            layer.details = to_json(setup)
-            layer.save(update_fields=["details"])
-            stored_setup = None
 
         samples = perturbed.samples
         # Units this layer was budgeted for but will not need (fewer samples could be made).

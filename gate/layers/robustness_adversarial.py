@@ -33,7 +33,7 @@ from gate.judges.robustness import (
     SampleOutcome,
     robustness_judge,
 )
-from gate.layers.base import GateLayer, LayerContext, gate_run_assert_held, to_json
+from gate.layers.base import GateLayer, LayerContext, gate_run_assert_held
 from gate.layers.outputs import model_outputs_predict
 from gate.models import AdversarialSet, GateRun, LayerResult, SampleResult
 from registry.errors import ApplicationError
@@ -206,23 +206,7 @@ def adversarial_run(*, layer: GateLayer[RobustnessDetails], ctx: LayerContext) -
         seed=section.robustness_seed,
     )
     setup = replace(setup, shortfall=shortfall)
-    row, created = LayerResult.objects.get_or_create(
-        gate_run=run,
-        layer=layer.name,
-        defaults={
-            "verdict": GateRun.Verdict.PENDING,
-            "metric": layer.metric,
-            "threshold": section.robustness_min,
-            "details": to_json(setup),
-        },
-    )
-    stored = None if created else layer.details(row)
-    if not created and (
-        stored is None or any(getattr(stored, k) != getattr(setup, k) for k in ADVERSARIAL_SETUP)
-    ):
-        row.samples.all().delete()
-        row.details = to_json(setup)
-        row.save(update_fields=["details"])
+    row, _ = layer.begin(run=run, setup=setup, same=ADVERSARIAL_SETUP, threshold=section.robustness_min)
     ctx.progress.advance((section.robustness_samples - len(item_ids)) * len(ctx.versions))
     timings = {"attack": 0.0, "inference": 0.0, "storage": 0.0}
     reports: dict[str, AdversarialReport] = {}

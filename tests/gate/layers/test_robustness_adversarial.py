@@ -1,8 +1,6 @@
 """Layer 1 under the word-level attack: adaptive and transfer modes, the per-language draw, the
 stored set (cache and resume), on a real small classifier."""
 
-import re
-
 import pytest
 
 from engines.demo.dataset import demo_dataset_build
@@ -11,6 +9,7 @@ from gate.services.gate_runs import gate_run_execute, gate_run_start
 from registry.actors import SYSTEM
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
+from tests.pages import page_text
 
 pytestmark = pytest.mark.django_db
 
@@ -32,27 +31,6 @@ def suite():
         for i in items
     ]
     return eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=SYSTEM)[0]
-
-
-@pytest.fixture
-def versions(small_bow):
-    baseline = model_version_register(
-        family="fam",
-        label="v1",
-        backend_kind="builtin",
-        backend_config={"path": str(small_bow)},
-        status="promoted",
-        actor=SYSTEM,
-    )
-    candidate = model_version_register(
-        family="fam",
-        label="v2",
-        backend_kind="builtin",
-        backend_config={"path": str(small_bow)},
-        baseline=baseline,
-        actor=SYSTEM,
-    )
-    return candidate, baseline
 
 
 def run_layer(candidate, suite, **overrides):
@@ -82,8 +60,7 @@ def test_adaptive_rate_is_accuracy_under_attack_per_language_draw(versions, suit
     assert details["adversarial"][baseline.ref]["succeeded"] == report["succeeded"]
     comparison = details["comparison"]
     assert comparison["only_candidate_correct"] == comparison["only_baseline_correct"] == 0
-    html = admin_client.get(f"/gate-runs/{layer.gate_run_id}/").content.decode()
-    page = " ".join(re.sub(r"<[^>]+>", "", html).split())  # the text as a reader sees it
+    page = page_text(admin_client.get(f"/gate-runs/{layer.gate_run_id}/"))
     assert "Under attack: textfooler-v1, adaptive" in page
 
 

@@ -1,6 +1,5 @@
 """Gate runs in-process: execution with a real (small) model, claims, heartbeats and the reaper."""
 
-import re
 from datetime import timedelta
 
 import pytest
@@ -20,13 +19,9 @@ from registry.actors import SYSTEM
 from registry.models import AuditLog, ModelVersion
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
+from tests.pages import page_text
 
 pytestmark = pytest.mark.django_db
-
-
-def page_text(response) -> str:
-    """A page's text as a reader sees it (tags such as `<code>` and `translate="no"` spans gone)."""
-    return re.sub(r"<[^>]+>", "", response.content.decode())
 
 
 @pytest.fixture
@@ -37,27 +32,6 @@ def suite():
         for i in items
     ]
     return eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=SYSTEM)[0]
-
-
-@pytest.fixture
-def versions(small_bow):
-    baseline = model_version_register(
-        family="fam",
-        label="v1",
-        backend_kind="builtin",
-        backend_config={"path": str(small_bow)},
-        status="promoted",
-        actor=SYSTEM,
-    )
-    candidate = model_version_register(
-        family="fam",
-        label="v2",
-        backend_kind="builtin",
-        backend_config={"path": str(small_bow)},
-        baseline=baseline,
-        actor=SYSTEM,
-    )
-    return candidate, baseline
 
 
 def start(candidate, suite, **overrides):

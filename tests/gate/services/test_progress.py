@@ -9,7 +9,7 @@ from gate.layers.base import Progress
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute
 from gate.services.progress import gate_run_live
-from tests.gate.services.test_gate_runs import start, suite, versions  # noqa: F401 (fixtures)
+from tests.gate.services.test_gate_runs import start, suite  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db
 

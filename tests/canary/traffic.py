@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from canary.models import Experiment
+from canary.models import Experiment, ProbeRun, ProbeSet
 from engines.routing import CANDIDATE, bucket_of
 
 
@@ -79,3 +79,27 @@ def chat_session(
             )
         )
     return made
+
+
+def probe_run_finished(*, experiment: Experiment) -> ProbeRun:
+    """A finished probe run of a demo probe set, as the probe task stores it: one weakness the
+    candidate fixes (16 of 40 pairs right on the candidate only, McNemar p 3.1e-05)."""
+    probe_set = ProbeSet.objects.create(name="fam-weaknesses", family="fam", is_demo=True)
+    cell = {
+        "pairs": 40,
+        "both_correct": 20,
+        "neither_correct": 2,
+        "baseline_rate": 0.55,
+        "candidate_rate": 0.95,
+        "only_candidate_correct": 16,
+        "only_baseline_correct": 0,
+        "mcnemar_p": 3.1e-05,
+        "finding": "candidate fixes this weakness",
+    }
+    return ProbeRun.objects.create(
+        experiment=experiment,
+        probe_set=probe_set,
+        status="succeeded",
+        report={"all": cell, "long_context": cell},
+        finished_at=timezone.now(),
+    )

@@ -8,9 +8,8 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
-from django.utils import timezone
 
-from canary.models import Experiment, ProbeRun, ProbeSet, TurnEvent
+from canary.models import Experiment, TurnEvent
 from canary.selectors import (
     arm_figures,
     assigned_units_by_arm,
@@ -39,7 +38,7 @@ from registry.models import AuditLog
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
-from tests.canary.traffic import experiment_backdate, user_on
+from tests.canary.traffic import experiment_backdate, probe_run_finished, user_on
 
 pytestmark = pytest.mark.django_db
 
@@ -293,25 +292,7 @@ def test_daily_table_gives_cumulative_always_valid_intervals(experiment, traffic
 
 
 def test_probe_report_and_gate_runs_of_the_experiment(experiment, viewer):
-    probe_set = ProbeSet.objects.create(name="fam-weaknesses", family="fam", is_demo=True)
-    cell = {
-        "pairs": 40,
-        "both_correct": 20,
-        "neither_correct": 2,
-        "baseline_rate": 0.55,
-        "candidate_rate": 0.95,
-        "only_candidate_correct": 16,
-        "only_baseline_correct": 0,
-        "mcnemar_p": 3.1e-05,
-        "finding": "candidate fixes this weakness",
-    }
-    ProbeRun.objects.create(
-        experiment=experiment,
-        probe_set=probe_set,
-        status="succeeded",
-        report={"all": cell, "long_context": cell},
-        finished_at=timezone.now(),
-    )
+    probe_run_finished(experiment=experiment)
     suite = eval_suite_import(
         name="fam",
         items=suite_items_parse(records=[{"id": "a", "input": "x", "label": "payment"}]),

@@ -20,9 +20,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.template.loader import render_to_string
 from django.test import Client
-from django.utils import timezone, translation
+from django.utils import translation
 
-from canary.models import Experiment, OutcomeEvent, ProbeRun, ProbeSet
+from canary.models import Experiment, OutcomeEvent, ProbeSet
 from canary.services.analysis import experiment_analyze
 from canary.services.experiments import experiment_create, experiment_start
 from engines.demo.dataset import demo_dataset_build
@@ -35,7 +35,7 @@ from registry.models import EvalItem, EvalSuite, ModelVersion
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
-from tests.canary.traffic import experiment_backdate
+from tests.canary.traffic import experiment_backdate, probe_run_finished
 from tests.evalhub.views.test_canary import traffic  # noqa: F401 (a fixture: the experiment's events)
 
 pytestmark = pytest.mark.django_db
@@ -165,25 +165,7 @@ def world(experiment, traffic):  # noqa: F811 (pytest resolves `traffic` to the 
     run = gate_run_execute(gate_run_id=run.pk, worker="test")
     assert run.status == GateRun.Status.SUCCEEDED and run.layers.count() == 4
     experiment_analyze(experiment=experiment, act=False)
-    probe_set = ProbeSet.objects.create(name="fam-weaknesses", family="fam", is_demo=True)
-    cell = {
-        "pairs": 40,
-        "both_correct": 20,
-        "neither_correct": 2,
-        "baseline_rate": 0.55,
-        "candidate_rate": 0.95,
-        "only_candidate_correct": 16,
-        "only_baseline_correct": 0,
-        "mcnemar_p": 3.1e-05,
-        "finding": "candidate fixes this weakness",
-    }
-    ProbeRun.objects.create(
-        experiment=experiment,
-        probe_set=probe_set,
-        status="succeeded",
-        report={"all": cell, "long_context": cell},
-        finished_at=timezone.now(),
-    )
+    probe_run_finished(experiment=experiment)
     manager = get_user_model().objects.create_user(username="rm")
     user_role_grant(user=manager, role="release_manager")
     decision_record(

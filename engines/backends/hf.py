@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 ANSWERS_FILE = "evalhub_answers.json"
+CPU_BATCH_TOKENS = 2048
 
 
 class HFClassifierBackend:
@@ -78,37 +79,66 @@ class HFClassifierBackend:
             batch_size=batch_size,
         )
 
-    def _logits(self, texts: list[str]) -> torch.Tensor:
-        encoded = self.tokenizer(
-            texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
-        ).to(self.device)
-        with torch.inference_mode():
-            logits: torch.Tensor = self.model(**encoded).logits
-            return logits
+    def _forward(self, inputs: Sequence[str]) -> tuple[list[torch.Tensor], list[float]]:
+        """Each input's logits, and the per-input milliseconds of the batch that computed them.
 
-    def _by_length(self, inputs: Sequence[str]) -> list[list[int]]:
-        """Batches of input indices; similar lengths together, so batches pad less."""
-        order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
-        return [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+        Inputs are tokenized once and batched by token count, so a batch pads little whatever the
+        script (a Chinese clause has several times the tokens of an English one of the same length in
+        characters). Inputs that truncate to the same tokens are computed once: an attack's edits past
+        `max_length` tokens of a long document cannot change what the model sees."""
+        encoded = self.tokenizer(list(inputs), truncation=True, max_length=self.max_length)["input_ids"]
+        keys = [tuple(ids) for ids in encoded]
+        first: dict[tuple[int, ...], int] = {}
+        for i, key in enumerate(keys):
+            first.setdefault(key, i)
+        order = sorted(first.values(), key=lambda i: len(keys[i]))
+        logits: dict[int, torch.Tensor] = {}
+        latency_ms: dict[int, float] = {}
+        for batch in self._batches(order=order, lengths=[len(key) for key in keys]):
+            features = self.tokenizer(
+                [inputs[i] for i in batch],
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            ).to(self.device)
+            started = time.perf_counter()
+            with torch.inference_mode():
+                rows = self.model(**features).logits
+            elapsed = (time.perf_counter() - started) * 1000 / len(batch)
+            for i, row in zip(batch, rows, strict=True):
+                logits[i], latency_ms[i] = row, elapsed
+        return [logits[first[key]] for key in keys], [latency_ms[first[key]] for key in keys]
+
+    def _batches(self, *, order: list[int], lengths: list[int]) -> list[list[int]]:
+        """`order` (shortest first) cut into batches of at most `batch_size` inputs and, on the CPU, at
+        most CPU_BATCH_TOKENS padded tokens: there a forward pass is compute-bound, and big batches of
+        long inputs run slower per input than small ones (bench/robustness.py)."""
+        batches: list[list[int]] = []
+        for i in order:
+            if batches and len(batches[-1]) < self.batch_size:
+                tokens = (len(batches[-1]) + 1) * lengths[i]  # shortest first: i is the longest
+                if self.device != "cpu" or tokens <= CPU_BATCH_TOKENS:
+                    batches[-1].append(i)
+                    continue
+            batches.append([i])
+        return batches
 
     def class_scores(self, inputs: Sequence[str]) -> list[list[float]]:
         """Class probabilities per input, in the order of `labels` (for attack mode)."""
-        scores: list[list[float]] = [[]] * len(inputs)
-        for batch in self._by_length(inputs):
-            probabilities = self._logits([inputs[i] for i in batch]).softmax(dim=-1).tolist()
-            for i, row in zip(batch, probabilities, strict=True):
-                scores[i] = row
-        return scores
+        if not inputs:
+            return []
+        rows, _ = self._forward(inputs)
+        probabilities: list[list[float]] = torch.stack(rows).softmax(dim=-1).tolist()
+        return probabilities
 
     def predict(self, inputs: Sequence[str]) -> list[Prediction]:
-        predictions: list[Prediction | None] = [None] * len(inputs)
-        for batch in self._by_length(inputs):
-            texts = [inputs[i] for i in batch]
-            started = time.perf_counter()
-            chosen = self._logits(texts).argmax(dim=-1).tolist()
-            latency_ms = (time.perf_counter() - started) * 1000 / len(batch)
-            for i, text, index in zip(batch, texts, chosen, strict=True):
-                label = self.labels[index]
-                answer = answer_text(self.answers, label, text) if self.answers else label
-                predictions[i] = Prediction(label=label, text=answer, latency_ms=latency_ms)
-        return cast(list[Prediction], predictions)  # the batches cover every input: no slot is None
+        if not inputs:
+            return []
+        rows, latency_ms = self._forward(inputs)
+        predictions = []
+        for text, row, ms in zip(inputs, rows, latency_ms, strict=True):
+            label = self.labels[int(row.argmax())]
+            answer = answer_text(self.answers, label, text) if self.answers else label
+            predictions.append(Prediction(label=label, text=answer, latency_ms=ms))
+        return predictions

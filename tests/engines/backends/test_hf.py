@@ -69,3 +69,32 @@ def test_class_scores_are_probabilities_in_input_order_agreeing_with_predict(che
     assert all(abs(sum(row) - 1) < 1e-5 for row in scores)
     chosen = [backend.labels[row.index(max(row))] for row in scores]
     assert chosen == [p.label for p in backend.predict(inputs)]
+
+
+def test_inputs_that_truncate_to_the_same_tokens_are_computed_once(checkpoint):
+    backend = HFClassifierBackend.from_dir(checkpoint, device="cpu", max_length=16, batch_size=4)
+    head = "The Licensee shall pay every invoice within thirty days of receipt, in full and"
+    texts = [head + tail for tail in (" on time.", " without set-off.", " in euros.")] + ["Short clause."]
+    seen: list[int] = []
+    forward = backend.model.forward
+
+    def counting(**features):
+        seen.append(len(features["input_ids"]))
+        return forward(**features)
+
+    backend.model.forward = counting
+    scores = backend.class_scores(texts)
+    assert sum(seen) == 2  # the three long texts share their first 16 tokens
+    assert scores[0] == scores[1] == scores[2] and scores[3] != scores[0]
+
+
+def test_cpu_batches_hold_a_token_budget(checkpoint):
+    from engines.backends.hf import CPU_BATCH_TOKENS
+
+    backend = HFClassifierBackend.from_dir(checkpoint, device="cpu", max_length=256, batch_size=64)
+    lengths = [16] * 200 + [256] * 20
+    batches = backend._batches(order=list(range(len(lengths))), lengths=lengths)
+    assert [i for batch in batches for i in batch] == list(range(len(lengths)))
+    assert all(len(b) <= 64 and len(b) * max(lengths[i] for i in b) <= CPU_BATCH_TOKENS for b in batches)
+    assert [len(b) for b in batches if lengths[b[0]] == 256] == [8, 8, 4]  # 2048 // 256, then the rest
+    assert max(len(b) for b in batches) == 64

@@ -1,8 +1,8 @@
 """Robustness layer cost, measured honestly: A and B interleaved in one run, repeated, medians.
 
 In one run, for one demo version (default V4) on the same items and model:
-  * attack: the layer's word-level attack (`textfooler-v1`, `word_attack_run`: all items in lock
-    step, batched model and sentence-encoder calls) on `--items` items drawn per language;
+  * attack: the layer's word-level attack (`--recipe`, default `textfooler-v2`; `word_attack_run`: all
+    items in lock step, batched model and sentence-encoder calls) on `--items` items drawn per language;
   * textattack: TextAttack's own `Attacker` with the same recipe (`recipe_attack_build`) on the same
     items, one item after another, as its users run it;
   * bare: batched inference of the attack's final perturbed texts (what scoring the set costs);
@@ -42,6 +42,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=24, help="items attacked per repeat")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--budget", type=int, default=500, help="model queries per item")
+    parser.add_argument("--recipe", default="textfooler-v2", help="the word-level recipe (the family's)")
     parser.add_argument("--noise-samples", type=int, default=1000, help="0: skip the noise layer part")
     parser.add_argument(
         "--model-dir", default=os.environ.get("EVALHUB_MODEL_DIR", str(ROOT / "var" / "models"))
@@ -112,7 +113,12 @@ def attack_bench(*, backend, name: str, items, args) -> None:
     agree = ours_correct = theirs_correct = 0
     for _ in range(args.repeats):
         ours, theirs, seconds = attack_pair(
-            pairs=pairs, scorer=scorer, backend=backend, budget=args.budget, resources=resources
+            pairs=pairs,
+            scorer=scorer,
+            backend=backend,
+            budget=args.budget,
+            recipe=args.recipe,
+            resources=resources,
         )
         for key, value in seconds.items():
             times[key].append(value)
@@ -134,7 +140,8 @@ def attack_bench(*, backend, name: str, items, args) -> None:
     medians = {key: statistics.median(values) for key, values in times.items()}
     n = len(pairs)
     print(
-        f"version {name}, {n} items drawn per language (seed 0), budget {args.budget}, {args.repeats} repeats"
+        f"version {name}, {args.recipe}, {n} items drawn per language (seed 0), budget {args.budget}, "
+        f"{args.repeats} repeats"
     )
     print(f"{'':34}{'median s':>10}   all runs")
     for key, label in (
@@ -152,7 +159,7 @@ def attack_bench(*, backend, name: str, items, args) -> None:
     print(f"items with the same outcome (and the same text when it succeeded): {agree} / {n}")
 
 
-def attack_pair(*, pairs, scorer, backend, budget, resources):
+def attack_pair(*, pairs, scorer, backend, budget, recipe, resources):
     """One repeat: the layer's attack, then TextAttack's Attacker, each with fresh caches."""
     import textattack
     from textattack.models.wrappers import ModelWrapper
@@ -168,11 +175,11 @@ def attack_pair(*, pairs, scorer, backend, budget, resources):
     seconds = {}
     resources.encoder._cache.clear()
     started = time.perf_counter()
-    ours, _ = word_attack_run(scorer=scorer, items=pairs, query_budget=budget)
+    ours, _ = word_attack_run(scorer=scorer, items=pairs, recipe=recipe, query_budget=budget)
     seconds["attack"] = time.perf_counter() - started
     resources.encoder._cache.clear()
     started = time.perf_counter()
-    attack = recipe_attack_build(recipe="textfooler-v1", model_wrapper=Wrapper())
+    attack = recipe_attack_build(recipe=recipe, model_wrapper=Wrapper())
     attack_args = textattack.AttackArgs(
         num_examples=len(pairs), query_budget=budget, silent=True, disable_stdout=True, random_seed=0
     )

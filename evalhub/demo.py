@@ -37,12 +37,12 @@ DEMO_POLICIES = {
     # Named as the family, so it is the family's policy when a gate run names none.
     FAMILY: (
         "The family's sandwich gate: all four layers; layer 1 under the TextFooler-class attack "
-        "(textfooler-v1, adaptive: every drawn item searched against the candidate; the demo suite's "
+        "(textfooler-v2, adaptive: every drawn item searched against the candidate; the demo suite's "
         "320 labelled items, each once); layer 3 on review hours per contract (outcome metric "
         "review_hours, per user), which must fall by at least 0.2 h, judged at a horizon sized for a "
         "true 0.4 h (per-user sd 0.55 h until the family has history before a start).",
         {
-            "robustness_recipe": "textfooler-v1",
+            "robustness_recipe": "textfooler-v2",
             "robustness_min_samples": 300,
             "business_metric": "review_hours",
             "business_direction": "decrease",
@@ -62,7 +62,7 @@ DEMO_POLICIES = {
         "the baseline (did the candidate fix what broke the baseline?).",
         {
             "required_layers": ["robustness"],
-            "robustness_recipe": "textfooler-v1",
+            "robustness_recipe": "textfooler-v2",
             "robustness_transfer_from": "baseline",
             "robustness_min_samples": 300,
         },

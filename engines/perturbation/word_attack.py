@@ -1,7 +1,8 @@
 """Word-level adversarial attacks that run offline: the TextFooler class (Jin et al. 2020), in English
 and Chinese, searched for many items at once. Worker-only (no Django); imports textattack.
 
-Recipe `textfooler-v1`, per item:
+Recipe `textfooler-v1`, per item (`textfooler-v2` is the same, except that a Chinese word of two or more
+characters is never swapped into another word of jieba's dictionary):
 - word importance by deletion: the drop of the true class's probability when each word is deleted;
 - the words, most important first, each swapped once for the candidate that lowers the true class
   most, until the answer flips. English words swap for those of their 50 nearest neighbours in GloVe
@@ -62,6 +63,9 @@ class WordAttackRecipe:
     sentence_threshold: float = 0.840845057  # angular similarity, TextFooler's value
     window: int = 15
     zh_max_candidates: int = 30  # one-character swaps per Chinese word
+    # A Chinese word of two or more characters never becomes another dictionary word (jieba's):
+    # 定金→订金 turns a deposit into a refundable advance, 终止→中止 "terminate" into "suspend".
+    zh_refuse_words: bool = False
 
 
 WORD_RECIPES: dict[str, WordAttackRecipe] = {
@@ -71,6 +75,12 @@ WORD_RECIPES: dict[str, WordAttackRecipe] = {
             "textfooler-v1",
             "TextFooler-class: deletion word importance, counter-fitted GloVe neighbour swaps (English), "
             "homophone / similar-shape character swaps (Chinese), multilingual USE window constraint",
+        ),
+        WordAttackRecipe(
+            "textfooler-v2",
+            "textfooler-v1, and a Chinese word never becomes another dictionary word (a swap reads as a "
+            "typo, not as a different term)",
+            zh_refuse_words=True,
         ),
     )
 }
@@ -165,8 +175,18 @@ def resources_load() -> Resources:
     )
 
 
+@functools.cache
+def _zh_dictionary() -> frozenset[str]:
+    """jieba's dictionary words (its prefix entries, frequency 0, are not words)."""
+    import jieba
+
+    jieba.dt.check_initialized()
+    return frozenset(word for word, freq in jieba.dt.FREQ.items() if freq)
+
+
 def _components(recipe: WordAttackRecipe, resources: Resources) -> tuple[Any, list[Any], list[Any]]:
     """(transformation, pre-transformation constraints, constraints): TextAttack objects."""
+    zh_words = _zh_dictionary() if recipe.zh_refuse_words else frozenset()
     from textattack.constraints.pre_transformation import RepeatModification, StopwordModification
     from textattack.constraints.semantics import WordEmbeddingDistance
     from textattack.constraints.semantics.sentence_encoders import SentenceEncoder as TASentenceEncoder
@@ -181,7 +201,9 @@ def _components(recipe: WordAttackRecipe, resources: Resources) -> tuple[Any, li
                 out: list[str] = []
                 for position, char in enumerate(word):
                     for other in resources.zh_table.get(char, ()):
-                        out.append(word[:position] + other + word[position + 1 :])
+                        swapped = word[:position] + other + word[position + 1 :]
+                        if not (recipe.zh_refuse_words and len(word) > 1 and swapped in zh_words):
+                            out.append(swapped)
                 return out[: recipe.zh_max_candidates]
             lower = word.lower()
             return [
@@ -266,7 +288,7 @@ def word_attack_run(
     *,
     scorer: Scorer,
     items: Sequence[tuple[str, int]],
-    recipe: str = "textfooler-v1",
+    recipe: str,
     query_budget: int = 500,
 ) -> tuple[list[ItemAttack], dict[str, float]]:
     """Attack every (text, true class index) with `recipe`, all items in lock step; returns each item's

@@ -48,8 +48,8 @@ def test_same_outcome_as_textattack_attacker_item_by_item(backend):
     index = {label: i for i, label in enumerate(backend.labels)}
     items = _sample("en", 8) + _sample("zh", 4)
     pairs = [(i.input, index[i.label]) for i in items]
-    ours, _ = word_attack_run(scorer=score, items=pairs, query_budget=300)
-    attack = recipe_attack_build(recipe="textfooler-v1", model_wrapper=Wrapper())
+    ours, _ = word_attack_run(scorer=score, items=pairs, recipe="textfooler-v2", query_budget=300)
+    attack = recipe_attack_build(recipe="textfooler-v2", model_wrapper=Wrapper())
     args = textattack.AttackArgs(
         num_examples=len(pairs), query_budget=300, silent=True, disable_stdout=True, random_seed=0
     )
@@ -73,7 +73,7 @@ def test_swaps_respect_the_constraints(backend):
     index = {label: i for i, label in enumerate(backend.labels)}
     items = _sample("en", 10) + _sample("zh", 6)
     attacks, timings = word_attack_run(
-        scorer=_scorer(backend), items=[(i.input, index[i.label]) for i in items]
+        scorer=_scorer(backend), items=[(i.input, index[i.label]) for i in items], recipe="textfooler-v2"
     )
     assert set(timings) == {"model", "encoder", "search"}
     for attack in attacks:
@@ -110,3 +110,21 @@ def test_antonyms_are_never_candidates():
     for a, b in near:
         assert b not in transformation._get_replacement_words(a)
         assert b.capitalize() not in transformation._get_replacement_words(a.capitalize())
+
+
+def test_v2_never_swaps_a_chinese_word_into_another_dictionary_word():
+    from engines.perturbation.word_attack import WORD_RECIPES, _components, _zh_dictionary
+
+    resources = resources_load()
+    v1, _, _ = _components(WORD_RECIPES["textfooler-v1"], resources)
+    v2, _, _ = _components(WORD_RECIPES["textfooler-v2"], resources)
+    words = _zh_dictionary()
+    # 定金 (a deposit) → 订金 (an advance) and 终止 (terminate) → 中止 (suspend) changed the true label.
+    for word, other in (("定金", "订金"), ("终止", "中止")):
+        assert other in v1._get_replacement_words(word)
+        assert other not in v2._get_replacement_words(word)
+    for word in ("定金", "终止", "付款", "保密", "违约金", "赔偿"):
+        kept = v2._get_replacement_words(word)
+        assert kept and not any(w in words for w in kept)  # typos remain, other terms do not
+        assert set(kept) <= set(v1._get_replacement_words(word))
+    assert v2._get_replacement_words("金") == v1._get_replacement_words("金")  # one character: a typo

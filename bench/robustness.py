@@ -13,7 +13,7 @@ cleared, TextAttack's attack is built anew), so a change of load hits both; the 
 medians over `--repeats`. It also checks that both attacks agree: the outcome item by item, and the
 accuracy under attack with its Wilson interval.
 
-    python bench/robustness.py [--version contract-assistant:v4] [--items 24] [--repeats 3]
+    python bench/robustness.py [--version contract-assistant:v4] [--items 48] [--repeats 3]
                                [--budget 500] [--noise-samples 1000]
 
 Runs on a scratch SQLite database; models come from EVALHUB_MODEL_DIR (default var/models; `make
@@ -32,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TQDM_DISABLE", "1")  # TextAttack's Attacker draws a progress bar per item
 
 
 def main() -> None:
@@ -39,7 +40,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", default="contract-assistant:v4")
-    parser.add_argument("--items", type=int, default=24, help="items attacked per repeat")
+    parser.add_argument("--items", type=int, default=48, help="items attacked per repeat")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--budget", type=int, default=500, help="model queries per item")
     parser.add_argument("--recipe", default="textfooler-v2", help="the word-level recipe (the family's)")
@@ -102,18 +103,26 @@ def attack_bench(*, backend, name: str, items, args) -> None:
     index = {label: i for i, label in enumerate(backend.labels)}
     pairs = [(by_id[i][1], index[by_id[i][2]]) for i in drawn]
 
+    clock = {"phase": "warm-up", "model": {}}  # seconds in the model's forward passes, by phase
+
     def scorer(texts):
+        started = time.perf_counter()
         probs = np.asarray(backend.class_scores(list(texts)), dtype=np.float64)
+        phase = clock["phase"]
+        clock["model"][phase] = clock["model"].get(phase, 0.0) + time.perf_counter() - started
         return probs / probs.sum(axis=1, keepdims=True)
 
     resources = resources_load()
     resources.encoder.warm(["warm the encoder"])  # one-time loads, not the attack's
     scorer([pairs[0][0]])
     times: dict[str, list[float]] = {"attack": [], "textattack": [], "bare": []}
-    agree = ours_correct = theirs_correct = 0
+    model_times: dict[str, list[float]] = {"attack": [], "textattack": []}
+    same_outcome = same_text = both_succeeded = ours_correct = theirs_correct = 0
     for _ in range(args.repeats):
+        clock["model"] = {}
         ours, theirs, seconds = attack_pair(
             pairs=pairs,
+            clock=clock,
             scorer=scorer,
             backend=backend,
             budget=args.budget,
@@ -122,6 +131,8 @@ def attack_bench(*, backend, name: str, items, args) -> None:
         )
         for key, value in seconds.items():
             times[key].append(value)
+            model_times[key].append(clock["model"].get(key, 0.0))
+        clock["phase"] = "bare"
         started = time.perf_counter()
         scorer([a.perturbed for a in ours])
         times["bare"].append(time.perf_counter() - started)
@@ -130,11 +141,11 @@ def attack_bench(*, backend, name: str, items, args) -> None:
             "SuccessfulAttackResult": "succeeded",
             "FailedAttackResult": "failed",
         }
-        agree = sum(
-            a.status == names[type(r).__name__]
-            and (a.status != "succeeded" or a.perturbed == r.perturbed_result.attacked_text.text)
-            for a, r in zip(ours, theirs, strict=True)
-        )
+        outcomes = [(a, names[type(r).__name__], r) for a, r in zip(ours, theirs, strict=True)]
+        same_outcome = sum(a.status == theirs_status for a, theirs_status, _ in outcomes)
+        succeeded = [(a, r) for a, st, r in outcomes if a.status == st == "succeeded"]
+        both_succeeded = len(succeeded)
+        same_text = sum(a.perturbed == r.perturbed_result.attacked_text.text for a, r in succeeded)
         ours_correct = sum(a.status == "failed" for a in ours)
         theirs_correct = sum(names[type(r).__name__] == "failed" for r in theirs)
     medians = {key: statistics.median(values) for key, values in times.items()}
@@ -151,15 +162,26 @@ def attack_bench(*, backend, name: str, items, args) -> None:
     ):
         runs = " ".join(f"{v:.2f}" for v in times[key])
         print(f"{label:34}{medians[key]:>10.2f}   {runs}")
+    for key, label in (("attack", "  of which model forward passes"), ("textattack", "  TextAttack's")):
+        runs = " ".join(f"{v:.2f}" for v in model_times[key])
+        print(f"{label:34}{statistics.median(model_times[key]):>10.2f}   {runs}")
     print(f"\nTextAttack / layer attack: {medians['textattack'] / medians['attack']:.2f}   (goal >= 5)")
+    model_share = statistics.median(model_times["textattack"]) / medians["textattack"]
+    print(
+        f"TextAttack's time in the model: {model_share:.0%}; with the same forward passes the ratio "
+        f"cannot pass {1 / model_share:.2f}"
+    )
     print(f"layer attack / bare inference: {medians['attack'] / medians['bare']:.1f}")
     for who, correct in (("layer", ours_correct), ("TextAttack", theirs_correct)):
         low, high = wilson_interval(successes=correct, n=n, confidence=0.95)
         print(f"accuracy under attack, {who}: {correct / n:.3f} [{low:.3f}, {high:.3f}]")
-    print(f"items with the same outcome (and the same text when it succeeded): {agree} / {n}")
+    print(
+        f"items with the same outcome: {same_outcome} / {n}; of those both flipped, the same text: "
+        f"{same_text} / {both_succeeded}"
+    )
 
 
-def attack_pair(*, pairs, scorer, backend, budget, recipe, resources):
+def attack_pair(*, pairs, clock, scorer, backend, budget, recipe, resources):
     """One repeat: the layer's attack, then TextAttack's Attacker, each with fresh caches."""
     import textattack
     from textattack.models.wrappers import ModelWrapper
@@ -174,10 +196,12 @@ def attack_pair(*, pairs, scorer, backend, budget, recipe, resources):
 
     seconds = {}
     resources.encoder._cache.clear()
+    clock["phase"] = "attack"
     started = time.perf_counter()
     ours, _ = word_attack_run(scorer=scorer, items=pairs, recipe=recipe, query_budget=budget)
     seconds["attack"] = time.perf_counter() - started
     resources.encoder._cache.clear()
+    clock["phase"] = "textattack"
     started = time.perf_counter()
     attack = recipe_attack_build(recipe=recipe, model_wrapper=Wrapper())
     attack_args = textattack.AttackArgs(
@@ -191,6 +215,7 @@ def attack_pair(*, pairs, scorer, backend, budget, recipe, resources):
 def noise_bench(*, version, suite, samples: int, repeats: int) -> None:
     """The random-noise layer in-process vs bare batched inference of its samples, interleaved."""
     from engines.perturbation import PerturbationSpec, perturbation_engine_load, perturbation_set_build
+    from gate.judges.robustness import RobustnessPolicy
     from gate.layers.registry import gate_policy_parse
     from gate.services.gate_runs import gate_run_execute, gate_run_start
     from registry.actors import SYSTEM
@@ -199,10 +224,12 @@ def noise_bench(*, version, suite, samples: int, repeats: int) -> None:
     overrides = {
         "required_layers": ["robustness"],
         "run_baseline": False,
+        "robustness_recipe": "robustness-v1",  # the noise check, whatever the family's policy attacks with
         "robustness_samples": samples,
         "output_cache": False,
     }
-    policy = gate_policy_parse(overrides)
+    config = gate_policy_parse(overrides)
+    policy, batch_size = config.section(RobustnessPolicy), config.general.batch_size
     items = list(suite.items.all())
     perturbation_engine_load()
     spec = PerturbationSpec(recipe=policy.robustness_recipe, seed=policy.robustness_seed, samples=samples)
@@ -219,8 +246,8 @@ def noise_bench(*, version, suite, samples: int, repeats: int) -> None:
         run = gate_run_execute(gate_run_id=run.pk, worker="bench")
         layer_times.append(run.layers.get(layer="robustness").wall_seconds)
         started = time.perf_counter()
-        for start in range(0, len(texts), policy.batch_size):
-            backend.predict(texts[start : start + policy.batch_size])
+        for start in range(0, len(texts), batch_size):
+            backend.predict(texts[start : start + batch_size])
         bare_times.append(time.perf_counter() - started)
     layer, bare = statistics.median(layer_times), statistics.median(bare_times)
     print(

@@ -35,8 +35,9 @@ def test_the_readmes_cli_command_and_proxy_example_work_after_make_run(stack_env
     manage("migrate", "--noinput", env=env)
     manage("collectstatic", "--noinput", "-v", "0", env=env)  # as `make run` does
     manage("demo_setup", env=env, timeout=1800)  # trains the demo models when the cache has none
-    # The family's policy attacks layer 1 with textfooler-v1 (about 25 minutes for V4 here); this test
-    # is about the commands, so the family's layer 1 is the noise check, saved as an operator would.
+    # The family's policy attacks layer 1 with textfooler-v2 (V4's 320 items take minutes on two cores);
+    # this test is about the commands, so the family's layer 1 is the noise check, saved as an operator
+    # would.
     manage(
         "shell",
         "-c",

@@ -1,7 +1,8 @@
 """Layer 1 of the family's policy on a demo version, in-process as a warm gpu worker runs it.
 
     python bench/robustness_gate.py [--version contract-assistant:v4] [--policy contract-assistant]
-                                    [--suite-seeds 0,1,2,3] [--export examples.jsonl]
+                                    [--suite-seeds 0,1,2,3] [--recipe pwws-v1] [--samples N]
+                                    [--export examples.jsonl]
 
 Runs the robustness layer of the named policy (the family's: `textfooler-v2`, adaptive, 1000
 requested) with the baseline paired, and prints the rate, its interval, the attack figures by version,
@@ -43,6 +44,7 @@ def main() -> None:
     parser.add_argument(
         "--suite-seeds", help="comma-separated generator seeds for a larger suite (default: the demo suite)"
     )
+    parser.add_argument("--recipe", help="robustness_recipe instead of the policy's (e.g. pwws-v1)")
     parser.add_argument(
         "--model-dir", default=os.environ.get("EVALHUB_MODEL_DIR", str(ROOT / "var" / "models"))
     )
@@ -74,6 +76,7 @@ def main() -> None:
     print(f"suite {suite.name} v{suite.version}: {suite.items.count()} items", flush=True)
     overrides = {
         "required_layers": ["robustness"],
+        **({"robustness_recipe": args.recipe} if args.recipe else {}),
         **(
             {"robustness_samples": args.samples, "robustness_min_samples": args.samples}
             if args.samples

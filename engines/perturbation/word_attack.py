@@ -55,6 +55,12 @@ Scorer = Callable[[Sequence[str]], np.ndarray]  # texts -> class probabilities (
 class WordAttackRecipe:
     name: str
     summary: str
+    # "delete": TextFooler's word importance, searched for many items in lock step here;
+    # "weighted-saliency": PWWS's (Ren et al. 2019), run item by item by TextAttack's Attacker.
+    search: str = "delete"
+    # "embedding": counter-fitted GloVe neighbours that are WordNet synonyms (TextFooler);
+    # "wordnet": every shipped WordNet synonym (PWWS).
+    swaps: str = "embedding"
     max_candidates: int = 50  # embedding neighbours per English word
     min_cos_sim: float = 0.5
     # English swaps only for WordNet synonyms among the neighbours: 50-d neighbours of the same topic
@@ -80,6 +86,15 @@ WORD_RECIPES: dict[str, WordAttackRecipe] = {
             "textfooler-v2",
             "textfooler-v1, and a Chinese word never becomes another dictionary word (a swap reads as a "
             "typo, not as a different term)",
+            zh_refuse_words=True,
+        ),
+        WordAttackRecipe(
+            "pwws-v1",
+            "PWWS-class: words ordered by probability-weighted saliency, swapped for WordNet synonyms "
+            "(English; never an antonym) or as in textfooler-v2 (Chinese), multilingual USE window "
+            "constraint",
+            search="weighted-saliency",
+            swaps="wordnet",
             zh_refuse_words=True,
         ),
     )
@@ -117,6 +132,7 @@ class Resources:
     embedding: Any  # textattack WordEmbedding
     antonyms: frozenset[tuple[str, str]]
     synonyms: frozenset[tuple[str, str]]
+    synonyms_of: dict[str, tuple[str, ...]]  # each word's synonyms, sorted
     encoder: SentenceEncoder
     stopwords: frozenset[str]
     zh_table: dict[str, tuple[str, ...]]
@@ -165,10 +181,15 @@ def resources_load() -> Resources:
     for table in (_tsv_table(name="chinese_homophones.tsv"), _morphonym_table()):
         for char, others in table.items():
             zh_table[char] = tuple(dict.fromkeys(zh_table.get(char, ()) + tuple(others)))
+    synonyms = pairs(SYNONYMS_PATH)
+    synonyms_of: dict[str, list[str]] = {}
+    for a, b in sorted(synonyms):
+        synonyms_of.setdefault(a, []).append(b)
     return Resources(
         embedding=embedding,
         antonyms=pairs(ANTONYMS_PATH),
-        synonyms=pairs(SYNONYMS_PATH),
+        synonyms=synonyms,
+        synonyms_of={word: tuple(others) for word, others in synonyms_of.items()},
         encoder=SentenceEncoder(),
         stopwords=frozenset(english) | frozenset(CHN_STOPWORD),
         zh_table=zh_table,
@@ -186,11 +207,21 @@ def _zh_dictionary() -> frozenset[str]:
 
 def _components(recipe: WordAttackRecipe, resources: Resources) -> tuple[Any, list[Any], list[Any]]:
     """(transformation, pre-transformation constraints, constraints): TextAttack objects."""
-    zh_words = _zh_dictionary() if recipe.zh_refuse_words else frozenset()
     from textattack.constraints.pre_transformation import RepeatModification, StopwordModification
     from textattack.constraints.semantics import WordEmbeddingDistance
     from textattack.constraints.semantics.sentence_encoders import SentenceEncoder as TASentenceEncoder
-    from textattack.transformations import WordSwapEmbedding
+    from textattack.transformations import WordSwap, WordSwapEmbedding
+
+    zh_words = _zh_dictionary() if recipe.zh_refuse_words else frozenset()
+
+    def chinese_swaps(word: str) -> list[str]:
+        out: list[str] = []
+        for position, char in enumerate(word):
+            for other in resources.zh_table.get(char, ()):
+                swapped = word[:position] + other + word[position + 1 :]
+                if not (recipe.zh_refuse_words and len(word) > 1 and swapped in zh_words):
+                    out.append(swapped)
+        return out[: recipe.zh_max_candidates]
 
     class BilingualSwap(WordSwapEmbedding):
         """English: embedding neighbours that are WordNet synonyms (never antonyms); Chinese:
@@ -198,13 +229,7 @@ def _components(recipe: WordAttackRecipe, resources: Resources) -> tuple[Any, li
 
         def _get_replacement_words(self, word: str) -> list[str]:
             if _is_cjk(word):
-                out: list[str] = []
-                for position, char in enumerate(word):
-                    for other in resources.zh_table.get(char, ()):
-                        swapped = word[:position] + other + word[position + 1 :]
-                        if not (recipe.zh_refuse_words and len(word) > 1 and swapped in zh_words):
-                            out.append(swapped)
-                return out[: recipe.zh_max_candidates]
+                return chinese_swaps(word)
             lower = word.lower()
             return [
                 w
@@ -213,23 +238,39 @@ def _components(recipe: WordAttackRecipe, resources: Resources) -> tuple[Any, li
                 and (not recipe.synonyms_only or (lower, w.lower()) in resources.synonyms)
             ]
 
+    class BilingualWordNetSwap(WordSwap):
+        """English: the word's shipped WordNet synonyms, in the word's case (never antonyms); Chinese:
+        one-character swaps. Sorted, so the search is the same in every process (TextAttack's
+        `WordSwapWordNet` returns a set's order)."""
+
+        def _get_replacement_words(self, word: str) -> list[str]:
+            if _is_cjk(word):
+                return chinese_swaps(word)
+            lower = word.lower()
+            out = [w for w in resources.synonyms_of.get(lower, ()) if (lower, w) not in resources.antonyms]
+            return [w.capitalize() for w in out] if word[:1].isupper() else out
+
     class WindowEncoder(TASentenceEncoder):
         def encode(self, sentences: list[str]) -> np.ndarray:
             return resources.encoder.encode(sentences)
 
-    transformation = BilingualSwap(max_candidates=recipe.max_candidates, embedding=resources.embedding)
     pre = [RepeatModification(), StopwordModification(stopwords=resources.stopwords)]
+    window = WindowEncoder(
+        threshold=recipe.sentence_threshold,
+        metric="angular",
+        compare_against_original=False,
+        window_size=recipe.window,
+        # TextAttack's TextFooler skips texts under 15 words; most clauses are that short, and
+        # unchecked swaps there changed meanings: every text is checked (its window is all of it).
+        skip_text_shorter_than_window=False,
+    )
+    if recipe.swaps == "wordnet":
+        # PWWS itself has no semantic constraint; the window encoder stays, as the label check asks.
+        return BilingualWordNetSwap(), pre, [window]
+    transformation = BilingualSwap(max_candidates=recipe.max_candidates, embedding=resources.embedding)
     constraints = [
         WordEmbeddingDistance(embedding=resources.embedding, min_cos_sim=recipe.min_cos_sim),
-        WindowEncoder(
-            threshold=recipe.sentence_threshold,
-            metric="angular",
-            compare_against_original=False,
-            window_size=recipe.window,
-            # TextAttack's TextFooler skips texts under 15 words; most clauses are that short, and
-            # unchecked swaps there changed meanings: every text is checked (its window is all of it).
-            skip_text_shorter_than_window=False,
-        ),
+        window,
     ]
     return transformation, pre, constraints
 
@@ -240,12 +281,13 @@ def recipe_attack_build(*, recipe: str, model_wrapper: ModelWrapper) -> Attack:
     from textattack.goal_functions import UntargetedClassification
     from textattack.search_methods import GreedyWordSwapWIR
 
-    transformation, pre, constraints = _components(WORD_RECIPES[recipe], resources_load())
+    spec = WORD_RECIPES[recipe]
+    transformation, pre, constraints = _components(spec, resources_load())
     return TAAttack(
         UntargetedClassification(model_wrapper, model_batch_size=256),
         pre + constraints,
         transformation,
-        GreedyWordSwapWIR(wir_method="delete"),
+        GreedyWordSwapWIR(wir_method=spec.search),
     )
 
 
@@ -291,13 +333,13 @@ def word_attack_run(
     recipe: str,
     query_budget: int = 500,
 ) -> tuple[list[ItemAttack], dict[str, float]]:
-    """Attack every (text, true class index) with `recipe`, all items in lock step; returns each item's
-    attack and seconds spent in model calls, the sentence encoder and the rest."""
+    """Attack every (text, true class index) with `recipe`; returns each item's attack and seconds spent
+    in model calls, the sentence encoder and the rest. The deletion search runs all items in lock step;
+    another search runs TextAttack's `Attacker`, item by item."""
     from textattack.shared import AttackedText as Text
 
     started = time.perf_counter()
     resources = resources_load()
-    transformation, pre, constraints = _components(WORD_RECIPES[recipe], resources)
     timings = {"model": 0.0, "encoder": 0.0}
 
     def call(texts: list[str]) -> np.ndarray:
@@ -305,6 +347,12 @@ def word_attack_run(
         out = scorer(texts) if texts else np.zeros((0, 0))
         timings["model"] += time.perf_counter() - mark
         return out
+
+    if WORD_RECIPES[recipe].search != "delete":
+        attacks = _attacker_run(call=call, items=items, recipe=recipe, query_budget=query_budget)
+        timings["search"] = time.perf_counter() - started - timings["model"]
+        return attacks, timings
+    transformation, pre, constraints = _components(WORD_RECIPES[recipe], resources)
 
     states = [
         _State(index=i, original=Text(text), truth=truth, budget=query_budget, current=Text(text))
@@ -389,6 +437,68 @@ def word_attack_run(
         )
     timings["search"] = time.perf_counter() - started - timings["model"] - timings["encoder"]
     return attacks, timings
+
+
+def _attacker_run(
+    *, call: Scorer, items: Sequence[tuple[str, int]], recipe: str, query_budget: int
+) -> list[ItemAttack]:
+    """The recipe's plain TextAttack `Attack`, one item after another (its global random generators
+    put back afterwards: the Attacker seeds them)."""
+    import random
+    import warnings
+
+    import textattack
+    import torch
+    from textattack.attack_results import SkippedAttackResult, SuccessfulAttackResult
+    from textattack.models.wrappers import ModelWrapper
+
+    class Wrapper(ModelWrapper):
+        model = None
+
+        def __call__(self, text_input_list: list[str], **kwargs: Any) -> np.ndarray:
+            return call(list(text_input_list))
+
+    if not items:
+        return []
+    attack = recipe_attack_build(recipe=recipe, model_wrapper=Wrapper())
+    args = textattack.AttackArgs(
+        num_examples=len(items), query_budget=query_budget, silent=True, disable_stdout=True, random_seed=0
+    )
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    try:
+        with warnings.catch_warnings():  # its summary averages over no successes: numpy warns
+            warnings.simplefilter("ignore", RuntimeWarning)
+            dataset = textattack.datasets.Dataset(list(items))
+            results = textattack.Attacker(attack, dataset, args).attack_dataset()
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+    attacks = []
+    for result in results:
+        before, after = result.original_result, result.perturbed_result
+        status = (
+            "skipped"
+            if isinstance(result, SkippedAttackResult)
+            else "succeeded"
+            if isinstance(result, SuccessfulAttackResult)
+            else "failed"
+        )
+        final = after.attacked_text  # a failed search's last text, as the lock-step search gives it
+        swaps = len(final.attack_attrs.get("modified_indices", ())) if status != "skipped" else 0
+        attacks.append(
+            ItemAttack(
+                status=status,
+                original=before.attacked_text.text,
+                perturbed=final.text,
+                label_before=int(before.ground_truth_output if status != "skipped" else before.output),
+                label_after=int(after.output),
+                queries=int(result.num_queries),
+                words_changed=swaps,
+                diff=_diff(before.attacked_text, final) if swaps else "",
+            )
+        )
+    return attacks
 
 
 def _diff(before: AttackedText, after: AttackedText) -> str:

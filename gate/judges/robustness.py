@@ -34,7 +34,7 @@ class RobustnessPolicy(PolicySection):
     robustness_recipe: str = setting(
         "robustness-v1",
         help="the perturbation recipe: a random-noise one (robustness-v1, typos-v1, imperceptible-v1) or a "
-        "word-level adversarial one (textfooler-v1), which attacks each drawn item",
+        "word-level adversarial one (textfooler-v2, textfooler-v1, pwws-v1), which attacks each drawn item",
     )
     robustness_seed: int = setting(0, low=0, high=2**31 - 1, help="seed of the perturbed set")
     robustness_samples: int = setting(1000, low=1, high=100_000, help="perturbed samples to make")

@@ -128,3 +128,37 @@ def test_v2_never_swaps_a_chinese_word_into_another_dictionary_word():
         assert kept and not any(w in words for w in kept)  # typos remain, other terms do not
         assert set(kept) <= set(v1._get_replacement_words(word))
     assert v2._get_replacement_words("金") == v1._get_replacement_words("金")  # one character: a typo
+
+
+def test_pwws_class_recipe_swaps_wordnet_synonyms_by_weighted_saliency(backend):
+    from engines.perturbation.word_attack import WORD_RECIPES
+
+    assert WORD_RECIPES["pwws-v1"].search == "weighted-saliency"
+    resources = resources_load()
+    index = {label: i for i, label in enumerate(backend.labels)}
+    items = _sample("en", 10) + _sample("zh", 4)
+    pairs = [(i.input, index[i.label]) for i in items]
+    attacks, timings = word_attack_run(scorer=_scorer(backend), items=pairs, recipe="pwws-v1")
+    assert timings["model"] > 0 and [a.original for a in attacks] == [text for text, _ in pairs]
+    statuses = {a.status for a in attacks}
+    assert "succeeded" in statuses and statuses <= {"succeeded", "failed", "skipped"}
+    for attack, (_, truth) in zip(attacks, pairs, strict=True):
+        assert attack.queries <= 500
+        if attack.status == "skipped":
+            assert attack.label_before != truth and not attack.diff
+            continue
+        assert attack.label_before == truth
+        if attack.status != "succeeded":
+            assert attack.label_after == truth
+            continue
+        assert attack.label_after != truth
+        assert backend.predict([attack.perturbed])[0].label == backend.labels[attack.label_after]
+        for swap in attack.diff.split("; "):
+            before, after = swap.split("→")
+            if before.isascii():  # any WordNet synonym, not only an embedding neighbour
+                assert (before.lower(), after.lower()) in resources.synonyms
+                assert (before.lower(), after.lower()) not in resources.antonyms
+    # The Attacker seeds the global generators; the caller's are put back.
+    state = np.random.get_state()[1].copy()
+    word_attack_run(scorer=_scorer(backend), items=pairs[:2], recipe="pwws-v1")
+    assert (np.random.get_state()[1] == state).all()

@@ -108,3 +108,16 @@ def test_a_model_without_class_scores_is_a_layer_error(suite):
     )
     layer = run_layer(remote, suite, run_baseline=False)
     assert layer.verdict == "error" and "class scores" in layer.reasons[0]
+
+
+def test_the_pwws_class_recipe_runs_as_the_layer(versions, suite):
+    candidate, _ = versions
+    layer = run_layer(candidate, suite, robustness_recipe="pwws-v1", run_baseline=False)
+    report = layer.details["adversarial"][candidate.ref]
+    assert layer.details["recipe"] == "pwws-v1" and report["items"] == 12 and report["succeeded"] > 0
+    assert report["skipped"] + report["succeeded"] + report["failed"] == 12
+    assert layer.estimate == pytest.approx(report["failed"] / 12)
+    assert (
+        layer.samples.filter(version=candidate, perturbation="pwws-v1:succeeded").count()
+        == report["succeeded"]
+    )

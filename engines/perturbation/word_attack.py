@@ -440,7 +440,11 @@ def word_attack_run(
 
 
 def _attacker_run(
-    *, call: Scorer, items: Sequence[tuple[str, int]], recipe: str, query_budget: int
+    *,
+    call: Callable[[list[str]], np.ndarray],
+    items: Sequence[tuple[str, int]],
+    recipe: str,
+    query_budget: int,
 ) -> list[ItemAttack]:
     """The recipe's plain TextAttack `Attack`, one item after another (its global random generators
     put back afterwards: the Attacker seeds them)."""

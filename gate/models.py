@@ -241,6 +241,10 @@ class AdversarialSet(models.Model):
     item_ids = models.JSONField(default=list)
     examples = models.JSONField(default=list)
     seconds = models.FloatField(default=0.0)
+    # The lease of the worker attacking it now ("" when none): a gate run's other versions are attacked
+    # by other gpu workers at the same time, and a worker that stops beating loses the lease.
+    worker = models.CharField(max_length=300, blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -30,6 +30,7 @@ class Task(StrEnum):
     """Task names; `workers.tasks` registers a function under each."""
 
     GATE_RUN_EXECUTE = "workers.tasks.gate_run_execute_task"
+    ADVERSARIAL_SET_BUILD = "workers.tasks.adversarial_set_build_task"
     GATE_RUN_REAP_STALE = "workers.tasks.gate_run_reap_stale_task"
     TURN_STREAM_DRAIN = "workers.tasks.turn_stream_drain_task"
     FOLLOW_UPS_LABEL = "workers.tasks.follow_ups_label_task"
@@ -40,6 +41,7 @@ class Task(StrEnum):
 
 QUEUE_OF = {
     Task.GATE_RUN_EXECUTE: Queue.GPU,
+    Task.ADVERSARIAL_SET_BUILD: Queue.GPU,
     Task.GATE_RUN_REAP_STALE: Queue.CPU,
     Task.TURN_STREAM_DRAIN: Queue.CPU,
     Task.FOLLOW_UPS_LABEL: Queue.CPU,

@@ -20,6 +20,7 @@ from canary.services.probes import probe_run_execute_by_id, probe_runs_due
 from canary.services.telemetry import turn_stream_drain
 from engines.backends import BackendError
 from gate.models import GateRun
+from gate.services.adversarial import adversarial_set_build
 from gate.services.gate_runs import (
     ClaimLost,
     gate_run_execute,
@@ -72,6 +73,26 @@ def gate_run_execute_task(self, gate_run_id: int) -> None:
         gate_run_fail(
             gate_run_id=gate_run_id, status=GateRun.Status.ERROR, reason=f"{type(exc).__name__}: {exc}"
         )
+
+
+@app.task(
+    name=Task.ADVERSARIAL_SET_BUILD,
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=5,
+    max_retries=5,
+)
+def adversarial_set_build_task(self, set_id: int, chunk_size: int) -> bool:
+    """Attack one version of a gate run's layer 1 beside the run's own worker (a lost lease or a
+    model error leaves the rest to that worker, which resumes the set)."""
+    worker = f"{socket.gethostname()}:{self.request.hostname or ''}:{self.request.id}"
+    try:
+        return adversarial_set_build(set_id=set_id, chunk_size=chunk_size, worker=worker)
+    except (ClaimLost, BackendError) as exc:
+        logger.warning("adversarial set %s left to the gate run's worker: %s", set_id, exc)
+        return False
 
 
 def _release(gate_run_id: int, worker: str) -> None:

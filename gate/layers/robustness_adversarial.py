@@ -1,5 +1,5 @@
-"""Layer 1 under a word-level adversarial recipe (`textfooler-v1`): the layer's figure is the share of
-drawn items a version still answers correctly under attack.
+"""Layer 1 under a word-level adversarial recipe (`textfooler-v2`, `textfooler-v1`, `pwws-v1`): the
+layer's figure is the share of drawn items a version still answers correctly under attack.
 
 - Items: `robustness_samples` labelled items drawn by seed per language in the suite's mix
   (`attack_items_draw`), each attacked once (a greedy search is deterministic: drawing an item twice
@@ -11,17 +11,26 @@ drawn items a version still answers correctly under attack.
   candidate fixes what broke the reference.
 - An attack is stored as an `AdversarialSet` per (suite, version config, recipe, seed, size, budget),
   appended chunk by chunk: a resumed run continues it and a later run of an unchanged version reuses it.
+- Spread over the gpu workers: in adaptive mode the baseline's set goes to the gpu queue as its own
+  task; a set is attacked under a lease (worker, heartbeat), so the run waits for one another live
+  worker holds and takes over one whose holder went quiet.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from engines.backends.base import language_of
 from gate.judges.robustness import (
@@ -33,9 +42,10 @@ from gate.judges.robustness import (
     SampleOutcome,
     robustness_judge,
 )
-from gate.layers.base import GateLayer, LayerContext, gate_run_assert_held
+from gate.layers.base import ClaimLost, GateLayer, LayerContext, gate_run_assert_held
 from gate.layers.outputs import model_outputs_predict
 from gate.models import AdversarialSet, GateRun, LayerResult, SampleResult
+from registry.dispatch import Task, task_send
 from registry.errors import ApplicationError
 from registry.models import EvalItem, ModelVersion
 from registry.selectors.versions import model_version_get
@@ -45,6 +55,7 @@ LANGUAGES = ("en", "zh", "mixed")
 SCORING_BACKENDS = ("hf", "builtin")
 EXAMPLES_SHOWN = 10
 ADVERSARIAL_SETUP = ("recipe", "seed", "samples_requested", "shortfall", "mode", "transfer_from")
+logger = logging.getLogger(__name__)
 
 
 def _language(item: EvalItem) -> str:
@@ -67,15 +78,89 @@ def _reference(ctx: LayerContext, transfer_from: str | None) -> ModelVersion | N
     return model_version_get(ref=transfer_from)
 
 
-def _attack_set(
-    *, ctx: LayerContext, version: ModelVersion, item_ids: list[str], by_id: dict[str, EvalItem]
-) -> tuple[AdversarialSet, bool]:
-    """The version's attack on `item_ids`, from the store when complete, else run (or resumed) chunk by
-    chunk, each chunk committed. Returns (set, whether it was complete before this call)."""
+def _scorer(version: ModelVersion) -> tuple[list[str], Any]:
+    """The version's labels and a texts -> class probabilities function."""
     import numpy as np
 
+    backend = model_version_backend(version=version)
+
+    def scorer(texts: Any) -> Any:
+        probs = np.asarray(backend.class_scores(list(texts)), dtype=np.float64)  # type: ignore[attr-defined]
+        return probs / probs.sum(axis=1, keepdims=True)
+
+    return backend.labels, scorer  # type: ignore[attr-defined]
+
+
+def adversarial_set_claim(*, set_id: int, worker: str) -> bool:
+    """Take the set's lease: free, already `worker`'s, or its holder stopped beating."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS)
+    return bool(
+        AdversarialSet.objects.filter(pk=set_id)
+        .filter(Q(worker="") | Q(worker=worker) | Q(heartbeat_at__lt=stale) | Q(heartbeat_at=None))
+        .update(worker=worker, heartbeat_at=now)
+    )
+
+
+def adversarial_set_release(*, set_id: int, worker: str) -> None:
+    AdversarialSet.objects.filter(pk=set_id, worker=worker).update(worker="")
+
+
+def adversarial_set_extend(
+    *,
+    aset: AdversarialSet,
+    worker: str,
+    by_id: dict[str, EvalItem],
+    chunk_size: int,
+    hold: Callable[[], None],
+    on_chunk: Callable[[int], None],
+) -> None:
+    """Attack the set's missing items, chunk by chunk, each chunk committed under `worker`'s lease
+    (and `hold()`, which raises ClaimLost when the caller lost what it holds)."""
     from engines.perturbation.word_attack import word_attack_run
 
+    labels, scorer = _scorer(aset.version)
+    index = {label: i for i, label in enumerate(labels)}
+    while not aset.complete:
+        mark = time.perf_counter()
+        chunk = aset.item_ids[len(aset.examples) : len(aset.examples) + chunk_size]
+        known = [i for i in chunk if by_id[i].label in index]
+        attacks, _ = word_attack_run(
+            scorer=scorer,
+            items=[(by_id[i].input, index[by_id[i].label]) for i in known],
+            recipe=aset.recipe,
+            query_budget=aset.query_budget,
+        )
+        outcome = dict(zip(known, attacks, strict=True))
+        for item_id in chunk:
+            attack = outcome.get(item_id)
+            aset.examples.append(
+                {
+                    "item_id": item_id,
+                    "status": attack.status if attack else "skipped",
+                    "perturbed": attack.perturbed if attack else by_id[item_id].input,
+                    "diff": attack.diff if attack else "",
+                    "label_after": labels[attack.label_after] if attack else "",
+                    "queries": attack.queries if attack else 0,
+                    "words_changed": attack.words_changed if attack else 0,
+                }
+            )
+        aset.seconds += time.perf_counter() - mark
+        with transaction.atomic():
+            hold()
+            kept = AdversarialSet.objects.filter(pk=aset.pk, worker=worker).update(
+                item_ids=aset.item_ids,
+                examples=aset.examples,
+                seconds=aset.seconds,
+                heartbeat_at=timezone.now(),
+                updated_at=timezone.now(),
+            )
+            if not kept:
+                raise ClaimLost(f"adversarial set {aset.pk} is no longer held by {worker}")
+        on_chunk(len(chunk))
+
+
+def _set_get(*, ctx: LayerContext, version: ModelVersion, item_ids: list[str]) -> AdversarialSet:
     section = ctx.policy.section(RobustnessPolicy)
     aset, _ = AdversarialSet.objects.get_or_create(
         suite=ctx.run.suite,
@@ -87,49 +172,56 @@ def _attack_set(
         query_budget=section.attack_query_budget,
         defaults={"item_ids": item_ids},
     )
-    if aset.item_ids != item_ids:  # the suite's items changed under the same suite row: begin again
-        aset.item_ids, aset.examples, aset.seconds = item_ids, [], 0.0
-    cached = aset.complete
-    if cached:
+    return aset
+
+
+def _attack_set(
+    *, ctx: LayerContext, version: ModelVersion, item_ids: list[str], by_id: dict[str, EvalItem]
+) -> tuple[AdversarialSet, bool]:
+    """The version's attack on `item_ids`: from the store when complete; else attacked (or resumed)
+    here chunk by chunk, or, while another live gpu worker holds the set, waited for with the run's
+    heartbeat kept. Returns (set, whether it was complete before this call)."""
+    aset = _set_get(ctx=ctx, version=version, item_ids=item_ids)
+    if aset.complete and aset.item_ids == item_ids:
         return aset, True
-    backend = model_version_backend(version=version)
-    index = {label: i for i, label in enumerate(backend.labels)}  # type: ignore[attr-defined]
-
-    def scorer(texts: Any) -> Any:
-        probs = np.asarray(backend.class_scores(list(texts)), dtype=np.float64)  # type: ignore[attr-defined]
-        return probs / probs.sum(axis=1, keepdims=True)
-
-    size = section.robustness_chunk_size
-    while not aset.complete:
-        mark = time.perf_counter()
-        chunk = item_ids[len(aset.examples) : len(aset.examples) + size]
-        known = [i for i in chunk if by_id[i].label in index]
-        attacks, _ = word_attack_run(
-            scorer=scorer,
-            items=[(by_id[i].input, index[by_id[i].label]) for i in known],
-            recipe=section.robustness_recipe,
-            query_budget=section.attack_query_budget,
+    worker, seen = ctx.run.worker, len(aset.examples)
+    while not adversarial_set_claim(set_id=aset.pk, worker=worker):
+        time.sleep(settings.EVALHUB_ADVERSARIAL_WAIT_SECONDS)
+        aset.refresh_from_db()
+        ctx.progress.advance(max(0, len(aset.examples) - seen))  # also the run's heartbeat
+        seen = len(aset.examples)
+        if aset.complete and aset.item_ids == item_ids:
+            return aset, False
+    try:
+        aset.refresh_from_db()
+        if aset.item_ids != item_ids:  # the suite's items changed under the same suite row: begin again
+            aset.item_ids, aset.examples, aset.seconds = item_ids, [], 0.0
+        ctx.progress.advance(max(0, len(aset.examples) - seen))
+        adversarial_set_extend(
+            aset=aset,
+            worker=worker,
+            by_id=by_id,
+            chunk_size=ctx.policy.section(RobustnessPolicy).robustness_chunk_size,
+            hold=lambda: gate_run_assert_held(ctx.run),
+            on_chunk=ctx.progress.advance,
         )
-        outcome = dict(zip(known, attacks, strict=True))
-        for item_id in chunk:
-            attack = outcome.get(item_id)
-            aset.examples.append(
-                {
-                    "item_id": item_id,
-                    "status": attack.status if attack else "skipped",
-                    "perturbed": attack.perturbed if attack else by_id[item_id].input,
-                    "diff": attack.diff if attack else "",
-                    "label_after": backend.labels[attack.label_after] if attack else "",  # type: ignore[attr-defined]
-                    "queries": attack.queries if attack else 0,
-                    "words_changed": attack.words_changed if attack else 0,
-                }
-            )
-        aset.seconds += time.perf_counter() - mark
-        with transaction.atomic():
-            gate_run_assert_held(ctx.run)
-            aset.save()
-        ctx.progress.advance(len(chunk))
+    finally:
+        adversarial_set_release(set_id=aset.pk, worker=worker)
     return aset, False
+
+
+def _helpers_ask(*, ctx: LayerContext, item_ids: list[str]) -> None:
+    """Adaptive mode with a baseline: hand every version after the first to the gpu queue, so an idle
+    gpu worker attacks it while this one attacks the candidate (whoever comes second finds the set
+    leased, then complete)."""
+    section = ctx.policy.section(RobustnessPolicy)
+    for version in ctx.versions[1:]:
+        aset = _set_get(ctx=ctx, version=version, item_ids=item_ids)
+        if not aset.complete:
+            try:
+                task_send(Task.ADVERSARIAL_SET_BUILD, aset.pk, section.robustness_chunk_size)
+            except Exception:  # no broker: this worker attacks it after the candidate
+                logger.warning("could not hand adversarial set %s to another worker", aset.pk)
 
 
 def _report(
@@ -214,6 +306,8 @@ def adversarial_run(*, layer: GateLayer[RobustnessDetails], ctx: LayerContext) -
     seconds: dict[int, float] = {}
     device = ""
     hashes = []
+    if reference is None:
+        _helpers_ask(ctx=ctx, item_ids=item_ids)
     for version in ctx.versions:
         mark = time.perf_counter()
         aset, cached = _attack_set(ctx=ctx, version=reference or version, item_ids=item_ids, by_id=by_id)

@@ -121,3 +121,96 @@ def test_the_pwws_class_recipe_runs_as_the_layer(versions, suite):
         layer.samples.filter(version=candidate, perturbation="pwws-v1:succeeded").count()
         == report["succeeded"]
     )
+
+
+def test_the_baseline_is_handed_to_another_gpu_worker_whose_set_the_run_then_uses(
+    versions, suite, monkeypatch
+):
+    from gate.layers import robustness_adversarial
+    from gate.services.adversarial import adversarial_set_build
+    from registry.dispatch import Task
+
+    candidate, baseline = versions
+    sent = []
+
+    def helper_takes_it(task, set_id, chunk_size):
+        # What an idle gpu worker does with the message, here at once: the whole set, under its lease.
+        sent.append((task, set_id, chunk_size))
+        assert adversarial_set_build(set_id=set_id, chunk_size=chunk_size, worker="helper") is True
+
+    monkeypatch.setattr(robustness_adversarial, "task_send", helper_takes_it)
+    layer = run_layer(candidate, suite)
+    base_set = AdversarialSet.objects.get(version=baseline)
+    assert sent == [(Task.ADVERSARIAL_SET_BUILD, base_set.pk, 5)]
+    assert base_set.complete and base_set.worker == ""  # built by the helper, lease given back
+    report = layer.details["adversarial"]
+    assert report[baseline.ref]["cached"] is True and report[candidate.ref]["cached"] is False
+    assert report[baseline.ref]["succeeded"] == report[candidate.ref]["succeeded"]  # same checkpoint
+    # Nothing left to do: a second message for the same set is a no-op.
+    assert adversarial_set_build(set_id=base_set.pk, chunk_size=5, worker="late") is False
+
+
+def test_a_set_another_live_worker_holds_is_waited_for_and_a_stale_lease_is_taken_over(
+    versions, suite, monkeypatch, settings
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from gate.layers import robustness_adversarial
+    from gate.layers.robustness_adversarial import adversarial_set_extend
+
+    candidate, _ = versions
+    first = run_layer(candidate, suite, run_baseline=False)
+    aset = AdversarialSet.objects.get(version=candidate)
+    complete = list(aset.examples)
+    # Another worker holds the set, half done and beating: the run waits for it, keeping its heartbeat.
+    AdversarialSet.objects.filter(pk=aset.pk).update(
+        examples=complete[:5], worker="other", heartbeat_at=timezone.now()
+    )
+    waits = []
+
+    def other_worker_finishes(seconds):
+        waits.append(seconds)
+        held = AdversarialSet.objects.select_related("version").get(pk=aset.pk)
+        by_id = {i.external_id: i for i in suite.items.all()}
+        adversarial_set_extend(
+            aset=held, worker="other", by_id=by_id, chunk_size=5, hold=lambda: None, on_chunk=lambda n: None
+        )
+
+    settings.EVALHUB_ADVERSARIAL_WAIT_SECONDS = 0.01
+    monkeypatch.setattr(robustness_adversarial.time, "sleep", other_worker_finishes)
+    waited = run_layer(candidate, suite, run_baseline=False)
+    assert waits == [0.01] and waited.estimate == first.estimate
+    aset.refresh_from_db()
+    assert aset.examples == complete and aset.worker == "other"  # the run never wrote it
+    # A holder that stopped beating loses the set: the run takes it over and resumes it.
+    stale = timezone.now() - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS + 1)
+    AdversarialSet.objects.filter(pk=aset.pk).update(examples=complete[:5], heartbeat_at=stale)
+    monkeypatch.setattr(
+        robustness_adversarial.time, "sleep", lambda s: pytest.fail("waited for a dead worker")
+    )
+    resumed = run_layer(candidate, suite, run_baseline=False)
+    aset.refresh_from_db()
+    assert aset.examples == complete and aset.worker == "" and resumed.estimate == first.estimate
+
+
+def test_a_worker_whose_lease_was_taken_writes_nothing(versions, suite):
+    from gate.layers.base import ClaimLost
+    from gate.layers.robustness_adversarial import adversarial_set_claim, adversarial_set_extend
+
+    candidate, _ = versions
+    run_layer(candidate, suite, run_baseline=False)
+    aset = AdversarialSet.objects.select_related("version").get(version=candidate)
+    AdversarialSet.objects.filter(pk=aset.pk).update(examples=aset.examples[:5])
+    aset.refresh_from_db()
+    assert adversarial_set_claim(set_id=aset.pk, worker="a")
+    assert not adversarial_set_claim(set_id=aset.pk, worker="b")  # a is alive
+    AdversarialSet.objects.filter(pk=aset.pk).update(worker="b")  # b took it (a was thought dead)
+    by_id = {i.external_id: i for i in suite.items.all()}
+    with pytest.raises(ClaimLost):
+        adversarial_set_extend(
+            aset=aset, worker="a", by_id=by_id, chunk_size=5, hold=lambda: None, on_chunk=lambda n: None
+        )
+    aset.refresh_from_db()
+    assert len(aset.examples) == 5

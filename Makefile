@@ -54,6 +54,7 @@ format: install
 bench: install
 	$(PY) bench/gate_clean.py
 	$(PY) bench/robustness.py
+	$(PY) bench/adversarial_workers.py
 	$(PY) bench/router.py
 	$(PY) bench/ab_false_positives.py
 	$(PY) bench/mcnemar.py

@@ -205,16 +205,8 @@ def attack_bench(*, backend, name: str, items, args) -> None:
 
 def attack_pair(*, pairs, clock, scorer, backend, budget, recipe, resources):
     """One repeat: the layer's attack, then TextAttack's Attacker, each with fresh caches."""
-    import textattack
-    from textattack.models.wrappers import ModelWrapper
-
+    from engines.perturbation.attack import attacker_results, scores_wrapper
     from engines.perturbation.word_attack import recipe_attack_build, word_attack_run
-
-    class Wrapper(ModelWrapper):
-        model = backend
-
-        def __call__(self, text_input_list, **kwargs):
-            return scorer(text_input_list)
 
     seconds = {}
     resources.encoder._cache.clear()
@@ -225,11 +217,8 @@ def attack_pair(*, pairs, clock, scorer, backend, budget, recipe, resources):
     resources.encoder._cache.clear()
     clock["phase"] = "textattack"
     started = time.perf_counter()
-    attack = recipe_attack_build(recipe=recipe, model_wrapper=Wrapper())
-    attack_args = textattack.AttackArgs(
-        num_examples=len(pairs), query_budget=budget, silent=True, disable_stdout=True, random_seed=0
-    )
-    theirs = textattack.Attacker(attack, textattack.datasets.Dataset(pairs), attack_args).attack_dataset()
+    attack = recipe_attack_build(recipe=recipe, model_wrapper=scores_wrapper(scorer, model=backend))
+    theirs = attacker_results(attack=attack, pairs=pairs, query_budget=budget, seed=0)
     seconds["textattack"] = time.perf_counter() - started
     return ours, theirs, seconds
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 import hashlib
 import random
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
@@ -121,19 +122,45 @@ def attack_recipe_build(*, recipe: str, model_wrapper: ModelWrapper) -> Attack:
     return PWWSRen2019.build(model_wrapper)
 
 
-def _wrapper_for(backend: ScoringBackend) -> ModelWrapper:
+def scores_wrapper(scores: Callable[[list[str]], np.ndarray], *, model: object = None) -> ModelWrapper:
+    """A TextAttack model wrapper around a texts -> class scores function."""
     from textattack.models.wrappers import ModelWrapper
 
-    class BackendWrapper(ModelWrapper):
+    class ScoresWrapper(ModelWrapper):
         def __init__(self) -> None:
-            self.model = backend  # TextAttack reads `.model` for logging only
+            self.model = model  # TextAttack reads `.model` for logging only
 
         def __call__(self, text_input_list: list[str], **kwargs: Any) -> np.ndarray:
-            import numpy as np
+            return scores(list(text_input_list))
 
-            return np.asarray(backend.class_scores(list(text_input_list)), dtype=np.float32)
+    return ScoresWrapper()
 
-    return BackendWrapper()
+
+def attacker_results(
+    *, attack: Attack, pairs: Sequence[tuple[str, int]], query_budget: int, seed: int
+) -> list[AttackResult]:
+    """TextAttack's `Attacker` over (text, true class index) pairs, item after item, silently. It seeds
+    Python's, numpy's and torch's global generators: the caller's are put back."""
+    import numpy as np
+    import textattack
+    import torch
+
+    if not pairs:
+        return []
+    args = textattack.AttackArgs(
+        num_examples=len(pairs), query_budget=query_budget, random_seed=seed, silent=True, disable_stdout=True
+    )
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    try:
+        with warnings.catch_warnings():  # its summary averages over no successes: numpy warns
+            warnings.simplefilter("ignore", RuntimeWarning)
+            dataset = textattack.datasets.Dataset(list(pairs))
+            results: list[AttackResult] = textattack.Attacker(attack, dataset, args).attack_dataset()
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+    return results
 
 
 def attack_sample(
@@ -160,35 +187,23 @@ def attack_run(
             "attack mode needs a classifier that returns class scores (backends 'hf' and 'builtin'); "
             "this backend only returns answers"
         )
-    import textattack
+    import numpy as np
     from textattack.attack_results import FailedAttackResult, SkippedAttackResult, SuccessfulAttackResult
 
     started = time.perf_counter()
-    attack = attack_recipe_build(recipe=spec.recipe, model_wrapper=_wrapper_for(backend))
+    wrapper = scores_wrapper(
+        lambda texts: np.asarray(backend.class_scores(texts), dtype=np.float32), model=backend
+    )
+    attack = attack_recipe_build(recipe=spec.recipe, model_wrapper=wrapper)
     index = {label: i for i, label in enumerate(backend.labels)}
     sampled = attack_sample([item for item in items if item[2] in index], spec=spec)
     english = [item for item in sampled if item[3] == "en"]
-    dataset = textattack.datasets.Dataset([(text, index[label]) for _, text, label, _ in english])
-    results: list[AttackResult] = []
-    if english:
-        args = textattack.AttackArgs(
-            num_examples=len(english),
-            query_budget=spec.query_budget,
-            random_seed=spec.seed,
-            silent=True,
-            disable_stdout=True,
-        )
-        import numpy as np
-        import torch
-
-        # The Attacker seeds Python's, numpy's and torch's global generators: the worker's are put back.
-        states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
-        try:
-            results = textattack.Attacker(attack, dataset, args).attack_dataset()
-        finally:
-            random.setstate(states[0])
-            np.random.set_state(states[1])
-            torch.set_rng_state(states[2])
+    results = attacker_results(
+        attack=attack,
+        pairs=[(text, index[label]) for _, text, label, _ in english],
+        query_budget=spec.query_budget,
+        seed=spec.seed,
+    )
     skipped = [r for r in results if isinstance(r, SkippedAttackResult)]
     succeeded = [r for r in results if isinstance(r, SuccessfulAttackResult)]
     attacked = [r for r in results if isinstance(r, SuccessfulAttackResult | FailedAttackResult)]

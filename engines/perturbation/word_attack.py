@@ -446,38 +446,13 @@ def _attacker_run(
     recipe: str,
     query_budget: int,
 ) -> list[ItemAttack]:
-    """The recipe's plain TextAttack `Attack`, one item after another (its global random generators
-    put back afterwards: the Attacker seeds them)."""
-    import random
-    import warnings
-
-    import textattack
-    import torch
+    """The recipe's plain TextAttack `Attack`, run by TextAttack's `Attacker` one item after another."""
     from textattack.attack_results import SkippedAttackResult, SuccessfulAttackResult
-    from textattack.models.wrappers import ModelWrapper
 
-    class Wrapper(ModelWrapper):
-        model = None
+    from .attack import attacker_results, scores_wrapper
 
-        def __call__(self, text_input_list: list[str], **kwargs: Any) -> np.ndarray:
-            return call(list(text_input_list))
-
-    if not items:
-        return []
-    attack = recipe_attack_build(recipe=recipe, model_wrapper=Wrapper())
-    args = textattack.AttackArgs(
-        num_examples=len(items), query_budget=query_budget, silent=True, disable_stdout=True, random_seed=0
-    )
-    states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
-    try:
-        with warnings.catch_warnings():  # its summary averages over no successes: numpy warns
-            warnings.simplefilter("ignore", RuntimeWarning)
-            dataset = textattack.datasets.Dataset(list(items))
-            results = textattack.Attacker(attack, dataset, args).attack_dataset()
-    finally:
-        random.setstate(states[0])
-        np.random.set_state(states[1])
-        torch.set_rng_state(states[2])
+    attack = recipe_attack_build(recipe=recipe, model_wrapper=scores_wrapper(call))
+    results = attacker_results(attack=attack, pairs=items, query_budget=query_budget, seed=0)
     attacks = []
     for result in results:
         before, after = result.original_result, result.perturbed_result

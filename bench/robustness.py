@@ -26,12 +26,14 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from evalhub.devstack import demo_in_process  # noqa: E402
+
 os.environ.setdefault("TQDM_DISABLE", "1")  # TextAttack's Attacker draws a progress bar per item
 
 
@@ -64,25 +66,11 @@ def main() -> None:
         attack_bench(backend=backend, name=str(args.builtin), items=items, args=args)
         return
 
-    scratch = Path(tempfile.mkdtemp(prefix="evalhub-bench-robustness-"))
-    os.environ.update(
-        DJANGO_SETTINGS_MODULE="evalhub.settings.local",
-        EVALHUB_VAR_DIR=str(scratch),
-        EVALHUB_MODEL_DIR=args.model_dir,
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-    )
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from evalhub.demo import demo_install, demo_suite_get
+    demo_in_process(model_dir=args.model_dir, prefix="evalhub-bench-robustness-")
+    from evalhub.demo import demo_suite_get
     from registry.selectors.versions import model_version_get
     from registry.services.versions import model_version_backend
 
-    call_command("migrate", verbosity=0)
-    demo_install(log=lambda *a: None)
     version = model_version_get(ref=args.version)
     suite = demo_suite_get()
     items = [(i.external_id, i.input, i.label, i.language) for i in suite.items.all() if i.label]

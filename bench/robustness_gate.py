@@ -23,12 +23,13 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from evalhub.devstack import demo_in_process  # noqa: E402
 
 
 def main() -> None:
@@ -49,26 +50,12 @@ def main() -> None:
         "--model-dir", default=os.environ.get("EVALHUB_MODEL_DIR", str(ROOT / "var" / "models"))
     )
     args = parser.parse_args()
-    scratch = Path(tempfile.mkdtemp(prefix="evalhub-bench-robustness-gate-"))
-    os.environ.update(
-        DJANGO_SETTINGS_MODULE="evalhub.settings.local",
-        EVALHUB_VAR_DIR=str(scratch),
-        EVALHUB_MODEL_DIR=args.model_dir,
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-    )
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from evalhub.demo import demo_install, demo_suite_get
+    demo_in_process(model_dir=args.model_dir, prefix="evalhub-bench-robustness-gate-")
+    from evalhub.demo import demo_suite_get
     from gate.services.gate_runs import gate_run_execute, gate_run_start
     from registry.actors import SYSTEM
     from registry.selectors.versions import model_version_get
 
-    call_command("migrate", verbosity=0)
-    demo_install(log=lambda *a: None)
     version = model_version_get(ref=args.version)
     suite = demo_suite_get()
     if args.suite_seeds:

@@ -1,4 +1,5 @@
-"""Start EvalHub's real processes (gunicorn, Celery worker) for end-to-end tests and benchmarks.
+"""Start EvalHub's real processes (gunicorn, Celery worker) for end-to-end tests and benchmarks, or
+set this process up on a scratch demo database.
 
 Every process gets its own log file and its own process group, so that stopping it (or killing
 it with SIGKILL, as the crash tests do) takes its children along.
@@ -12,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -164,3 +166,27 @@ def gate_run_wait(
             return body
         time.sleep(0.25)
     raise TimeoutError(f"gate run {run_id} not done in {timeout} s: {body}")
+
+
+def demo_in_process(*, model_dir: str, prefix: str) -> Path:
+    """Set Django up in this process on a scratch SQLite database and install the demo (its models
+    from `model_dir`, trained there when missing), for benchmarks that call the services directly.
+    Returns the scratch folder."""
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE="evalhub.settings.local",
+        EVALHUB_VAR_DIR=str(scratch),
+        EVALHUB_MODEL_DIR=model_dir,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from evalhub.demo import demo_install
+
+    call_command("migrate", verbosity=0)
+    demo_install(log=lambda *a: None)
+    return scratch

@@ -82,10 +82,11 @@ class HFClassifierBackend:
     def _forward(self, inputs: Sequence[str]) -> tuple[list[torch.Tensor], list[float]]:
         """Each input's logits, and the per-input milliseconds of the batch that computed them.
 
-        Inputs are tokenized once and batched by token count, so a batch pads little whatever the
-        script (a Chinese clause has several times the tokens of an English one of the same length in
-        characters). Inputs that truncate to the same tokens are computed once: an attack's edits past
-        `max_length` tokens of a long document cannot change what the model sees."""
+        Inputs are batched by token count (tokenized once for the counts, then again per batch into
+        tensors: the fast tokenizer costs little beside a forward pass), so a batch pads little whatever
+        the script (a Chinese clause has several times the tokens of an English one of the same length
+        in characters). Inputs that truncate to the same tokens are computed once: an attack's edits
+        past `max_length` tokens of a long document cannot change what the model sees."""
         encoded = self.tokenizer(list(inputs), truncation=True, max_length=self.max_length)["input_ids"]
         keys = [tuple(ids) for ids in encoded]
         first: dict[tuple[int, ...], int] = {}

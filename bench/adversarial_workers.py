@@ -4,7 +4,8 @@ For each worker count in --workers, in one run: a scratch PostgreSQL database, t
 workers on the gpu queue and gunicorn; then the family's layer 1 (`textfooler-v2`, adaptive, V4 with
 V3 as baseline) on --samples items through the API, timed from the POST to the finished run. Prints
 each version's attack time and whether the run's worker found its set already attacked (by the
-other worker), and the time ratio one worker / two. Redis db 11 (flushed first).
+other worker), and the time ratio one worker / two. Needs PostgreSQL and Redis on 127.0.0.1 (the
+workers share them); Redis db 11, flushed first.
 
     python bench/adversarial_workers.py [--workers 1,2] [--samples 160]
 

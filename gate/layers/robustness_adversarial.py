@@ -176,12 +176,13 @@ def _set_get(*, ctx: LayerContext, version: ModelVersion, item_ids: list[str]) -
 
 
 def _attack_set(
-    *, ctx: LayerContext, version: ModelVersion, item_ids: list[str], by_id: dict[str, EvalItem]
+    *, ctx: LayerContext, aset: AdversarialSet, item_ids: list[str], by_id: dict[str, EvalItem]
 ) -> tuple[AdversarialSet, bool]:
-    """The version's attack on `item_ids`: from the store when complete; else attacked (or resumed)
-    here chunk by chunk, or, while another live gpu worker holds the set, waited for with the run's
-    heartbeat kept. Returns (set, whether it was complete before this call)."""
-    aset = _set_get(ctx=ctx, version=version, item_ids=item_ids)
+    """The set's attack on `item_ids`: as stored when complete; else attacked (or resumed) here chunk
+    by chunk, or, while another live gpu worker holds the set, waited for with the run's heartbeat
+    kept. Returns (set, whether it was complete before this call)."""
+    if not aset.complete:
+        aset.refresh_from_db()  # another gpu worker may have attacked it since it was read
     if aset.complete and aset.item_ids == item_ids:
         return aset, True
     worker, seen = ctx.run.worker, len(aset.examples)
@@ -210,16 +211,14 @@ def _attack_set(
     return aset, False
 
 
-def _helpers_ask(*, ctx: LayerContext, item_ids: list[str]) -> None:
-    """Adaptive mode with a baseline: hand every version after the first to the gpu queue, so an idle
-    gpu worker attacks it while this one attacks the candidate (whoever comes second finds the set
+def _helpers_ask(*, sets: list[AdversarialSet], chunk_size: int) -> None:
+    """Hand these sets (adaptive mode: the versions after the candidate) to the gpu queue, so an idle
+    gpu worker attacks them while this one attacks the candidate (whoever comes second finds a set
     leased, then complete)."""
-    section = ctx.policy.section(RobustnessPolicy)
-    for version in ctx.versions[1:]:
-        aset = _set_get(ctx=ctx, version=version, item_ids=item_ids)
+    for aset in sets:
         if not aset.complete:
             try:
-                task_send(Task.ADVERSARIAL_SET_BUILD, aset.pk, section.robustness_chunk_size)
+                task_send(Task.ADVERSARIAL_SET_BUILD, aset.pk, chunk_size)
             except Exception:  # no broker: this worker attacks it after the candidate
                 logger.warning("could not hand adversarial set %s to another worker", aset.pk)
 
@@ -306,11 +305,16 @@ def adversarial_run(*, layer: GateLayer[RobustnessDetails], ctx: LayerContext) -
     seconds: dict[int, float] = {}
     device = ""
     hashes = []
+    # One stored set per attacked version: the reference's in transfer mode, each version's in adaptive.
+    attacked = [reference] if reference else ctx.versions
+    sets = {v.pk: _set_get(ctx=ctx, version=v, item_ids=item_ids) for v in attacked}
     if reference is None:
-        _helpers_ask(ctx=ctx, item_ids=item_ids)
+        _helpers_ask(sets=[sets[v.pk] for v in ctx.versions[1:]], chunk_size=section.robustness_chunk_size)
     for version in ctx.versions:
         mark = time.perf_counter()
-        aset, cached = _attack_set(ctx=ctx, version=reference or version, item_ids=item_ids, by_id=by_id)
+        aset, cached = _attack_set(
+            ctx=ctx, aset=sets[(reference or version).pk], item_ids=item_ids, by_id=by_id
+        )
         timings["attack"] += time.perf_counter() - mark
         hashes.append(hashlib.sha256(json.dumps(aset.examples, sort_keys=True).encode()).hexdigest())
         examples = aset.examples

@@ -4,10 +4,16 @@ The request is assigned by its `user` field (OpenAI's own), else the X-EvalHub-U
 the X-EvalHub-Session header, and forwarded to the arm's version at its serving URL. When the
 candidate fails (unreachable, times out, answers non-2xx or no choices) the baseline answers that
 request and the failure is recorded as a fallback. Streaming is not supported yet.
+
+A client that retries (the official clients do, after a timeout, a dropped connection or a 5xx)
+may send an `Idempotency-Key` header, the same on every try of one question: the tries' turn
+events then share their ids, so a question answered twice because the first answer never reached
+the client is stored once. The key is scoped to the unit (user or session) that sent it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -20,7 +26,7 @@ from canary.models import Experiment, TurnEvent
 from canary.services.assignment import experiment_assign
 from canary.services.telemetry import turn_events_record
 from engines.backends.base import BackendError
-from engines.input_checks import json_problem, text_storable
+from engines.input_checks import json_problem, text_problem, text_storable
 from engines.outbound import OutboundPolicy, OutboundRefusedError, outbound_client
 from engines.routing import CANDIDATE
 from registry.errors import ApplicationError
@@ -57,6 +63,9 @@ class ProxyAnswer:
     version: ModelVersion  # the version that answered
     fallback: bool
     latency_ms: float
+
+
+IDEMPOTENCY_KEY_MAX = 200
 
 
 class UpstreamError(Exception):
@@ -142,6 +151,7 @@ def chat_completion_proxy(
     session_id: str | None = None,
     force_arm: str | None = None,
     qa_token: str | None = None,
+    idempotency_key: str | None = None,
 ) -> ProxyAnswer:
     messages = _validate(body)
     assert isinstance(body, dict)  # _validate refuses anything else
@@ -154,6 +164,7 @@ def chat_completion_proxy(
     routing = experiment_assign(
         experiment=experiment, user_id=user_id, session_id=session_id, force_arm=force_arm, qa_token=qa_token
     )
+    event = _event_id(unit_id=routing.unit_id, idempotency_key=idempotency_key)
     arm, version, fallback, error = routing.assignment.arm, routing.version, False, ""
     started = time.perf_counter()
     try:
@@ -172,6 +183,7 @@ def chat_completion_proxy(
             ) from None
     latency_ms = (time.perf_counter() - started) * 1000
     _record(
+        event=event,
         experiment=experiment,
         messages=messages,
         answer=answer,
@@ -186,7 +198,20 @@ def chat_completion_proxy(
     return ProxyAnswer(body=answer, arm=arm, version=version, fallback=fallback, latency_ms=latency_ms)
 
 
-def _record(*, experiment, messages, answer, arm, version, user_id, session_id, latency_ms, error, fallback):
+def _event_id(*, unit_id: str, idempotency_key: str | None) -> str:
+    """The id both turn events of this question share: from the unit and its key, else random."""
+    if idempotency_key is None:
+        return uuid.uuid4().hex
+    problem = text_problem(idempotency_key)
+    if problem or not 0 < len(idempotency_key) <= IDEMPOTENCY_KEY_MAX:
+        problem = problem or f"must be 1 to {IDEMPOTENCY_KEY_MAX} characters"
+        raise ApplicationError(f"Idempotency-Key {problem}.", fields={"Idempotency-Key": [problem]})
+    return hashlib.sha256(f"{unit_id}\0{idempotency_key}".encode()).hexdigest()[:32]
+
+
+def _record(
+    *, event, experiment, messages, answer, arm, version, user_id, session_id, latency_ms, error, fallback
+):
     """The user's question and the answer, as two turn events (off the response path)."""
     now = timezone.now().isoformat()
     asked = sum(1 for m in messages if m["role"] == "user")
@@ -198,7 +223,6 @@ def _record(*, experiment, messages, answer, arm, version, user_id, session_id, 
         "source": TurnEvent.Source.PROXY,
         "occurred_at": now,
     }
-    event = uuid.uuid4().hex
     turn_events_record(
         events=[
             {

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import httpx2
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
@@ -70,6 +71,7 @@ class SimulationConfig:
 class SimulationReport:
     users: int = 0
     requests: int = 0
+    retries: int = 0  # requests the OpenAI client sent again (after a timeout, a dropped connection, a 5xx)
     answered: int = 0
     failed: int = 0
     fallbacks: int = 0
@@ -103,7 +105,11 @@ class Simulation:
             base_url=base, headers={"Authorization": f"Bearer {config.token}"}, timeout=60
         )
         self.client = openai.OpenAI(
-            base_url=f"{base}/canary/{config.experiment}/v1", api_key=config.token, max_retries=2, timeout=60
+            base_url=f"{base}/canary/{config.experiment}/v1",
+            api_key=config.token,
+            max_retries=2,
+            timeout=60,
+            http_client=openai.DefaultHttpxClient(event_hooks={"request": [self._sent]}),
         )
         self.deadline = 0.0
 
@@ -117,6 +123,11 @@ class Simulation:
         self.report.seconds = time.perf_counter() - started
         return self.report
 
+    def _sent(self, request: httpx2.Request) -> None:
+        if request.headers.get("x-stainless-retry-count", "0") != "0":
+            with self.lock:
+                self.report.retries += 1
+
     def _ask(
         self, *, user_id: str, session_id: str, messages: list[ChatCompletionMessageParam]
     ) -> tuple[str, str, bool] | None:
@@ -128,7 +139,8 @@ class Simulation:
                 model="demo",
                 messages=messages,
                 user=user_id,
-                extra_headers={"X-EvalHub-Session": session_id},
+                # One key per question, kept by the client's retries: a retry is recorded once.
+                extra_headers={"X-EvalHub-Session": session_id, "Idempotency-Key": uuid.uuid4().hex},
             )
         except openai.OpenAIError:
             with self.lock:

@@ -317,6 +317,12 @@ class ChatCompletionsProxyApi(APIView):
                 "X-EvalHub-Force-Arm", str, OpenApiParameter.HEADER, enum=list(ARMS), description="QA only"
             ),
             OpenApiParameter("X-EvalHub-QA-Token", str, OpenApiParameter.HEADER, description="QA only"),
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="the same on every try of one question: a retried question is recorded once",
+            ),
             *(
                 OpenApiParameter(header, str, OpenApiParameter.HEADER, response=[200], description=text)
                 for header, text in PROXY_ANSWER_HEADERS.items()
@@ -338,6 +344,7 @@ class ChatCompletionsProxyApi(APIView):
             session_id=request.headers.get("X-EvalHub-Session"),
             force_arm=request.headers.get("X-EvalHub-Force-Arm"),
             qa_token=request.headers.get("X-EvalHub-QA-Token"),
+            idempotency_key=request.headers.get("Idempotency-Key"),
         )
         headers = {"X-EvalHub-Arm": answer.arm, "X-EvalHub-Model-Version": answer.version.ref}
         if answer.fallback:

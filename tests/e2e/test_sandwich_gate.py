@@ -92,7 +92,7 @@ def test_simulated_canary_traffic_feeds_all_three_layers_and_the_cli_exit_code(
         deadline = time.monotonic() + 60  # the worker drains the proxy's events from Redis
         while TurnEvent.objects.count() < 2 * simulated["answered"] and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert TurnEvent.objects.count() == 2 * simulated["answered"]
+        assert TurnEvent.objects.count() == 2 * simulated["answered"], simulated
 
         report_md = tmp_path / "report.md"
         cli = subprocess.run(

@@ -74,7 +74,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{report.users} users in {report.seconds:.1f} s, {report.requests} requests "
             f"({report.answered} answered, {report.failed} failed, {report.fallbacks} served by the baseline "
-            f"after a candidate failure), {report.follow_ups} follow-ups, {report.outcomes_sent} outcomes\n"
+            f"after a candidate failure; {report.retries} tries sent again by the client), "
+            f"{report.follow_ups} follow-ups, {report.outcomes_sent} outcomes\n"
             f"candidate: {on_candidate} users = {100 * on_candidate / users:.2f} % "
             f"(experiment share {experiment.traffic_percent} %); "
             f"users on both arms: {report.users_on_both_arms}\n"

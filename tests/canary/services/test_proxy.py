@@ -1,6 +1,7 @@
 """The canary proxy over real HTTP: a live Django server, real model servers, the official client."""
 
 import httpx
+import httpx2
 import openai
 import pytest
 from django.conf import settings as django_settings
@@ -186,3 +187,61 @@ def test_without_redis_the_proxy_stores_its_events_itself(live_server, served, t
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": QUESTION}], user="u1")
     assert TurnEvent.objects.count() == 2
     telemetry._redis.cache_clear()
+
+
+class FirstAnswerLost(httpx2.HTTPTransport):  # the openai client's own httpx
+    """The first try reaches the server, which answers; the answer never reaches the client."""
+
+    def __init__(self):
+        super().__init__()
+        self.tries = 0
+
+    def handle_request(self, request):
+        self.tries += 1
+        response = super().handle_request(request)
+        if self.tries == 1:
+            response.read()
+            raise httpx2.ReadError("connection reset after the server answered", request=request)
+        return response
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_a_question_the_client_retried_is_recorded_once_when_it_carries_an_idempotency_key(
+    live_server, served, token, keyed
+):
+    running(served)
+    transport = FirstAnswerLost()
+    client = openai.OpenAI(
+        base_url=proxy_url(live_server),
+        api_key=token,
+        max_retries=2,
+        http_client=openai.DefaultHttpxClient(transport=transport),
+    )
+    client.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": QUESTION}],
+        user="u1",
+        extra_headers={"Idempotency-Key": "question-1"} if keyed else None,
+    )
+    assert transport.tries == 2  # the server answered both tries
+    assert TurnEvent.objects.count() == (2 if keyed else 4)
+    if keyed:  # the same key from another user is another question
+        client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": QUESTION}],
+            user="u2",
+            extra_headers={"Idempotency-Key": "question-1"},
+        )
+        assert transport.tries == 3 and TurnEvent.objects.filter(user_id="u2").count() == 2
+
+
+def test_a_bad_idempotency_key_is_a_400_naming_it(live_server, served, token):
+    running(served)
+    response = httpx.post(
+        f"{proxy_url(live_server)}/chat/completions",
+        json={"messages": [{"role": "user", "content": QUESTION}], "user": "u1"},
+        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": "k" * 201},
+    )
+    assert response.status_code == 400, response.text
+    assert "Idempotency-Key" in response.json()["error"]["fields"]
+    assert not TurnEvent.objects.exists()

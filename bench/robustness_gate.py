@@ -14,7 +14,7 @@ EVALHUB_MODEL_DIR (default var/models).
 The demo suite has 320 labelled items, so the policy's 1 000 samples attack each once. `--suite-seeds`
 runs on a larger suite instead: the demo generator's eval split drawn with each seed (320 items
 each, SYNTHETIC; the same held-out eval templates, new parties, amounts and noise; duplicate texts
-dropped), so 0,1,2,3 gives the 1 000 samples the policy asks for from 1 280 items.
+dropped), so 0,1,2,3 gives the 1 000 samples the policy asks for from 1 176 distinct items.
 """
 
 from __future__ import annotations

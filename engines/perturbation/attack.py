@@ -163,6 +163,15 @@ def attacker_results(
     return results
 
 
+def attack_result_status(result: AttackResult) -> str:
+    """ "succeeded" (the answer flipped), "failed" (it held) or "skipped" (wrong before any attack)."""
+    from textattack.attack_results import SkippedAttackResult, SuccessfulAttackResult
+
+    if isinstance(result, SkippedAttackResult):
+        return "skipped"
+    return "succeeded" if isinstance(result, SuccessfulAttackResult) else "failed"
+
+
 def attack_sample(
     items: Sequence[tuple[str, str, str, str]], *, spec: AttackSpec
 ) -> list[tuple[str, str, str, str]]:

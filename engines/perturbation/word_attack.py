@@ -447,22 +447,14 @@ def _attacker_run(
     query_budget: int,
 ) -> list[ItemAttack]:
     """The recipe's plain TextAttack `Attack`, run by TextAttack's `Attacker` one item after another."""
-    from textattack.attack_results import SkippedAttackResult, SuccessfulAttackResult
-
-    from .attack import attacker_results, scores_wrapper
+    from .attack import attack_result_status, attacker_results, scores_wrapper
 
     attack = recipe_attack_build(recipe=recipe, model_wrapper=scores_wrapper(call))
     results = attacker_results(attack=attack, pairs=items, query_budget=query_budget, seed=0)
     attacks = []
     for result in results:
         before, after = result.original_result, result.perturbed_result
-        status = (
-            "skipped"
-            if isinstance(result, SkippedAttackResult)
-            else "succeeded"
-            if isinstance(result, SuccessfulAttackResult)
-            else "failed"
-        )
+        status = attack_result_status(result)
         final = after.attacked_text  # a failed search's last text, as the lock-step search gives it
         swaps = len(final.attack_attrs.get("modified_indices", ())) if status != "skipped" else 0
         attacks.append(

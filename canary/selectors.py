@@ -820,6 +820,25 @@ def follow_up_review_confusion(*, experiment: Experiment) -> dict[str, dict[str,
     return confusion
 
 
+def follow_up_review_confusion_by_language(
+    *, experiment: Experiment, detector: str
+) -> dict[str, dict[str, dict[str, int]]]:
+    """Per language the trained detector `detector` stored on the turn: reviewer's label -> the
+    detector's kind -> reviewed turns (first labels only; turns judged by a rule or by another
+    detector version are left out, their errors are not this detector's). One grouped query."""
+    rows = (
+        follow_up_reviews_first(experiment=experiment)
+        .filter(turn__follow_up_detector=detector, turn__follow_up_language__isnull=False)
+        .values_list("turn__follow_up_language", "label", "detector_kind")
+        .annotate(turns=Count("pk"))
+        .order_by()
+    )
+    confusion: dict[str, dict[str, dict[str, int]]] = {}
+    for language, label, kind, turns in rows:
+        confusion.setdefault(language, {}).setdefault(label, {})[kind] = turns
+    return confusion
+
+
 def follow_up_review_pairs(*, experiment: Experiment) -> dict[str, dict[str, int]]:
     """First label -> a second reviewer's label -> turns, over the turns labelled twice or more (each
     second opinion against the turn's first label; one grouped query)."""

@@ -50,6 +50,10 @@ def bound_translate(text: str) -> str:
     return str(_("upper bound ")) if text else ""
 
 
+def unmeasured_translate(text: str) -> str:
+    return str(_("unmeasured")) if text == "unmeasured" else text
+
+
 def codes_translate(text: str) -> str:
     """`paused, promoted` -> their labels."""
     return "，".join(str(term_label(code)) for code in text.split(", "))
@@ -210,6 +214,43 @@ SHAPES = [
         rf"(?P<summary>live agreement .+) >= minimum (?P<minimum>{N})",
         _("%(summary)s >= minimum %(minimum)s"),
         nested=("summary",),
+    ),
+    # gate/judges/follow_up_review.py: the error rates layer 2 corrects by, live or shipped
+    shape(
+        rf"error rates for language (?P<language>'[^']*') from (?P<n>\d+) reviewed live turns: sensitivity "
+        rf"(?P<se>{N}) \((?P<tp>\d+) of (?P<p>\d+)\), specificity (?P<sp>{N}) \((?P<tn>\d+) of (?P<negatives>\d+)\)",
+        _(
+            "error rates for language %(language)s from %(n)s reviewed live turns: sensitivity %(se)s (%(tp)s of %(p)s), specificity %(sp)s (%(tn)s of %(negatives)s)"
+        ),
+    ),
+    shape(
+        rf"error rates for language (?P<language>'[^']*') as shipped, from the detector's test split: sensitivity "
+        rf"(?P<se>{N}|unmeasured), specificity (?P<sp>{N}|unmeasured) \((?P<p>\d+) follow-ups and (?P<negatives>\d+) "
+        r"others reviewed, the live ones need (?P<need>\d+) of each\)",
+        _(
+            "error rates for language %(language)s as shipped, from the detector's test split: sensitivity %(se)s, specificity %(sp)s (%(p)s follow-ups and %(negatives)s others reviewed, the live ones need %(need)s of each)"
+        ),
+        other={"se": unmeasured_translate, "sp": unmeasured_translate},
+    ),
+    shape(
+        rf"language (?P<language>'[^']*'): the live (?P<name>sensitivity|specificity) (?P<live>{N}) \((?P<k>\d+) of "
+        rf"(?P<n>\d+) reviewed turns\) disagrees with the shipped (?P<shipped>{N}) \((?P<sk>\d+) of (?P<sn>\d+) "
+        rf"test pairs; Fisher's exact p (?P<p>{N}), Holm-adjusted (?P<adjusted>{N}) < (?P<alpha>{N})\): too few "
+        r"turns are reviewed to replace it, so the corrected rate cannot be trusted yet",
+        _(
+            "language %(language)s: the live %(name)s %(live)s (%(k)s of %(n)s reviewed turns) disagrees with the shipped %(shipped)s (%(sk)s of %(sn)s test pairs; Fisher's exact p %(p)s, Holm-adjusted %(adjusted)s < %(alpha)s): too few turns are reviewed to replace it, so the corrected rate cannot be trusted yet"
+        ),
+        terms=("name",),
+    ),
+    shape(
+        rf"language (?P<language>'[^']*'): the live (?P<name>sensitivity|specificity) (?P<live>{N}) \((?P<k>\d+) of "
+        rf"(?P<n>\d+) reviewed turns\) disagrees with the shipped (?P<shipped>{N}) \((?P<sk>\d+) of (?P<sn>\d+) "
+        rf"test pairs; Fisher's exact p (?P<p>{N}), Holm-adjusted (?P<adjusted>{N}) < (?P<alpha>{N})\): the live one "
+        r"is used",
+        _(
+            "language %(language)s: the live %(name)s %(live)s (%(k)s of %(n)s reviewed turns) disagrees with the shipped %(shipped)s (%(sk)s of %(sn)s test pairs; Fisher's exact p %(p)s, Holm-adjusted %(adjusted)s < %(alpha)s): the live one is used"
+        ),
+        terms=("name",),
     ),
     shape(
         rf"difference from the baseline (?P<bound>upper bound )?(?P<judged>{N}) (?P<op><=|>) margin (?P<margin>{N}) "

@@ -58,6 +58,11 @@ TERMS = {
     "follow_up": pgettext_lazy("code", "follow_up"),
     "deepening": pgettext_lazy("code", "deepening"),
     "new": pgettext_lazy("code", "new"),
+    # The follow-up detector's error rates: which one, and where layer 2 takes it from
+    "sensitivity": pgettext_lazy("code", "sensitivity"),
+    "specificity": pgettext_lazy("code", "specificity"),
+    "live": pgettext_lazy("code", "live"),
+    "shipped": pgettext_lazy("code", "shipped"),
     # Languages of user turns (the detector's and the review queue's)
     "en": pgettext_lazy("code", "en"),
     "zh": pgettext_lazy("code", "zh"),

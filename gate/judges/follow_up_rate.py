@@ -44,6 +44,7 @@ from engines.follow_up.correction import (
     corrected_difference,
     rate_correct,
 )
+from engines.follow_up.live_rates import LanguageErrorRates
 from engines.stats.intervals import newcombe_interval, wilson_interval, z_for
 from engines.stats.sufficient import MeanStats
 from gate.judges.follow_up_review import LiveAgreement, LiveAgreementPolicy
@@ -224,6 +225,8 @@ class FollowUpRateResult:
     unjudged: int = 0
     correction: str = NO_CORRECTION
     detector_version: str | None = None
+    # Per language, the error rates corrected by and where each comes from (live reviews or shipped).
+    error_rates: dict[str, LanguageErrorRates] = field(default_factory=dict)
 
 
 def _arm_report(

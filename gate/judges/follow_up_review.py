@@ -11,6 +11,12 @@ rate cannot be trusted either way. Fewer labels leave the check unapplied, and t
 
 How far the labels themselves can be trusted: on turns a second reviewer labelled too, the share of
 second opinions equal to the first label and Cohen's kappa (`reviewer_agreement_judge`).
+
+The same labels, per language, also give the detector's live sensitivity and specificity, which
+replace the shipped ones in layer 2's correction once a language has
+`follow_up_live_rates_min_labels` of each class (`engines.follow_up.live_rates`); `error_rates_apply`
+words that choice, and makes layer 2 `insufficient_data` naming the language where a shipped rate
+still in use is contradicted by the live labels beyond chance.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from engines.follow_up.live_rates import LIVE, ClassRate, LanguageErrorRates
 from engines.stats.intervals import wilson_interval
 from gate.judges.verdict import ERROR, INSUFFICIENT
 from gate.policy import PolicySection, setting
@@ -37,6 +44,20 @@ class LiveAgreementPolicy(PolicySection):
     )
     follow_up_live_min_labels: int = setting(
         50, low=1, high=10**9, help="fewer reviewed live turns leave the agreement check unapplied"
+    )
+    follow_up_live_rates_min_labels: int = setting(
+        30,
+        low=1,
+        high=10**9,
+        help="reviewed live follow-ups, and as many others, of one language from which the correction "
+        "uses that language's live sensitivity and specificity instead of the shipped ones",
+    )
+    follow_up_live_rates_alpha: float = setting(
+        0.05,
+        low=1e-6,
+        high=0.5,
+        help="level of Fisher's exact test (Holm over the languages' tests) of live against shipped error "
+        "rates: a shipped rate still in use that the live labels contradict makes layer 2 insufficient data",
     )
 
 
@@ -209,3 +230,57 @@ def reviewer_agreement_judge(
         kappa=kappa,
         pairs=table,
     )
+
+
+def _rate(value: float | None) -> str:
+    return f"{value:.3f}" if value is not None else "unmeasured"
+
+
+def error_rates_reason(rates: LanguageErrorRates) -> str:
+    """Where one language's error rates come from: its reviewed live turns, or the shipped ones."""
+    se, sp = rates.classes
+    if se.source == LIVE:
+        return (
+            f"error rates for language '{rates.language}' from {se.live_n + sp.live_n} reviewed live turns: "
+            f"sensitivity {_rate(se.value)} ({se.live_k} of {se.live_n}), specificity {_rate(sp.value)} "
+            f"({sp.live_k} of {sp.live_n})"
+        )
+    return (
+        f"error rates for language '{rates.language}' as shipped, from the detector's test split: "
+        f"sensitivity {_rate(se.value)}, specificity {_rate(sp.value)} ({se.live_n} follow-ups and "
+        f"{sp.live_n} others reviewed, the live ones need {se.min_labels} of each)"
+    )
+
+
+def disagreement_reason(language: str, rate: ClassRate) -> str:
+    """A class whose live and shipped rates differ beyond chance, and what follows from it."""
+    assert rate.live is not None and rate.shipped is not None and rate.p_value is not None
+    tail = (
+        "too few turns are reviewed to replace it, so the corrected rate cannot be trusted yet"
+        if rate.blocking
+        else "the live one is used"
+    )
+    return (
+        f"language '{language}': the live {rate.name} {rate.live:.3f} ({rate.live_k} of {rate.live_n} "
+        f"reviewed turns) disagrees with the shipped {rate.shipped:.3f} ({rate.shipped_k} of "
+        f"{rate.shipped_n} test pairs; Fisher's exact p {rate.p_value:.3g}, Holm-adjusted "
+        f"{rate.adjusted_p:.3g} < {rate.alpha:g}): {tail}"
+    )
+
+
+def error_rates_apply(
+    *, verdict: str, reasons: Sequence[str], rates: Mapping[str, LanguageErrorRates]
+) -> tuple[str, list[str]]:
+    """Layer 2's verdict and reasons once its error rates are chosen: each language's sources among
+    the reasons, each disagreement too, and `insufficient_data` when a shipped rate still in use is
+    contradicted (an error stays an error)."""
+    notes = [error_rates_reason(language_rates) for language_rates in rates.values()]
+    disagreements = [
+        (rate.blocking, disagreement_reason(language, rate))
+        for language, language_rates in rates.items()
+        for rate in language_rates.classes
+        if rate.disagrees
+    ]
+    if any(blocking for blocking, _ in disagreements) and verdict != ERROR:
+        verdict = INSUFFICIENT
+    return verdict, [*reasons, *notes, *(reason for _, reason in disagreements)]

@@ -1,6 +1,7 @@
 """Layer 2, follow-up rate: follow-ups per answered question on each arm of the canary experiment's
 user traffic (probe traffic excluded), labelled by the trained follow-up detector, counted in SQL, and
-corrected for the detector's error rates measured on its test split (stored beside its artefact)."""
+corrected for the detector's error rates per language: measured on the experiment's reviewed live
+turns where there are enough of them, else on its test split (stored beside its artefact)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from canary.selectors import (
 from canary.services.follow_ups import follow_up_thresholds_get, follow_ups_label
 from engines.follow_up.classifier import TrainedDetector, detector_load, error_rates
 from engines.follow_up.correction import ErrorRates
+from engines.follow_up.live_rates import LanguageErrorRates
 from engines.routing import BASELINE, CANDIDATE
 from gate.judges.follow_up_rate import (
     ROGAN_GLADEN,
@@ -33,7 +35,11 @@ from gate.judges.follow_up_rate import (
 )
 from gate.judges.verdict import INSUFFICIENT, PASS
 from gate.layers.base import GateLayer, LayerContext, LayerKind, ReportPart, estimates_of, to_json
-from gate.layers.follow_up_review import follow_up_rate_with_live_agreement
+from gate.layers.follow_up_review import (
+    follow_up_error_rates_measure,
+    follow_up_rate_with_error_rates,
+    follow_up_rate_with_live_agreement,
+)
 from gate.layers.traffic import EXAMPLES, no_experiment_reason, probe_table, system_level, traffic_inputs
 from gate.models import GateRun, LayerResult
 from gate.policy import GatePolicyConfig
@@ -76,9 +82,10 @@ def _measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> tuple[Follow
     detector = None
     versions: list[str] = []
     judged: dict[str, dict[str, tuple[int, int]]] = {CANDIDATE: {}, BASELINE: {}}
+    rates: dict[str, LanguageErrorRates] = {}
     if section.follow_up_correction == ROGAN_GLADEN:
         judged, versions = follow_ups_judged_by_language(window=window, kinds=kinds)
-        detector = detector_accuracy(detector=detector_load(), kinds=kinds)
+        detector, rates = _error_rates(window=window, judged=judged, kinds=kinds, policy=policy)
     result = follow_up_rate_judge(
         candidate=FollowUpCounts(**counts[CANDIDATE], judged_by_language=judged[CANDIDATE]),
         baseline=FollowUpCounts(**counts[BASELINE], judged_by_language=judged[BASELINE]),
@@ -89,7 +96,26 @@ def _measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> tuple[Follow
         min_answered=section.follow_up_min_answered,
         confidence=policy.general.confidence,
     )
+    if rates:
+        result = follow_up_rate_with_error_rates(result=result, rates=rates)
     return result, versions
+
+
+def _error_rates(
+    *,
+    window: TrafficWindow,
+    judged: dict[str, dict[str, tuple[int, int]]],
+    kinds: tuple[str, ...],
+    policy: GatePolicyConfig,
+) -> tuple[DetectorAccuracy, dict[str, LanguageErrorRates]]:
+    """The detector's error rates per judged language, live from the experiment's reviews where
+    there are enough, else shipped (measured on its test split), and where each comes from."""
+    shipped = detector_accuracy(detector=detector_load(), kinds=kinds)
+    languages = sorted({language for arm in judged.values() for language, (n, _) in arm.items() if n})
+    rates = follow_up_error_rates_measure(
+        experiment=window.experiment, shipped=shipped, languages=languages, policy=policy
+    )
+    return replace(shipped, errors={language: r.used for language, r in rates.items()}), rates
 
 
 def _rate_phrase(result: FollowUpRateResult) -> str:

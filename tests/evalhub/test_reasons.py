@@ -1,6 +1,6 @@
-"""The sentence shapes of the reasons added with the review queue, the corrected follow-up rate,
-layer 3's registered horizon and layer 1's adversarial recipe: English comes back as it was written,
-Chinese keeps every number and name."""
+"""The sentence shapes of the reasons added with the review queue, the corrected follow-up rate and
+its live error rates, layer 3's registered horizon and layer 1's adversarial recipe: English comes
+back as it was written, Chinese keeps every number and name."""
 
 import re
 
@@ -24,6 +24,18 @@ REASONS = [
     "is below the policy's minimum 0.8: the detector's labels cannot be trusted on this traffic",
     "live agreement of the detector with reviewers 0.900 (45 of 50 reviewed turns, 95 % CI [0.786, 0.957]) "
     ">= minimum 0.8",
+    "error rates for language 'en' from 260 reviewed live turns: sensitivity 0.667 (40 of 60), "
+    "specificity 0.950 (190 of 200)",
+    "error rates for language 'zh' as shipped, from the detector's test split: sensitivity 0.849, "
+    "specificity 0.956 (25 follow-ups and 100 others reviewed, the live ones need 30 of each)",
+    "error rates for language 'fr' as shipped, from the detector's test split: sensitivity unmeasured, "
+    "specificity unmeasured (0 follow-ups and 0 others reviewed, the live ones need 30 of each)",
+    "language 'en': the live sensitivity 0.667 (40 of 60 reviewed turns) disagrees with the shipped "
+    "0.848 (89 of 105 test pairs; Fisher's exact p 0.0103, Holm-adjusted 0.0309 < 0.05): the live "
+    "one is used",
+    "language 'zh': the live specificity 0.800 (80 of 100 reviewed turns) disagrees with the shipped "
+    "0.956 (151 of 158 test pairs; Fisher's exact p 0.000109, Holm-adjusted 0.000436 < 0.05): too "
+    "few turns are reviewed to replace it, so the corrected rate cannot be trusted yet",
     "no fixed horizon was registered: experiment exp started without one; start a new experiment to "
     "register it; the fixed-horizon test is judged once, at the horizon; set business_sequential_tau "
     "(fixed before the experiment) for an interval that may be judged at every look",

@@ -254,6 +254,7 @@ class TestReport:
             "unjudged",
             "correction",
             "detector_version",
+            "error_rates",
         }
 
     def test_confidence_widens_the_intervals(self):

@@ -1,12 +1,15 @@
 import pytest
-from scipy.stats import binomtest
+from scipy.stats import binomtest, fisher_exact
 from sklearn.metrics import cohen_kappa_score
 
+from engines.follow_up.correction import ErrorRates
+from engines.follow_up.live_rates import error_rates_choose
 from gate.judges.follow_up_rate import FollowUpRatePolicy
 from gate.judges.follow_up_review import (
     BELOW_MINIMUM,
     MET,
     TOO_FEW_LABELS,
+    error_rates_apply,
     live_agreement_apply,
     live_agreement_judge,
     reviewer_agreement_judge,
@@ -118,6 +121,80 @@ def test_policy_keys_join_layer_2():
     assert FollowUpRatePolicy().follow_up_live_agreement_min == 0.8
     with pytest.raises(PolicyError, match="follow_up_live_min_labels"):
         FollowUpRatePolicy.parse({"follow_up_live_min_labels": 0})
+
+
+class TestErrorRatesApply:
+    """Where layer 2's error rates come from, worded, and the disagreement that makes it insufficient."""
+
+    SHIPPED = {
+        "zh": ErrorRates(positives=106, true_positives=90, negatives=158, true_negatives=151),
+        "en": ErrorRates(positives=105, true_positives=89, negatives=159, true_negatives=153),
+    }
+    LIVE = {
+        # zh: 25 reviewed follow-ups (under 30), 12 caught: far below the shipped 0.849.
+        "zh": ErrorRates(positives=25, true_positives=12, negatives=100, true_negatives=95),
+        # en: enough of both, its sensitivity 0.667 also below the shipped 0.848.
+        "en": ErrorRates(positives=60, true_positives=40, negatives=200, true_negatives=190),
+    }
+
+    def choose(self, live):
+        return error_rates_choose(
+            shipped=self.SHIPPED, live=live, languages=["en", "zh"], min_labels=30, alpha=0.05
+        )
+
+    @pytest.mark.parametrize("verdict", [PASS, FAIL, INSUFFICIENT])
+    def test_a_contradicted_shipped_rate_is_insufficient_data_naming_the_language(self, verdict):
+        applied, reasons = error_rates_apply(verdict=verdict, reasons=["r"], rates=self.choose(self.LIVE))
+        assert applied == INSUFFICIENT
+        assert reasons == [
+            "r",
+            "error rates for language 'en' from 260 reviewed live turns: sensitivity 0.667 (40 of 60), "
+            "specificity 0.950 (190 of 200)",
+            "error rates for language 'zh' as shipped, from the detector's test split: sensitivity 0.849, "
+            "specificity 0.956 (25 follow-ups and 100 others reviewed, the live ones need 30 of each)",
+            "language 'en': the live sensitivity 0.667 (40 of 60 reviewed turns) disagrees with the shipped "
+            "0.848 (89 of 105 test pairs; Fisher's exact p 0.0103, Holm-adjusted 0.0309 < 0.05): the live "
+            "one is used",
+            "language 'zh': the live sensitivity 0.480 (12 of 25 reviewed turns) disagrees with the shipped "
+            "0.849 (90 of 106 test pairs; Fisher's exact p 0.000225, Holm-adjusted 0.000901 < 0.05): too "
+            "few turns are reviewed to replace it, so the corrected rate cannot be trusted yet",
+        ]
+        # Fisher's and Holm's figures, by scipy and by hand: four tests, the smallest p times 4.
+        zh = self.choose(self.LIVE)["zh"].sensitivity
+        assert zh.p_value == approx(fisher_exact([[12, 13], [90, 16]]).pvalue)
+        assert zh.adjusted_p == approx(4 * zh.p_value)
+
+    def test_a_replaced_rate_that_disagrees_only_says_so(self):
+        live = {
+            **self.LIVE,
+            "zh": ErrorRates(positives=40, true_positives=34, negatives=100, true_negatives=95),
+        }
+        applied, reasons = error_rates_apply(verdict=PASS, reasons=[], rates=self.choose(live))
+        assert applied == PASS and reasons[-1].endswith("the live one is used")
+
+    def test_no_reviews_keep_the_verdict_and_say_the_rates_are_shipped(self):
+        applied, reasons = error_rates_apply(verdict=FAIL, reasons=["r"], rates=self.choose({}))
+        assert applied == FAIL and len(reasons) == 3
+        assert reasons[2] == (
+            "error rates for language 'zh' as shipped, from the detector's test split: sensitivity 0.849, "
+            "specificity 0.956 (0 follow-ups and 0 others reviewed, the live ones need 30 of each)"
+        )
+
+    def test_an_error_stays_an_error(self):
+        assert error_rates_apply(verdict=ERROR, reasons=[], rates=self.choose(self.LIVE))[0] == ERROR
+
+    def test_policy_keys(self):
+        section = FollowUpRatePolicy.parse(
+            {"follow_up_live_rates_min_labels": 50, "follow_up_live_rates_alpha": 0.01}
+        )
+        assert (section.follow_up_live_rates_min_labels, section.follow_up_live_rates_alpha) == (50, 0.01)
+        assert (
+            FollowUpRatePolicy().follow_up_live_rates_min_labels,
+            FollowUpRatePolicy().follow_up_live_rates_alpha,
+        ) == (30, 0.05)
+        for bad in ({"follow_up_live_rates_min_labels": 0}, {"follow_up_live_rates_alpha": 0.9}):
+            with pytest.raises(PolicyError, match=next(iter(bad))):
+                FollowUpRatePolicy.parse(bad)
 
 
 class TestReviewerAgreement:

@@ -29,8 +29,11 @@ from registry.services.audit import audit_record
 
 LANGUAGES = ("en", "zh")
 LABELS = tuple(FollowUpReview.Label.values)
-# Turns read per query while looking for a reviewable one, and at most this many per pick (so a
-# language that is rare in the traffic cannot make one pick read the whole experiment).
+# A pick draws DRAWS ids per query, ROUNDS queries at most, before it falls back to a scan of BATCH
+# turns per query after a drawn id, at most MAX_SCANNED per pick (so a language that is rare in the
+# traffic cannot make one pick read the whole experiment).
+DRAWS = 64
+ROUNDS = 16
 BATCH = 64
 MAX_SCANNED = 4096
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -46,8 +49,9 @@ def text_language(text: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class ReviewItem:
-    """One turn to label, in the labelled set's terms; `language` is guessed from the question and
-    the next turn."""
+    """One turn to label, in the labelled set's terms; `language` is the one the detector stored for
+    the turn (the stratum layer 2 corrects by), guessed from the question and the next turn for a
+    turn judged before languages were stored."""
 
     turn_id: int
     event_id: str
@@ -92,7 +96,8 @@ def _items(turns: Sequence[TurnEvent]) -> dict[int, ReviewItem]:
         items[turn.pk] = ReviewItem(
             turn_id=turn.pk,
             event_id=turn.event_id,
-            language=text_language(f"{question.text}\n{turn.text}"),
+            # The detector's language, whose error rates the reviews measure; guessed for older turns.
+            language=turn.follow_up_language or text_language(f"{question.text}\n{turn.text}"),
             previous_question=question.text,
             previous_answer=answer.text,
             next_turn=turn.text,
@@ -109,37 +114,79 @@ def follow_up_review_next(
     second_opinion: bool = False,
     rng: random.Random | None = None,
 ) -> ReviewItem | None:
-    """A random reviewable turn nobody has labelled yet (of `language` when given), or None. With
-    `second_opinion`, a turn one other reviewer has labelled, for a second label that measures how far
-    reviewers agree (the first label still is the one that counts).
+    """A reviewable turn nobody has labelled yet (of `language` when given), drawn uniformly at
+    random among them, or None. With `second_opinion`, a turn one other reviewer has labelled, for a
+    second label that measures how far reviewers agree (the first label still is the one that counts).
 
-    Random by id: the first such turn at or after a uniformly drawn id, wrapping around, so each pick
-    costs a few index reads whatever the traffic (a turn right after a long run of ids that are not
-    reviewable, such as a burst of probe traffic, is a little more likely to be drawn)."""
+    Uniform, so that the reviewed turns are a simple random sample of the experiment's judged turns
+    (per language) and the detector's sensitivity and specificity measured on them are unbiased
+    (`engines.follow_up.live_rates`): ids are drawn uniformly over the experiment's id range, DRAWS
+    per query, and the first drawn id that is such a turn wins (rejection sampling; each pick costs a
+    few primary-key reads whatever the traffic). When ROUNDS queries find none (such turns are under
+    about 0.3 % of the id range: nearly all are labelled, or other experiments' traffic fills the
+    range), the pick falls back to the first such turn at or after a drawn id, which favours a turn
+    after a long run of ids that are not such turns."""
     actor_require_role(actor, REVIEW_ROLES, action="review follow-ups")
     if language not in (None, *LANGUAGES):
         raise ApplicationError(
             f"Unknown language {language!r}.", fields={"language": [f"one of {', '.join(LANGUAGES)}"]}
         )
-    name = actor_name(actor)
     # The experiment's id range: two reads at the ends of the primary key.
     bounds = TurnEvent.objects.filter(experiment=experiment).aggregate(low=Min("pk"), high=Max("pk"))
     if bounds["low"] is None:
         return None
-    start = (rng or random.Random()).randint(bounds["low"], bounds["high"])
+    rng = rng or random.Random()
+    name = actor_name(actor)
+    for _ in range(ROUNDS):
+        drawn = [rng.randint(bounds["low"], bounds["high"]) for _ in range(DRAWS)]
+        page = _offered(experiment=experiment, name=name, second_opinion=second_opinion, low=min(drawn))
+        items = _items(list(page.filter(pk__in=set(drawn))))
+        for pk in drawn:  # in the order drawn: the first hit is a uniform draw among the offered turns
+            item = items.get(pk)
+            if item is not None and language in (None, item.language):
+                return item
+    start = rng.randint(bounds["low"], bounds["high"])
+    return _scan(
+        experiment=experiment,
+        name=name,
+        second_opinion=second_opinion,
+        language=language,
+        start=start,
+        high=bounds["high"],
+        low=bounds["low"],
+    )
+
+
+def _offered(*, experiment: Experiment, name: str, second_opinion: bool, low: int) -> QuerySet[TurnEvent]:
+    """The reviewable turns the queue may offer `name`, from id `low` on: nobody's label yet, or (for
+    a second opinion) one label by someone else."""
+    # Bounding the reviews by `low` too lets PostgreSQL start both sides of its anti-join there.
+    reviews = FollowUpReview.objects.filter(turn=OuterRef("pk"), turn_id__gte=low)
+    page = _reviewable(experiment=experiment).filter(pk__gte=low)
+    if second_opinion:
+        return page.filter(Exists(reviews.exclude(reviewer_name=name))).filter(
+            ~Exists(reviews.filter(Q(is_first=False) | Q(reviewer_name=name)))
+        )
+    return page.filter(~Exists(reviews))
+
+
+def _scan(
+    *,
+    experiment: Experiment,
+    name: str,
+    second_opinion: bool,
+    language: str | None,
+    start: int,
+    low: int,
+    high: int,
+) -> ReviewItem | None:
+    """The first offered turn (of `language`) at or after `start`, wrapping around; at most
+    MAX_SCANNED turns are read."""
     scanned = 0
-    for low, high in ((start, bounds["high"] + 1), (bounds["low"], start)):
+    for first, last in ((start, high + 1), (low, start)):
         while scanned < MAX_SCANNED:
-            # Bounding the reviews by `low` too lets PostgreSQL start both sides of its anti-join there.
-            reviews = FollowUpReview.objects.filter(turn=OuterRef("pk"), turn_id__gte=low)
-            page = _reviewable(experiment=experiment).filter(pk__gte=low, pk__lt=high)
-            if second_opinion:
-                page = page.filter(Exists(reviews.exclude(reviewer_name=name))).filter(
-                    ~Exists(reviews.filter(Q(is_first=False) | Q(reviewer_name=name)))
-                )
-            else:
-                page = page.filter(~Exists(reviews))
-            batch = list(page.order_by("pk")[:BATCH])
+            page = _offered(experiment=experiment, name=name, second_opinion=second_opinion, low=first)
+            batch = list(page.filter(pk__lt=last).order_by("pk")[:BATCH])
             if not batch:
                 break
             scanned += len(batch)
@@ -148,7 +195,7 @@ def follow_up_review_next(
                 item = items.get(turn.pk)
                 if item is not None and language in (None, item.language):
                     return item
-            low = batch[-1].pk + 1
+            first = batch[-1].pk + 1
     return None
 
 

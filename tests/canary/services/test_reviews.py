@@ -3,6 +3,7 @@ may review, the confusion it feeds layer 2, and the export in the labelled set's
 
 import json
 import random
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -76,6 +77,30 @@ def test_the_queue_offers_each_reviewable_turn_once_then_none(experiment, annota
     assert sorted(seen) == sorted(t.pk for t in good)
     first = FollowUpReview.objects.get(turn=good[0])
     assert (first.reviewer, first.reviewer_name, first.experiment) == (annotator, "ann", experiment)
+
+
+def test_the_pick_is_uniform_among_the_offered_turns(experiment, annotator):
+    """Sessions stored one after another (question, answer, then three follow-ups each answered): the
+    first reviewable turn of a session comes after three ids that are not reviewable, the others
+    after one, so "the first such turn after a random id" would offer it 3/7 of the time. The pick
+    is uniform: each of the 90 turns about 1/90 of 900 picks (chi-square), the sessions' first
+    reviewable turns a third of them."""
+    from scipy.stats import chisquare
+
+    turns = [EN[0], EN[1], EN[2], EN[1], EN[2], EN[1], EN[2]]
+    firsts = set()
+    for s in range(30):
+        made = chat_session(experiment, session=f"s{s}", turns=turns)
+        firsts.add(made[2].pk)
+    rng = random.Random(5)
+    picks = [
+        follow_up_review_next(experiment=experiment, actor=annotator, rng=rng).turn_id for _ in range(1800)
+    ]
+    counts = Counter(picks)
+    assert len(counts) == 90
+    assert chisquare([counts[pk] for pk in sorted(counts)]).pvalue > 0.001
+    share = sum(counts[pk] for pk in firsts) / len(picks)
+    assert abs(share - 1 / 3) < 0.04, share
 
 
 def test_an_item_is_what_the_reviewer_must_read(experiment, annotator):

@@ -1,42 +1,63 @@
 """The trained detector's labelled set: `data/pairs-train.jsonl` and `data/pairs-test.jsonl`, built
-from `contexts.CONTEXTS` by `python -m engines.follow_up.pair_set` (seeded; the files are committed,
-this rebuilds them exactly).
+by `python -m engines.follow_up.pair_set` (seeded; the files are committed, this rebuilds them
+exactly) from two sources by two authors:
 
-Each context gets ~22 next turns, labelled by what they were written to be:
+1. Templated (`contexts.CONTEXTS`): each context gets ~22 next turns, labelled by what they were
+   written to be:
 
-- follow_up (about 40 %): the same matter again ("What if {scenario}?", "啥意思", the user's own
-  situation without a marker or a word of the answer, "ok but …", "Thanks, but I still don't get …");
-- deepening: an accepted answer, then a related question on the same case ("Got it. {related}?");
-- new: polite closings ("好滴，弄好了"), greetings, topic switches that reuse the answer's words,
-  other questions of the same domain and language ("下一个问题：…", "right now, …"), turns after the
-  10-minute window.
+   - follow_up (about 40 %): the same matter again ("What if {scenario}?", "啥意思", the user's own
+     situation without a marker or a word of the answer, "ok but …", "Thanks, but I still don't get …");
+   - deepening: an accepted answer, then a related question on the same case ("Got it. {related}?");
+   - new: polite closings ("好滴，弄好了"), greetings, topic switches that reuse the answer's words,
+     other questions of the same domain and language ("下一个问题：…", "right now, …").
 
-Variation on purpose: markers or none, question marks or none, mixed-language turns, typos (one in
-eight turns gets a swapped, dropped or doubled letter, or a Chinese homophone).
+   Variation on purpose: markers or none, question marks or none, mixed-language turns, typos (one in
+   eight turns gets a swapped, dropped or doubled letter, or a Chinese homophone). Split BY CONTEXT: a
+   quarter of each (language, domain)'s contexts are `test`, the rest `train`; the turn templates are
+   split too (pool A for train, pool B for test), so a test pair has neither a context nor a turn
+   pattern the detector was trained on.
 
-Split BY CONTEXT: a quarter of each (language, domain)'s contexts are `test`, the rest `train`; the
-turn templates are split too (pool A for train, pool B for test), so a test pair has neither a context
-nor a turn pattern the detector was trained on.
+2. Hand-written by a second author (`dialogues.DIALOGUES`, ids `b-…`): every turn written once, in
+   fourteen more domains and another style (see there). Split BY DOMAIN: travel, insurance and
+   government are test whole, so their test pairs come from domains the training never saw.
 
-Second labelling pass: `data/pairs-second-pass.jsonl` relabels a random sample of 150 pairs (seed 2)
-from the turn and its context alone, labels hidden. It was done by the set's author, so it is a
-self-agreement (`second_pass_agreement`), not an inter-annotator one.
+Both get gaps drawn the same way: about a minute, 4 % after the 10-minute window (then labelled new
+by definition), 3 % unknown. In training a hand-written row weighs 2, a templated one 1
+(`row_weights`): the templates repeat a few dozen patterns. Reviewed live turns (the review queue's
+export) join the train split with `reviewed_rows_join`, weighing 2, in family `live:<source>`; a
+test pair that shares a reviewed turn's context moves to train, so the test split never holds what
+a reviewer labelled nor its context.
+
+Second labelling pass: `data/pairs-second-pass.jsonl` relabels a random sample of 150 templated
+pairs (seed 2) from the turn and its context alone, labels hidden. It was done by the set's author,
+so it is a self-agreement (`second_pass_agreement`), not an inter-annotator one.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from engines.follow_up.contexts import CONTEXTS, Context
+from engines.follow_up.dialogues import DIALOGUES
 
 DATA = Path(__file__).resolve().parent / "data"
 SET_PATHS = {"train": DATA / "pairs-train.jsonl", "test": DATA / "pairs-test.jsonl"}
 SECOND_PASS_PATH = DATA / "pairs-second-pass.jsonl"
 SEED = 12
 TEST_SHARE = 0.25
+# The second author's dialogues (`dialogues.py`): these domains are held out whole as test.
+TEST_FAMILIES = frozenset({"travel", "insurance", "government"})
+# Where a row comes from, and what it weighs in training: the templated rows repeat a few dozen turn
+# patterns, so a hand-written or reviewed row (one person's turn, written or sent once) weighs more.
+TEMPLATED, HAND_WRITTEN, REVIEWED = "templated", "hand_written", "reviewed"
+WEIGHTS = {TEMPLATED: 1.0, HAND_WRITTEN: 2.0, REVIEWED: 2.0}
+REVIEWED_FAMILY = "live:"  # the family (domain) of reviewed live turns: live:<experiment or file>
+WINDOW_SECONDS = 600.0  # FollowUpThresholds.window_seconds: later turns are new by definition
 
 # Templates per (language, kind), pool A (train) then pool B (test). Slots: {topic}, {scenario},
 # {related}, {situation}, {switch}, {other} (another context's question, same domain and language).
@@ -293,13 +314,7 @@ def pair_set_build(*, seed: int = SEED) -> list[dict[str, object]]:
                 seen.add((index, turn))
                 made += 1
                 number += 1
-                label = LABEL[written_as]
-                gap: float | None = round(rng.lognormvariate(3.8, 0.9), 1)
-                roll = rng.random()
-                if roll < 0.04:
-                    gap, label = float(rng.randint(700, 7200)), "new"  # outside the 10-minute window
-                elif roll < 0.07:
-                    gap = None
+                gap, label = _gap(rng, LABEL[written_as])
                 rows.append(
                     {
                         "id": f"{context.language}-{index:03d}-{number:02d}",
@@ -317,12 +332,87 @@ def pair_set_build(*, seed: int = SEED) -> list[dict[str, object]]:
     return rows
 
 
+def _gap(rng: random.Random, label: str) -> tuple[float | None, str]:
+    """A gap after the answer as in chat traffic (about a minute), 4 % after the window (then the turn
+    is new by definition), 3 % unknown."""
+    gap: float | None = round(rng.lognormvariate(3.8, 0.9), 1)
+    roll = rng.random()
+    if roll < 0.04:
+        return float(rng.randint(700, 7200)), "new"
+    if roll < 0.07:
+        return None, label
+    # A drawn gap past the 10 minutes (one in 500) makes the turn new by definition too.
+    return gap, "new" if gap is not None and gap > WINDOW_SECONDS else label
+
+
+def dialogue_rows(*, seed: int = SEED + 1) -> list[dict[str, object]]:
+    """The second author's hand-written dialogues as labelled rows: whole domains (`TEST_FAMILIES`)
+    are test, the rest train; gaps drawn as the templated set's, seeded."""
+    rng = random.Random(seed)
+    rows: list[dict[str, object]] = []
+    for index, dialogue in enumerate(DIALOGUES):
+        for number, (written_as, turn) in enumerate(dialogue.turns, start=1):
+            gap, label = _gap(rng, written_as)
+            rows.append(
+                {
+                    "id": f"b-{dialogue.language}-{index:03d}-{number:02d}",
+                    "language": dialogue.language,
+                    "split": "test" if dialogue.domain in TEST_FAMILIES else "train",
+                    "domain": dialogue.domain,
+                    "previous_question": dialogue.question,
+                    "previous_answer": dialogue.answer,
+                    "next_turn": turn,
+                    "gap_seconds": gap,
+                    "label": label,
+                    "note": f"second author, {written_as}"
+                    + ("" if label == written_as else ", outside window"),
+                }
+            )
+    return rows
+
+
+def row_source(row: dict[str, Any]) -> str:
+    """TEMPLATED, HAND_WRITTEN (the second author's dialogues) or REVIEWED (a labelled live turn)."""
+    if str(row.get("domain", "")).startswith(REVIEWED_FAMILY):
+        return REVIEWED
+    return HAND_WRITTEN if str(row["id"]).startswith("b-") else TEMPLATED
+
+
+def row_weights(rows: Sequence[dict[str, Any]]) -> list[float]:
+    return [WEIGHTS[row_source(row)] for row in rows]
+
+
+def context_key(text: str) -> str:
+    """A context as the leak check compares them: case, width and spacing do not make another."""
+    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+
+
+def reviewed_rows_join(
+    *,
+    train: Sequence[dict[str, Any]],
+    test: Sequence[dict[str, Any]],
+    reviewed: Sequence[dict[str, Any]],
+    source: str,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """The splits with reviewed live turns (exported rows) joined to train, in family
+    `live:<source>`: a reviewed turn is never test, and neither is any test pair that shares its
+    context (the previous question), which moves to train. Returns (train, test, pairs moved)."""
+    joined = [
+        {**row, "split": "train", "domain": f"{REVIEWED_FAMILY}{source}", "note": "reviewed live turn"}
+        for row in reviewed
+    ]
+    seen = {context_key(row["previous_question"]) for row in joined}
+    moved = [row for row in test if context_key(row["previous_question"]) in seen]
+    kept = [row for row in test if context_key(row["previous_question"]) not in seen]
+    return [*train, *({**row, "split": "train"} for row in moved), *joined], kept, len(moved)
+
+
 def second_pass_agreement(path: Path = SECOND_PASS_PATH) -> dict[str, float | int]:
     """Agreement of the second labelling pass with the set's labels: raw, and Cohen's kappa over the
     three kinds and over "is a follow-up"."""
     from sklearn.metrics import cohen_kappa_score
 
-    labels = {row["id"]: row["label"] for row in pair_set_build()}
+    labels = {row["id"]: row["label"] for row in pair_set_build() + dialogue_rows()}
     with open(path, encoding="utf-8") as lines:
         second = [json.loads(line) for line in lines if line.strip()]
     first = [labels[row["id"]] for row in second]
@@ -338,7 +428,7 @@ def second_pass_agreement(path: Path = SECOND_PASS_PATH) -> dict[str, float | in
 
 
 def main() -> None:
-    rows = pair_set_build()
+    rows = pair_set_build() + dialogue_rows()
     for split, path in SET_PATHS.items():
         picked = [row for row in rows if row["split"] == split]
         with open(path, "w", encoding="utf-8") as out:

@@ -108,7 +108,7 @@ def test_followup_eval_scores_any_labelled_file(tmp_path, capsys):
     )
     call_command("followup_eval", "--file", str(path), "--json")
     report = json.loads(capsys.readouterr().out)
-    assert report["n"] == 4 and report["detector"] == "follow-up-lr-2"
+    assert report["n"] == 4 and report["detector"] == "follow-up-lr-3"
     assert set(report["languages"]) == {"en", "zh"}
     for scores in (report["overall"], *report["languages"].values()):
         assert 0.0 <= scores["f1"] <= 1.0 and set(scores["confusion"]) == {"follow_up", "deepening", "new"}
@@ -211,3 +211,76 @@ def test_followup_eval_measures_a_prompted_openai_judge(tmp_path, capsys):
     assert overall["f1"] == pytest.approx(2 / 3)
     with pytest.raises(CommandError, match="--judge: No model version"):
         call_command("followup_eval", "--file", str(path), "--judge", "judge:none")
+
+
+def small_set_files(tmp_path):
+    """Train and test files cut from the shipped set: six families' first turns, two test contexts."""
+    from engines.follow_up.detector import follow_up_set_load
+    from engines.follow_up.pair_set import SET_PATHS
+
+    families = ["contracts", "legal", "it support", "banking", "hr", "coding"]
+    train = [
+        r
+        for r in follow_up_set_load(SET_PATHS["train"])
+        if r["domain"] in families and int(r["id"][-2:]) <= 4
+    ]
+    test = follow_up_set_load(SET_PATHS["test"])
+    contexts = sorted({r["previous_question"] for r in test})[:2]
+    test = [r for r in test if r["previous_question"] in contexts]
+    paths = {}
+    for name, rows in (("train", train), ("test", test)):
+        paths[name] = tmp_path / f"{name}.jsonl"
+        paths[name].write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    return paths, test
+
+
+def test_followup_train_with_reviews_keeps_them_and_their_contexts_out_of_the_test_split(tmp_path, capsys):
+    """`followup_train --with-reviews EXPERIMENT`: the experiment's reviewed turns join the train split,
+    and the test pairs that share a reviewed turn's context move to train with them."""
+    paths, test = small_set_files(tmp_path)
+    builtin = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
+    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **builtin)
+    v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **builtin)
+    created = experiment_create(name="exp", baseline=v3, candidate=v4, actor=SYSTEM)
+    experiment = experiment_backdate(
+        experiment_start(experiment=created, actor=SYSTEM), started=timedelta(hours=1)
+    )
+    shared = test[0]
+    turn = chat_session(
+        experiment, session="s", turns=[shared["previous_question"], shared["previous_answer"], "and then?"]
+    )[2]
+    follow_up_review_record(experiment=experiment, turn_id=turn.pk, label="follow_up", actor=SYSTEM)
+    sharing = sum(r["previous_question"] == shared["previous_question"] for r in test)
+    out = tmp_path / "models"
+    common = [
+        "--train-file",
+        str(paths["train"]),
+        "--test-file",
+        str(paths["test"]),
+        "--calibration-file",
+        "",
+    ]
+    call_command(
+        "followup_train", *common, "--with-reviews", "exp", "--out", str(out), "--detector-version", "t-r"
+    )
+    printed = capsys.readouterr().out
+    assert (
+        f"exp: 1 reviewed turns join the train split; {sharing} test pairs sharing their contexts move"
+        in printed
+    )
+    meta = json.loads((out / "t-r.json").read_text())
+    assert meta["trained_on"]["sources"]["reviewed"] == 1
+    assert meta["test"]["rows"] == len(test) - sharing and meta["family_cv"]["reviewed"]["overall"]["n"] == 1
+    assert "hand_written:" in printed and "cross-validation by family" in printed
+    with pytest.raises(CommandError, match="--with-reviews nope: not a file, and No experiment"):
+        call_command("followup_train", *common, "--with-reviews", "nope", "--out", str(out))
+
+
+def test_followup_eval_prints_the_shipped_cross_validation(capsys):
+    call_command("followup_eval", "--cv")
+    text = capsys.readouterr().out
+    assert "cross-validation by family, 5 folds over 13 families" in text
+    assert "hand_written  en" in text and "hand_written  zh" in text
+    call_command("followup_eval", "--cv", "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["hand_written"]["languages"]) == {"en", "zh"}

@@ -13,7 +13,8 @@ class Command(BaseCommand):
         "previous_question, previous_answer, next_turn, gap_seconds, label): precision, recall and F1 of "
         "'is a follow-up' overall and per language, sensitivity and specificity, and the 3-way confusion "
         "matrix. Default file: the test split of the shipped set (contexts unseen in training). "
-        "--judge FAMILY:LABEL scores a registered openai version, prompted, instead of the detector."
+        "--judge FAMILY:LABEL scores a registered openai version, prompted, instead of the detector. "
+        "--cv prints the artefact's cross-validation by family (measured when it was trained) instead."
     )
 
     def add_arguments(self, parser):
@@ -24,9 +25,17 @@ class Command(BaseCommand):
         parser.add_argument("--judge", help="a registered openai version (family:label) to judge instead")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
         parser.add_argument("--mistakes", action="store_true", help="also list every misjudged pair")
+        parser.add_argument(
+            "--cv",
+            action="store_true",
+            help="print the detector's cross-validation by family, stored with it when it was trained",
+        )
 
     def handle(self, *args, file, detector, judge, **options):
         from engines.follow_up.detector import follow_up_set_load
+
+        if options["cv"]:
+            return self._cross_validation(detector, as_json=options["json"])
 
         try:
             rows = follow_up_set_load(file, require_split=False)
@@ -73,6 +82,31 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"{wrong['id']}  {wrong['label']} -> {wrong['predicted']}  {wrong['next_turn']!r}  "
                     f"({wrong['reason']})"
+                )
+
+    def _cross_validation(self, version: str, *, as_json: bool) -> None:
+        from engines.follow_up.classifier import detector_load
+
+        try:
+            meta = detector_load(version).meta
+        except OSError as exc:
+            raise CommandError(str(exc)) from None
+        cv = meta.get("family_cv")
+        if cv is None:
+            raise CommandError(f"{version} stores no cross-validation by family")
+        if as_json:
+            self.stdout.write(json.dumps({"detector": version, **cv}, ensure_ascii=False))
+            return
+        self.stdout.write(
+            f"{version}: cross-validation by family, {cv['folds']} folds over {cv['families']} families "
+            "(out-of-fold, each language by its own weights at its chosen C and follow-up shift)"
+        )
+        for part in ("all", "hand_written", "reviewed"):
+            for name, scores in cv.get(part, {}).get("languages", {}).items():
+                rates = f"sens {scores['sensitivity'] or 0:.3f} spec {scores['specificity'] or 0:.3f}"
+                self.stdout.write(
+                    f"{part:13} {name}  n={scores['n']:5}  P {scores['precision']:.3f}  "
+                    f"R {scores['recall']:.3f}  F1 {scores['f1']:.3f}  {rates}"
                 )
 
 

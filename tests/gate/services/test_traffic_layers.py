@@ -153,14 +153,14 @@ def test_accuracy_up_but_follow_up_rate_above_the_bar_fails_layer_2(experiment, 
     assert estimates["baseline"]["follow_ups"] == expected["baseline"]
     # Judged on the rates corrected for the shipped detector's error rates; the observed ones beside.
     assert estimates["difference"]["method"] == "rogan_gladen_delta"
-    assert estimates["correction"] == "rogan_gladen" and estimates["detector_version"] == "follow-up-lr-2"
+    assert estimates["correction"] == "rogan_gladen" and estimates["detector_version"] == "follow-up-lr-3"
     corrected = estimates["candidate"]["corrected"]
     assert corrected["observed"] == approx(estimates["candidate"]["rate"])
     assert layer.estimate == approx(corrected["estimate"]) and layer.ci_high == approx(corrected["ci_high"])
     assert {language["language"] for language in corrected["languages"]} <= {"en", "zh"}
     judged_turns = TurnEvent.objects.filter(role="user", follow_up_language__isnull=False)
     assert judged_turns.exists() and set(judged_turns.values_list("follow_up_detector", flat=True)) == {
-        "follow-up-lr-2"
+        "follow-up-lr-3"
     }
     assert (
         sum(language["judged"] for language in corrected["languages"])

@@ -17,14 +17,14 @@ The choice, per language: its live counts once the reviewed turns hold at least 
 class (follow-ups, whose share the detector got right is the sensitivity, and the others, for the
 specificity), else the shipped counts. Both classes switch together: a specificity near 0.95
 measured on a few dozen others is often exactly 1, with no variance, and an interval corrected by it
-then covers too rarely (simulated: 0.77 at 30 others), whereas by the time a language has
-`min_labels` follow-ups it has about three times as many others. Each class with both counts is
-tested, live against shipped, by Fisher's exact test (two-sided; Fisher, "The logic of inductive
-inference", J R Stat Soc 98, 1935; `scipy.stats.fisher_exact`), with Holm's adjustment over all the
-tests of one judgement (Holm, Scand J Statist 6, 1979) at level `alpha`. A class still on its
-shipped count whose live count already disagrees beyond chance is `blocking`: the rate it corrects
-cannot be trusted, and too few turns are reviewed to replace it. A disagreement on a class already
-on its live count only says the shipped figure does not hold here.
+then covers too rarely (simulated: 0.76 at 30 others, `tests/engines/follow_up/test_live_rates.py`),
+whereas by the time a language has `min_labels` follow-ups it has about three times as many others.
+Each class with both counts is tested, live against shipped, by Fisher's exact test (two-sided;
+Fisher, "The logic of inductive inference", J R Stat Soc 98, 1935; `scipy.stats.fisher_exact`), with
+Holm's adjustment over all the tests of one judgement (Holm, Scand J Statist 6, 1979) at level
+`alpha`. A class still on its shipped count whose live count already disagrees beyond chance is
+`blocking`: the rate it corrects cannot be trusted, and too few turns are reviewed to replace it. A
+disagreement on a class already on its live count only says the shipped figure does not hold here.
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ def test_counts_from_reviewers_labels():
 
 
 def test_fisher_exact_by_hand():
-    # Fisher's tea-tasting table [[3, 1], [1, 3]]: two-sided p = (1 + 16 + 1) / 70 + ... = 34/70.
+    # The tea-tasting table [[3, 1], [1, 3]]: the tables as or less likely, k = 0, 1, 3, 4:
+    # (1 + 16 + 16 + 1) / 70.
     assert fisher_p(first=(3, 4), second=(1, 4)) == pytest.approx(34 / 70)
     assert fisher_p(first=(72, 100), second=(90, 106)) == pytest.approx(
         fisher_exact([[72, 28], [90, 16]]).pvalue
@@ -164,7 +165,7 @@ def test_before_enough_reviews_the_shipped_rates_are_used_and_tested():
 def test_why_both_classes_switch_together():
     """A live specificity from about 30 reviewed others beside the shipped sensitivity, with no shift
     at all (Se 0.849, Sp 0.956): the specificity measured on 30 is exactly 1 in a quarter of the runs,
-    with no variance, and the interval covers too rarely (measured 0.77 of 2 000 runs); the switch
+    with no variance, and the interval covers too rarely (measured 0.76 of 2 000 runs); the switch
     waits until each class has `min_labels`, by which time the others number about three times as
     many."""
     rng = np.random.default_rng(3)

@@ -387,8 +387,9 @@ def _calibrate(
     `rows` (a labelled set of another author's, in neither split), and the F1 of each shift."""
     pairs = rows_to_pairs(rows)
     dense, turns, grams = pair_features(pairs=pairs, embed=embed)
-    languages = np.array([pair_language(p) for p in pairs])
-    probabilities = detector.probabilities(dense=dense, turns=turns, grams=grams, languages=languages)
+    names = [pair_language(p) for p in pairs]
+    languages = np.array(names)
+    probabilities = detector.probabilities(dense=dense, turns=turns, grams=grams, languages=names)
     log_proba = np.log(np.clip(probabilities, 1e-300, None))
     window = FollowUpThresholds().window_seconds
     outside = np.array([p.gap_seconds is not None and p.gap_seconds > window for p in pairs])
@@ -492,7 +493,8 @@ def detector_train(
     data = _training_set(rows=train, embed=embed, weights=weights)
     chosen, table, oof = _family_cv(data, c_grid=c_grid, folds=folds, seed=seed)
     detector = _fitted(data, chosen=chosen, seed=seed, version=version)
-    bias, shifts = {language: 0.0 for language in MODEL_LANGUAGES}, {}
+    bias: dict[str, float] = dict.fromkeys(MODEL_LANGUAGES, 0.0)
+    shifts: dict[str, dict[str, float]] = {}
     if calibration:
         bias, shifts = _calibrate(detector=detector, rows=calibration, embed=embed, grid=CALIBRATION_GRID)
         detector = _shifted(detector, bias)

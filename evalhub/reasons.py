@@ -710,6 +710,18 @@ SHAPES = [
     ),
     shape(rf"(?P<field>{CODE}) must be in \(0, 100\]\.", _("%(field)s must be in (0, 100].")),
     shape(r"must be more than 0 and at most 100", _("must be more than 0 and at most 100")),
+    # gate/policy.py (a stored policy read leniently) and gate/services/gate_runs.py
+    shape(r"must be between (?P<low>\S+) and (?P<high>\S+)", _("must be between %(low)s and %(high)s")),
+    shape(r"must be one of (?P<choices>.+)", _("must be one of %(choices)s")),
+    shape(
+        r"layers this version does not have: (?P<layers>.+)",
+        _("layers this version does not have: %(layers)s"),
+    ),
+    shape(
+        r"the stored policy has keys this version cannot run: (?P<keys>[^;]+)",
+        _("the stored policy has keys this version cannot run: %(keys)s"),
+    ),
+    shape(r"start a new run", _("start a new run")),
 ]
 
 

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from engines.input_checks import text_problem
-from gate.layers.registry import LAYER_NAMES, gate_policy_parse
+from gate.layers.registry import LAYER_NAMES, gate_policy_read
 from gate.models import Decision, GateRun
 from gate.selectors.decisions import gate_run_latest_finished, override_request_open
 from registry.errors import ApplicationError
@@ -40,7 +40,7 @@ def _refuse(message: str, *, field: str, code: str = "invalid", status_code: int
 def gate_run_weakened(*, gate_run: GateRun) -> list[str]:
     """How a run fell short of the full sandwich: layers its policy did not require, and values it
     overrode. Only a pass of the full gate under the policy as named approves without an override."""
-    required = gate_policy_parse(gate_run.policy_config).general.required_layers
+    required = gate_policy_read(gate_run.policy_config).config.general.required_layers
     weakened = [f"layer {layer} not required" for layer in LAYER_NAMES if layer not in required]
     if gate_run.policy_overrides:
         weakened.append(f"policy overridden: {', '.join(sorted(gate_run.policy_overrides))}")

@@ -17,8 +17,9 @@ from canary.selectors import experiment_for_gate
 from engines.backends.base import BackendError
 from gate.judges.verdict import gate_verdict
 from gate.layers.base import ClaimLost, LayerContext, Progress
-from gate.layers.registry import LAYERS, gate_policy_parse
+from gate.layers.registry import LAYERS, gate_policy_read
 from gate.models import GateRun
+from gate.policy import PolicyFindings
 from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor, SystemActor, actor_name, actor_require_role, actor_user
 from registry.dispatch import Task, task_send
@@ -161,7 +162,11 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
         return gate_run_fail(
             gate_run_id=run.pk, status=Status.ERROR, reason=f"gave up after {run.attempts - 1} attempts"
         )
-    policy = gate_policy_parse(run.policy_config)
+    stored = gate_policy_read(run.policy_config)
+    if not stored.found.clean:
+        # Queued under an older version: running it would judge by rules it did not ask for.
+        return gate_run_fail(gate_run_id=run.pk, status=Status.ERROR, reason=_policy_unrunnable(stored.found))
+    policy = stored.config
     baseline = [run.baseline] if run.baseline and policy.general.run_baseline else []
     finished = set(run.layers.exclude(verdict=GateRun.Verdict.PENDING).values_list("layer", flat=True))
     todo = [layer for layer in LAYERS if policy.requires(layer.name) and layer.name not in finished]
@@ -190,9 +195,15 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
         return gate_run_finish(run=run)
 
 
+def _policy_unrunnable(found: PolicyFindings) -> str:
+    """Why a run queued under an older version is not run (its page lists each key and why)."""
+    keys = ", ".join(sorted([*found.retired_keys, *found.invalid_keys]))
+    return f"the stored policy has keys this version cannot run: {keys}; start a new run"
+
+
 def gate_run_finish(*, run: GateRun) -> GateRun:
     """Combine the stored layers into the verdict and close the run."""
-    policy = gate_policy_parse(run.policy_config)
+    policy = gate_policy_read(run.policy_config).config
     layer_verdicts = dict(run.layers.values_list("layer", "verdict"))
     verdict, reasons = gate_verdict(
         required_layers=policy.general.required_layers, layer_verdicts=layer_verdicts

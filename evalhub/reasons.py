@@ -722,6 +722,26 @@ SHAPES = [
         _("the stored policy has keys this version cannot run: %(keys)s"),
     ),
     shape(r"start a new run", _("start a new run")),
+    # gate/services/gate_runs.py and workers/tasks.py: why a run ended in error or failed
+    shape(r"gave up after (?P<n>\d+) attempts", _("gave up after %(n)s attempts")),
+    shape(r"last error: (?P<why>.+)", _("last error: %(why)s"), nested=("why",)),
+    shape(r"gave up: (?P<why>.+)", _("gave up: %(why)s"), nested=("why",)),
+    shape(r"task time limit exceeded", _("task time limit exceeded")),
+    shape(
+        r"worker (?P<worker>\S+) stopped reporting at (?P<at>[\d-]+ [\d:]+) UTC after (?P<n>\d+) attempt\(s\)",
+        _("worker %(worker)s stopped reporting at %(at)s UTC after %(n)s attempt(s)"),
+    ),
+    shape(
+        rf"(?P<layer>{CODE}) error: (?P<why>.+)",
+        _("%(layer)s error: %(why)s"),
+        terms=("layer",),
+        nested=("why",),
+    ),
+    # engines/backends/openai.py (through gate/layers/outputs.py): an endpoint nothing got through to
+    shape(
+        r"(?P<ref>\S+): (?P<url>\S+): unreachable: (?P<why>.+)",
+        _("%(ref)s: %(url)s unreachable: %(why)s"),
+    ),
 ]
 
 

@@ -132,11 +132,16 @@ def gate_run_claim(*, gate_run_id: int, worker: str) -> GateRun | None:
     )
 
 
-def gate_run_release(*, gate_run_id: int, worker: str) -> None:
-    """Give a run back to the queue (before a retry of a transient failure)."""
-    GateRun.objects.filter(pk=gate_run_id, status=Status.RUNNING, worker=worker).update(
-        status=Status.QUEUED, worker=""
-    )
+def gate_run_release(*, gate_run_id: int, worker: str, error: str = "") -> None:
+    """Give a run back to the queue (before a retry of a transient failure). `error`, what failed,
+    is kept as the run's error message meanwhile, so the page says why it waits and a later give-up
+    says what failed."""
+    fields = {"status": Status.QUEUED, "worker": "", **({"error_message": error} if error else {})}
+    GateRun.objects.filter(pk=gate_run_id, status=Status.RUNNING, worker=worker).update(**fields)
+
+
+def _with_last_error(reason: str, run: GateRun) -> str:
+    return f"{reason}; last error: {run.error_message}" if run.error_message else reason
 
 
 def gate_run_heartbeat(*, run: GateRun, progress: int, detail: dict | None = None) -> None:
@@ -160,7 +165,9 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
         return None
     if run.attempts > settings.EVALHUB_GATE_RUN_MAX_ATTEMPTS:
         return gate_run_fail(
-            gate_run_id=run.pk, status=Status.ERROR, reason=f"gave up after {run.attempts - 1} attempts"
+            gate_run_id=run.pk,
+            status=Status.ERROR,
+            reason=_with_last_error(f"gave up after {run.attempts - 1} attempts", run),
         )
     stored = gate_policy_read(run.policy_config)
     if not stored.found.clean:
@@ -211,9 +218,13 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
     run.status = Status.SUCCEEDED
     run.verdict = verdict
     run.verdict_reasons = reasons
+    # An earlier attempt's transient failure is no longer the story; a layer's error is.
+    run.error_message = _layer_errors(run=run) if verdict == GateRun.Verdict.ERROR else ""
     run.progress = 100
     run.finished_at = timezone.now()
-    run.save(update_fields=["status", "verdict", "verdict_reasons", "progress", "finished_at"])
+    run.save(
+        update_fields=["status", "verdict", "verdict_reasons", "error_message", "progress", "finished_at"]
+    )
     audit_record(
         actor=SystemActor(f"worker {run.worker}"),
         action="gate_run.finish",
@@ -228,6 +239,14 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
         model_version_offline_gate_record(version=run.candidate, gate_run_id=run.pk, actor=GATE)
     _verdict_announce(run=run, layer_verdicts=layer_verdicts)
     return run
+
+
+def _layer_errors(*, run: GateRun) -> str:
+    """What failed in the layers that ended in error (their stored reasons), or why none did: a
+    required layer with no result, or one left pending."""
+    errors = run.layers.filter(verdict=GateRun.Verdict.ERROR).order_by("id")
+    parts = [f"{row.layer} error: {'; '.join(row.reasons) or 'no reason stored'}" for row in errors]
+    return "; ".join(parts) or "; ".join(run.verdict_reasons)
 
 
 def _verdict_announce(*, run: GateRun, layer_verdicts: dict[str, str]) -> None:
@@ -295,12 +314,11 @@ def gate_run_reap_stale(*, now=None) -> dict[str, int]:
     counts = {"requeued": 0, "errored": 0, "reenqueued": 0}
     for run in GateRun.objects.filter(status=Status.RUNNING, heartbeat_at__lt=stale_before):
         if run.attempts >= settings.EVALHUB_GATE_RUN_MAX_ATTEMPTS:
-            gate_run_fail(
-                gate_run_id=run.pk,
-                status=Status.ERROR,
-                reason=f"worker {run.worker or '?'} stopped reporting at "
-                f"{run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC after {run.attempts} attempt(s)",
+            stopped = (
+                f"worker {run.worker or '?'} stopped reporting at "
+                f"{run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC after {run.attempts} attempt(s)"
             )
+            gate_run_fail(gate_run_id=run.pk, status=Status.ERROR, reason=_with_last_error(stopped, run))
             counts["errored"] += 1
             continue
         requeued = GateRun.objects.filter(

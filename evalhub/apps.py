@@ -9,4 +9,9 @@ class EvalhubConfig(AppConfig):
     verbose_name = "EvalHub"
 
     def ready(self) -> None:
+        from axes.signals import user_locked_out
+
+        from evalhub import throttle
         from evalhub.api import schema  # noqa: F401 (registers the token scheme with drf-spectacular)
+
+        user_locked_out.connect(throttle.signin_lockout_audit, dispatch_uid="evalhub.signin_lockout_audit")

@@ -62,6 +62,15 @@ def detector_accuracy(*, detector: TrainedDetector, kinds: tuple[str, ...]) -> D
     return DetectorAccuracy(version=detector.version, errors=errors)
 
 
+def follow_up_detector_accuracy(*, policy: GatePolicyConfig) -> DetectorAccuracy | None:
+    """The error rates layer 2 corrects by under `policy` (None: it does not correct). The dashboard
+    shows them beside the corrected rates, so each interval can be recomputed from the page."""
+    section = policy.section(FollowUpRatePolicy)
+    if section.follow_up_correction != ROGAN_GLADEN:
+        return None
+    return detector_accuracy(detector=detector_load(), kinds=tuple(section.follow_up_kinds))
+
+
 def follow_up_rate_measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> FollowUpRateResult:
     """Layer 2's judgement of a window from the stored detector labels (it labels nothing). The layer
     and the dashboards call it."""
@@ -73,12 +82,11 @@ def _measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> tuple[Follow
     section = policy.section(FollowUpRatePolicy)
     kinds = tuple(section.follow_up_kinds)
     counts = follow_up_counts_by_arm(window=window, kinds=kinds)
-    detector = None
     versions: list[str] = []
     judged: dict[str, dict[str, tuple[int, int]]] = {CANDIDATE: {}, BASELINE: {}}
-    if section.follow_up_correction == ROGAN_GLADEN:
+    detector = follow_up_detector_accuracy(policy=policy)
+    if detector is not None:
         judged, versions = follow_ups_judged_by_language(window=window, kinds=kinds)
-        detector = detector_accuracy(detector=detector_load(), kinds=kinds)
     result = follow_up_rate_judge(
         candidate=FollowUpCounts(**counts[CANDIDATE], judged_by_language=judged[CANDIDATE]),
         baseline=FollowUpCounts(**counts[BASELINE], judged_by_language=judged[BASELINE]),

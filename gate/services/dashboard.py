@@ -34,17 +34,18 @@ from canary.selectors import (
     traffic_window_get,
 )
 from canary.services.experiments import GUARDRAIL_DEFAULTS, experiment_actions_allowed
+from engines.follow_up.correction import ErrorRates
 from engines.routing import BASELINE, CANDIDATE
 from engines.stats.effects import sequential_interval
 from engines.stats.hypothesis import SrmResult, srm_check
-from engines.stats.intervals import wilson_interval
+from engines.stats.intervals import newcombe_interval, wilson_interval
 from engines.stats.sufficient import RatioStats
 from gate.charts import Cell, Chart, LineSeries, bars_chart
 from gate.judges.business_value import BUSINESS_DIRECTIONS, DECREASE, BusinessValuePolicy, BusinessValueResult
-from gate.judges.follow_up_rate import ArmFollowUps, FollowUpRatePolicy, FollowUpRateResult
+from gate.judges.follow_up_rate import ROGAN_GLADEN, ArmFollowUps, FollowUpRatePolicy, FollowUpRateResult
 from gate.judges.follow_up_review import LiveAgreement
 from gate.layers.business_value import business_value_measure, outcome_stats
-from gate.layers.follow_up_rate import follow_up_rate_measure
+from gate.layers.follow_up_rate import follow_up_detector_accuracy, follow_up_rate_measure
 from gate.layers.follow_up_review import follow_up_rate_with_live_agreement
 from gate.layers.registry import gate_policy_parse
 from gate.models import GateRun
@@ -65,12 +66,28 @@ class ArmRow:
 
 
 @dataclass(frozen=True)
+class CorrectionRow:
+    """One language of the correction for the detector's errors: the error rates it used, and per arm
+    (in the arms' order) the turns the detector judged and those it called follow-ups."""
+
+    language: str
+    rates: ErrorRates
+    arms: list[tuple[int, int]]
+
+
+@dataclass(frozen=True)
 class FollowUpPanel:
     result: FollowUpRateResult
     arms: list[ArmRow]
     kinds: list[str]
     unjudged: int
     live_agreement: LiveAgreement
+    # Whether the judged rates are corrected for the detector's errors, and what from (shown, so
+    # that each interval can be recomputed from the page).
+    corrected: bool
+    corrections: list[CorrectionRow]
+    # The observed candidate − baseline with its Newcombe interval (the corrected one is the result's).
+    observed_difference: tuple[float, float, float] | None
 
 
 @dataclass(frozen=True)
@@ -281,13 +298,50 @@ def _follow_up(*, window: TrafficWindow, policy: GatePolicyConfig) -> FollowUpPa
         policy=policy,
     )
     reports = {CANDIDATE: result.candidate, BASELINE: result.baseline}
+    arms = [ArmRow(arm=name, figures=report) for name, report in reports.items() if report is not None]
+    candidate, baseline = result.candidate, result.baseline
+    observed = None
+    if baseline is not None and candidate.answered and baseline.answered:
+        observed = newcombe_interval(
+            successes_1=candidate.follow_ups,
+            n_1=candidate.answered,
+            successes_2=baseline.follow_ups,
+            n_2=baseline.answered,
+            confidence=result.confidence,
+        )
     return FollowUpPanel(
         result=result,
-        arms=[ArmRow(arm=name, figures=report) for name, report in reports.items() if report is not None],
+        arms=arms,
         kinds=list(section.follow_up_kinds),
         unjudged=result.unjudged,
         live_agreement=live,
+        corrected=result.correction == ROGAN_GLADEN,
+        corrections=_corrections(result=result, arms=arms, policy=policy),
+        observed_difference=observed,
     )
+
+
+def _corrections(
+    *, result: FollowUpRateResult, arms: list[ArmRow], policy: GatePolicyConfig
+) -> list[CorrectionRow]:
+    detector = follow_up_detector_accuracy(policy=policy) if result.correction == ROGAN_GLADEN else None
+    if detector is None:
+        return []
+    judged = [
+        {c.language: (c.judged, c.detected) for c in row.figures.corrected.languages}
+        if row.figures.corrected
+        else {}
+        for row in arms
+    ]
+    languages = sorted({language for per_arm in judged for language in per_arm})
+    return [
+        CorrectionRow(
+            language=language,
+            rates=detector.errors[language],
+            arms=[per_arm.get(language, (0, 0)) for per_arm in judged],
+        )
+        for language in languages
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

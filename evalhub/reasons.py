@@ -523,6 +523,15 @@ SHAPES = [
         _("z=%(z)s (pooled rate %(pooled)s%%, standard error %(se)s)"),
     ),
     shape(
+        rf"after Holm across (?P<m>\d+) tested metrics: adjusted p=(?P<p>{N}) (?P<op><|>=) alpha (?P<alpha>{N}), "
+        rf"(?P<before>{CODE}) becomes (?P<after>{CODE})",
+        _(
+            "after Holm across %(m)s tested metrics: adjusted p=%(p)s %(op)s alpha %(alpha)s, %(before)s becomes %(after)s"
+        ),
+        ops=("op",),
+        terms=("before", "after"),
+    ),
+    shape(
         rf"fail: worse than the threshold and significant \(p=(?P<p>{N}) (?P<op><|>=) alpha (?P<alpha>{N})\)",
         _("fail: worse than the threshold and significant (p=%(p)s %(op)s alpha %(alpha)s)"),
         ops=("op",),

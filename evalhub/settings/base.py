@@ -52,8 +52,8 @@ THIRD_PARTY_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    # Sign-in throttle: failed password sign-ins per account and per address (see "Sign-in throttle").
-    "axes",
+    # django-axes, the sign-in throttle: failed password sign-ins per account and per address.
+    "evalhub.apps.SignInThrottleConfig",
 ]
 LOCAL_APPS = [
     "registry.apps.RegistryConfig",

@@ -324,7 +324,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # each task a worker takes and each beat tick) is off by default, so the console shows what matters;
 # EVALHUB_LOG_REQUESTS=1 turns them on (bin/run-local passes it to gunicorn's access log too).
 EVALHUB_LOG_REQUESTS = env_bool("EVALHUB_LOG_REQUESTS", False)
-PER_CALL_LOGGERS = ("httpx", "httpcore", "celery.app.trace", "celery.worker.strategy", "celery.beat")
+PER_CALL_LOGGERS = ("httpx", "httpcore", "celery.app.trace", "celery.worker.strategy", "celery.beat", "axes")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -21,11 +21,17 @@ from gate.selectors.policies import gate_policy_get
 from gate.services.policies import gate_policy_save
 from registry.actors import SystemActor
 from registry.models import EvalSuite, ModelVersion
+from registry.roles import RELEASE_MANAGER
+from registry.selectors.versions import model_version_in_production
 from registry.services.suites import eval_suite_import, suite_items_parse
+from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register, model_version_serving_set
 
 FAMILY = "contract-assistant"
 DEMO = SystemActor("demo")  # who installs the demo, in the audit log
+# The synthetic release managers who declare V3 the demo family's production incumbent (two people
+# sign every declaration); accounts without a password.
+DEMO_RELEASE_MANAGERS = ("demo-release-manager-1", "demo-release-manager-2")
 DEMO_EXPERIMENT = "contract-assistant-canary"
 DEMO_PROBE_SET = "contract-assistant-weaknesses"
 # Ports of the demo's model servers (bin/run-local starts them: `manage.py serve_model`).
@@ -130,10 +136,10 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
             backend_config={"path": f"{FAMILY}/v3"},
             description="Demo V3: word-level bag-of-words classifier (fast, brittle to typos). "
             "Trained on synthetic demo data.",
-            status=ModelVersion.Status.PROMOTED,
             is_demo=True,
             actor=DEMO,
         )
+        v3 = _demo_incumbent_declare(version=v3)
         v4 = ModelVersion.objects.filter(family=FAMILY, label="v4").first() or model_version_register(
             family=FAMILY,
             label="v4",
@@ -162,6 +168,37 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
     log(f"suite: {suite}: {suite.item_count} items ({'imported' if created else 'already there'})")
     log(f"gate policies: default, {', '.join(DEMO_POLICIES)} ({FAMILY} is the family's own)")
     return {"versions": [v3, v4], "suite": suite, "trained": trained}
+
+
+def _demo_incumbent_declare(*, version: ModelVersion) -> ModelVersion:
+    """V3 serves the demo's production: declared so as any family's incumbent is, by two release
+    managers through `model_version_incumbent_declare`. The demo's two are synthetic accounts
+    (DEMO_RELEASE_MANAGERS, no password: nobody signs in as them) that exist for this only."""
+    from django.contrib.auth import get_user_model
+
+    from gate.services.decisions import model_version_incumbent_confirm, model_version_incumbent_declare
+
+    if version.status != ModelVersion.Status.REGISTERED or model_version_in_production(family=FAMILY):
+        return version
+    managers = []
+    for username in DEMO_RELEASE_MANAGERS:
+        user, created = get_user_model().objects.get_or_create(username=username)
+        if created:
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+        if not user.groups.filter(name=RELEASE_MANAGER).exists():
+            user_role_grant(user=user, role=RELEASE_MANAGER, actor=DEMO)
+        managers.append(user)
+    request = model_version_incumbent_declare(
+        version=version,
+        actor=managers[0],
+        reason="Demo set-up: V3 is the synthetic demo family's production version.",
+    )
+    model_version_incumbent_confirm(
+        request=request, actor=managers[1], reason="Demo set-up: confirmed, V3 serves the demo's traffic."
+    )
+    version.refresh_from_db()
+    return version
 
 
 def _demo_canary_install(*, v3: ModelVersion, v4: ModelVersion):

@@ -659,6 +659,49 @@ SHAPES = [
             "Override request %(pk)s is stale: a newer gate run of %(ref)s has finished since; file a new request."
         ),
     ),
+    # The incumbent declaration and the clearance check (gate/services/decisions.py, clearance.py)
+    shape(
+        rf"(?P<ref>\S+) is (?P<status>{CODE}): only a registered version is declared its family's "
+        r"production incumbent\.",
+        _("%(ref)s is %(status)s: only a registered version is declared its family's production incumbent."),
+        terms=("status",),
+    ),
+    shape(
+        r"(?P<serving>\S+) serves (?P<family>\S+) in production already: a new version gets there by "
+        r"approval and promotion\.",
+        _(
+            "%(serving)s serves %(family)s in production already: a new version gets there by approval and promotion."
+        ),
+    ),
+    shape(
+        r"Incumbent request (?P<pk>\d+) on (?P<ref>\S+) is already waiting for confirmation\.",
+        _("Incumbent request %(pk)s on %(ref)s is already waiting for confirmation."),
+    ),
+    shape(
+        r"Incumbent request (?P<pk>\d+) is already confirmed\.",
+        _("Incumbent request %(pk)s is already confirmed."),
+    ),
+    shape(
+        r"A declaration needs a second release manager: you filed the request\.",
+        _("A declaration needs a second release manager: you filed the request."),
+    ),
+    shape(
+        r"An incumbent declaration is about no gate run\.",
+        _("An incumbent declaration is about no gate run."),
+    ),
+    shape(
+        rf"(?P<ref>\S+) cannot become (?P<status>{CODE}) without a release decision: approval \(or a "
+        r"confirmed override\) after its gate, or a confirmed incumbent declaration\.",
+        _(
+            "%(ref)s cannot become %(status)s without a release decision: approval (or a confirmed override) after its gate, or a confirmed incumbent declaration."
+        ),
+        terms=("status",),
+    ),
+    shape(
+        rf"(?P<status>{CODE}) needs a release decision \(POST /api/v1/decisions/\)",
+        _("%(status)s needs a release decision (POST /api/v1/decisions/)"),
+        terms=("status",),
+    ),
     shape(
         rf"Experiment (?P<name>\S+) cannot go from (?P<status>{CODE}) to (?P<to>{CODE})\.",
         _("Experiment %(name)s cannot go from %(status)s to %(to)s."),

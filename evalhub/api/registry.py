@@ -99,7 +99,6 @@ def _registration_schema() -> dict:
         "api_key": {"type": "string", "maxLength": 500, "writeOnly": True, "description": "stored encrypted"},
         "baseline": {**VERSION_REF_SCHEMA, "nullable": True},
         "description": {"type": "string"},
-        "status": {"type": "string", "enum": ["registered", "promoted"], "default": "registered"},
         "serving_url": {
             "type": "string",
             "maxLength": 500,
@@ -143,7 +142,6 @@ class ModelVersionListApi(APIView):
         api_key = serializers.CharField(required=False, allow_blank=True, write_only=True, max_length=500)
         baseline = VersionRefField(required=False, allow_null=True)
         description = serializers.CharField(required=False, allow_blank=True)
-        status = serializers.ChoiceField(choices=["registered", "promoted"], required=False)
         serving_url = serializers.URLField(
             required=False,
             allow_blank=True,

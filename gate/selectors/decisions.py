@@ -45,3 +45,13 @@ def override_request_open(*, version: ModelVersion) -> Decision | None:
         .filter(confirmation__isnull=True, gate_run=latest)
         .first()
     )
+
+
+def incumbent_request_open(*, version: ModelVersion) -> Decision | None:
+    """The request to declare `version` its family's production incumbent, waiting for a second
+    release manager (moot, though still shown, once the family has a promoted version)."""
+    return (
+        decision_list(filters={"version": version, "action": Decision.Action.INCUMBENT_REQUEST})
+        .filter(confirmation__isnull=True)
+        .first()
+    )

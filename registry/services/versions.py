@@ -21,6 +21,7 @@ from registry.models import AuditLog, ModelVersion
 from registry.outbound import outbound_policy, outbound_url_check
 from registry.roles import RELEASE_ROLES, WRITE_ROLES
 from registry.secrets import SecretUnreadableError, secret_decrypt, secret_encrypt
+from registry.selectors.versions import model_version_in_production
 from registry.services.audit import audit_record
 
 if TYPE_CHECKING:
@@ -43,10 +44,9 @@ TRANSITIONS: dict[str, set[str]] = {
     Status.ROLLED_BACK: set(),
     Status.RETIRED: set(),
 }
-# A version may enter the registry as new, or as the incumbent already serving production.
-INITIAL_STATUSES = {Status.REGISTERED, Status.PROMOTED}
-# Cleared for production by a release decision: an approval, or a confirmed two-person override.
-APPROVED_STATUSES = frozenset({Status.APPROVED, Status.CANARY, Status.PROMOTED})
+# Cleared for production by a release decision: an approval, a confirmed two-person override, or
+# (for the version already serving when its family starts) a confirmed incumbent declaration.
+APPROVED_STATUSES = ModelVersion.CLEARED_STATUSES
 
 
 def _snapshot(version: ModelVersion) -> dict:
@@ -93,16 +93,12 @@ def model_version_register(
     api_key: str = "",
     baseline: ModelVersion | None = None,
     description: str = "",
-    status: str = Status.REGISTERED,
     is_demo: bool = False,
     serving_url: str = "",
 ) -> ModelVersion:
+    """A new version, `registered`: registration never sets a status. Production is reached only
+    through a release decision (`gate.services.decisions`), the incumbent's included."""
     actor_require_role(actor, WRITE_ROLES, action="register a model version")
-    if status not in INITIAL_STATUSES:
-        raise ApplicationError(
-            f"A version is registered as one of {sorted(INITIAL_STATUSES)}, not {status!r}.",
-            fields={"status": [f"must be one of {sorted(INITIAL_STATUSES)}"]},
-        )
     config = model_version_config_check(backend_kind=backend_kind, backend_config=backend_config)
     if serving_url:
         outbound_url_check(url=serving_url, field="serving_url")
@@ -119,7 +115,6 @@ def model_version_register(
         api_key_encrypted=secret_encrypt(plain=api_key),
         baseline=baseline,
         description=description,
-        status=status,
         is_demo=is_demo,
         serving_url=serving_url,
         created_by=actor_user(actor),
@@ -329,6 +324,35 @@ def model_version_promote(*, version: ModelVersion, actor: Actor, reason: str) -
     if version.status != Status.PROMOTED:
         model_version_transition(version=version, to_status=Status.PROMOTED, actor=actor, reason=reason)
     return retired
+
+
+def model_version_incumbent_promote(*, version: ModelVersion, actor: Actor, reason: str) -> ModelVersion:
+    """`version`, registered and never cleared, becomes its family's production incumbent: the last
+    step of a confirmed incumbent declaration (`gate.services.decisions`), whose decision must exist
+    already (`gate.services.clearance` checks). Refused (409) once the family has a promoted version."""
+    actor_require_role(actor, RELEASE_ROLES, action="declare a production incumbent")
+    locked = ModelVersion.objects.select_for_update().get(pk=version.pk)
+    serving = model_version_in_production(family=locked.family)
+    if serving is not None or locked.status != Status.REGISTERED:
+        why = f"{serving.ref} serves it already" if serving else f"{locked.ref} is {locked.status}"
+        raise ApplicationError(
+            f"{locked.family} cannot declare {locked.ref} its production incumbent: {why}.",
+            code="illegal_transition",
+            fields={"version": [why]},
+            status_code=409,
+        )
+    locked.status = Status.PROMOTED
+    locked.save(update_fields=["status", "updated_at"])
+    audit_record(
+        actor=actor,
+        action="model_version.transition",
+        target=locked,
+        before={"status": Status.REGISTERED},
+        after={"status": Status.PROMOTED},
+        reason=reason,
+    )
+    version.status = locked.status
+    return locked
 
 
 def model_version_offline_gate_record(*, version: ModelVersion, gate_run_id: int, actor: Actor) -> None:

@@ -37,6 +37,7 @@ from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
 from tests.evalhub.views.test_canary import experiment, traffic  # noqa: F401 (fixtures)
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -118,7 +119,7 @@ def family(small_bow):
     records = [{"id": i.id, "input": i.input, "label": i.label, "tags": list(i.tags)} for i in items]
     eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=SYSTEM)
     backend = {"backend_kind": "builtin", "backend_config": {"path": str(small_bow)}}
-    v3 = model_version_register(family="fam", label="v3", status="promoted", actor=SYSTEM, **backend)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **backend)
     v4 = model_version_register(family="fam", label="v4", baseline=v3, actor=SYSTEM, **backend)
     return v3, v4
 

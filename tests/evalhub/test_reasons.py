@@ -48,6 +48,15 @@ REASONS = [
     "attack mode: attack mode needs class scores, which backend 'openai' of fam:v4 does not give (it works "
     "with hf, builtin)",
     "robustness_transfer_from is 'baseline' but the run has no baseline",
+    # The incumbent declaration and the clearance check
+    "fam:v4 is gate_passed: only a registered version is declared its family's production incumbent.",
+    "fam:v3 serves fam in production already: a new version gets there by approval and promotion.",
+    "Incumbent request 12 on fam:v4 is already waiting for confirmation.",
+    "Incumbent request 12 is already confirmed.",
+    "A declaration needs a second release manager: you filed the request.",
+    "fam:v4 cannot become promoted without a release decision: approval (or a confirmed override) after "
+    "its gate, or a confirmed incumbent declaration.",
+    "promoted needs a release decision (POST /api/v1/decisions/)",
 ]
 
 

@@ -222,7 +222,7 @@ def test_a_request_is_confirmed_once(decision_user, version_gated, monkeypatch):
     kwargs = {"version": version, "action": "override_confirm", "confirms": request}
     refused(409, "confirms", "already_confirmed", actor=decision_user(), **kwargs)
     # Past the checks, the one-to-one `confirms` still refuses a second confirmation.
-    monkeypatch.setattr(decisions_service, "_override_confirm_check", lambda **_: None)
+    monkeypatch.setattr(decisions_service, "_confirm_check", lambda **_: None)
     refused(409, "confirms", "already_confirmed", actor=decision_user(), **kwargs)
     assert Decision.objects.filter(action="override_confirm").count() == 1
 

@@ -622,7 +622,7 @@ SHAPES = [
         _(
             "%(ref)s did not pass (%(verdict)s): approving it is an override; file an override_request for a second release manager to confirm."
         ),
-        other={"verdict": lambda v: str(_("no finished run")) if v == "no finished run" else term_label(v)},
+        terms=("verdict",),
     ),
     shape(
         r"(?P<ref>\S+) passed a weakened gate \((?P<weakened>.+)\): approving it is an override; file an "
@@ -644,6 +644,28 @@ SHAPES = [
         rf"(?P<ref>\S+) is (?P<status>{CODE}): it cannot be (?P<target>{CODE}) now\.",
         _("%(ref)s is %(status)s: it cannot be %(target)s now."),
         terms=("status", "target"),
+    ),
+    shape(
+        rf"Gate run (?P<pk>\d+) of (?P<ref>\S+) is still (?P<status>{CODE}): approving waits for a finished "
+        r"run; rejecting is possible now\.",
+        _(
+            "Gate run %(pk)s of %(ref)s is still %(status)s: approving waits for a finished run; rejecting is possible now."
+        ),
+        terms=("status",),
+    ),
+    shape(
+        r"No gate run of (?P<ref>\S+) has finished: approving, by override too, needs a finished run; "
+        r"rejecting is possible now\.",
+        _(
+            "No gate run of %(ref)s has finished: approving, by override too, needs a finished run; rejecting is possible now."
+        ),
+    ),
+    shape(
+        r"(?P<ref>\S+) serves production: it leaves when its replacement is promoted \(it is then retired\), "
+        r"never by a rejection\.",
+        _(
+            "%(ref)s serves production: it leaves when its replacement is promoted (it is then retired), never by a rejection."
+        ),
     ),
     shape(
         r"Override request (?P<pk>\d+) on (?P<ref>\S+) is already waiting for confirmation\.",

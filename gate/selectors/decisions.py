@@ -8,6 +8,7 @@ from registry.models import ModelVersion
 from registry.selectors import pk_like
 
 FINISHED = (GateRun.Status.SUCCEEDED, GateRun.Status.FAILED, GateRun.Status.ERROR)
+ACTIVE = (GateRun.Status.QUEUED, GateRun.Status.RUNNING)
 
 
 def decision_list(*, filters: dict | None = None) -> QuerySet[Decision]:
@@ -34,6 +35,11 @@ def gate_run_latest_finished(*, version: ModelVersion) -> GateRun | None:
         .order_by(F("finished_at").desc(nulls_last=True), "-id")
         .first()
     )
+
+
+def gate_run_active(*, version: ModelVersion) -> GateRun | None:
+    """The oldest gate run of `version` still queued or running: a decision to approve waits for it."""
+    return GateRun.objects.filter(candidate=version, status__in=ACTIVE).order_by("pk").first()
 
 
 def override_request_open(*, version: ModelVersion) -> Decision | None:

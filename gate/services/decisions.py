@@ -12,7 +12,12 @@ from django.db import IntegrityError, transaction
 from engines.input_checks import text_problem
 from gate.layers.registry import LAYER_NAMES, gate_policy_parse
 from gate.models import Decision, GateRun
-from gate.selectors.decisions import gate_run_latest_finished, incumbent_request_open, override_request_open
+from gate.selectors.decisions import (
+    gate_run_active,
+    gate_run_latest_finished,
+    incumbent_request_open,
+    override_request_open,
+)
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
 from registry.roles import RELEASE_MANAGER, user_roles
@@ -131,10 +136,42 @@ def _decision_input_check(*, action: str, reason: str, actor, confirms: Decision
     return reason
 
 
+def _finished_run_check(*, version: ModelVersion) -> None:
+    """Approving, by override too, is a decision on a finished gate run: refused (409, naming the
+    reason once) while a run is queued or running, and before any has finished. A rejection never
+    waits."""
+    if (active := gate_run_active(version=version)) is not None:
+        raise _refuse(
+            f"Gate run {active.pk} of {version.ref} is still {active.status}: approving waits for a "
+            "finished run; rejecting is possible now.",
+            field="gate_run",
+            code="gate_run_active",
+            status_code=409,
+        )
+    if gate_run_latest_finished(version=version) is None:
+        raise _refuse(
+            f"No gate run of {version.ref} has finished: approving, by override too, needs a finished "
+            "run; rejecting is possible now.",
+            field="gate_run",
+            code="no_finished_gate_run",
+            status_code=409,
+        )
+
+
 def _release_check(*, version: ModelVersion, action: str, actor, gate_run, confirms) -> tuple:
     """An approval, rejection or override on `version`: the gate run it is about (the latest finished
     one), its verdict and how its gate was weakened; refuses what the release rules forbid."""
     target = TARGET_STATUS[action]
+    if action != Action.REJECT:
+        _finished_run_check(version=version)
+    if version.status == VersionStatus.PROMOTED and action == Action.REJECT:
+        raise _refuse(
+            f"{version.ref} serves production: it leaves when its replacement is promoted (it is then "
+            "retired), never by a rejection.",
+            field="version",
+            code="illegal_transition",
+            status_code=409,
+        )
     if target not in TRANSITIONS[version.status]:
         raise _refuse(
             f"{version.ref} is {version.status}: it cannot be {target} now.",
@@ -147,11 +184,7 @@ def _release_check(*, version: ModelVersion, action: str, actor, gate_run, confi
     weakened = gate_run_weakened(gate_run=gate_run) if gate_run else []
     passed = verdict == GateRun.Verdict.PASS and not weakened
     if action == Action.APPROVE and not passed:
-        why = (
-            f"passed a weakened gate ({'; '.join(weakened)})"
-            if weakened
-            else f"did not pass ({verdict or 'no finished run'})"
-        )
+        why = f"passed a weakened gate ({'; '.join(weakened)})" if weakened else f"did not pass ({verdict})"
         raise _refuse(
             f"{version.ref} {why}: approving it is an override; file an override_request for a second "
             "release manager to confirm.",

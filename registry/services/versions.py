@@ -31,14 +31,15 @@ Status = ModelVersion.Status
 
 # The release lifecycle. Anything not listed here is refused.
 TRANSITIONS: dict[str, set[str]] = {
-    # Approval from here is an override (no gate pass: inconclusive, errored or never run).
+    # Approval from here is an override (no gate pass: inconclusive or errored; it needs a finished run).
     Status.REGISTERED: {Status.EVALUATING, Status.APPROVED, Status.REJECTED},
-    Status.EVALUATING: {Status.GATE_PASSED, Status.GATE_FAILED, Status.REGISTERED},
+    # A rejection does not wait for the run: the run goes on, and its end leaves a rejected version be.
+    Status.EVALUATING: {Status.GATE_PASSED, Status.GATE_FAILED, Status.REGISTERED, Status.REJECTED},
     Status.GATE_PASSED: {Status.APPROVED, Status.REJECTED, Status.EVALUATING},
     Status.GATE_FAILED: {Status.APPROVED, Status.REJECTED, Status.EVALUATING},
     Status.APPROVED: {Status.CANARY, Status.REJECTED, Status.PROMOTED},
     Status.REJECTED: set(),
-    Status.CANARY: {Status.PROMOTED, Status.ROLLED_BACK},
+    Status.CANARY: {Status.PROMOTED, Status.ROLLED_BACK, Status.REJECTED},
     # Promotion is `model_version_promote`, which retires the version it replaces.
     Status.PROMOTED: {Status.RETIRED},
     Status.ROLLED_BACK: set(),

@@ -25,7 +25,11 @@ from registry.roles import RELEASE_MANAGER
 from registry.selectors.versions import model_version_in_production
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
-from registry.services.versions import model_version_register, model_version_serving_set
+from registry.services.versions import (
+    model_version_is_evaluated,
+    model_version_register,
+    model_version_serving_set,
+)
 
 FAMILY = "contract-assistant"
 DEMO = SystemActor("demo")  # who installs the demo, in the audit log
@@ -137,6 +141,7 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
             description="Demo V3: word-level bag-of-words classifier (fast, brittle to typos). "
             "Trained on synthetic demo data.",
             is_demo=True,
+            serving_url=_demo_serving_url("v3"),
             actor=DEMO,
         )
         v3 = _demo_incumbent_declare(version=v3)
@@ -149,6 +154,7 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
             description="Demo V4: classifier on the MiniLM encoder (transformers checkpoint). "
             "Trained on synthetic demo data.",
             is_demo=True,
+            serving_url=_demo_serving_url("v4"),
             actor=DEMO,
         )
         for name, (description, config) in DEMO_POLICIES.items():
@@ -168,6 +174,11 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
     log(f"suite: {suite}: {suite.item_count} items ({'imported' if created else 'already there'})")
     log(f"gate policies: default, {', '.join(DEMO_POLICIES)} ({FAMILY} is the family's own)")
     return {"versions": [v3, v4], "suite": suite, "trained": trained}
+
+
+def _demo_serving_url(label: str) -> str:
+    """Where bin/run-local's model server for the demo's v3 or v4 listens."""
+    return f"http://127.0.0.1:{DEMO_SERVE_PORTS[('v3', 'v4').index(label)]}/v1"
 
 
 def _demo_incumbent_declare(*, version: ModelVersion) -> ModelVersion:
@@ -202,17 +213,20 @@ def _demo_incumbent_declare(*, version: ModelVersion) -> ModelVersion:
 
 
 def _demo_canary_install(*, v3: ModelVersion, v4: ModelVersion):
-    """Serving URLs for the demo's model servers, the demo's stress probes, and a running V3 → V4
-    experiment at 1 %."""
+    """The demo's stress probes and a running V3 → V4 experiment at 1 %."""
     from canary.models import Experiment, ProbeSet
     from canary.probes_gen import demo_probes_build
     from canary.services.experiments import experiment_create
     from canary.services.probes import probe_set_import
     from gate.services.horizons import experiment_start_registered
 
-    for version, port in zip((v3, v4), DEMO_SERVE_PORTS, strict=True):
-        if not version.serving_url:
-            model_version_serving_set(version=version, serving_url=f"http://127.0.0.1:{port}/v1", actor=DEMO)
+    for version in (v3, v4):
+        # Registered with its address since issue 18; a version of an older demo database without one
+        # gets it while nothing has evaluated it (after that its address is fixed: `make clean`).
+        if not version.serving_url and not model_version_is_evaluated(version=version):
+            model_version_serving_set(
+                version=version, serving_url=_demo_serving_url(version.label), actor=DEMO
+            )
     if not ProbeSet.objects.filter(name=DEMO_PROBE_SET).exists():
         probe_set_import(
             name=DEMO_PROBE_SET,

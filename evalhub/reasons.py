@@ -681,6 +681,47 @@ SHAPES = [
             "Override request %(pk)s is stale: a newer gate run of %(ref)s has finished since; file a new request."
         ),
     ),
+    # What serves is what was judged (registry/services/versions.py and serving.py, the gate, the canary)
+    shape(
+        r"not the model that serves: (?P<why>.+)", _("not the model that serves: %(why)s"), nested=("why",)
+    ),
+    shape(
+        r"Experiment (?P<name>\S+) cannot start: (?P<why>.+)\.",
+        _("Experiment %(name)s cannot start: %(why)s."),
+        nested=("why",),
+    ),
+    shape(
+        r"(?P<url>\S+) serves config hash (?P<announced>.+), not (?P<ref>\S+)'s (?P<expected>[0-9a-f]+)",
+        _("%(url)s serves config hash %(announced)s, not %(ref)s's %(expected)s"),
+    ),
+    shape(
+        r"(?P<ref>\S+) serves at (?P<url>\S+), not at the endpoint its gate calls \((?P<base>\S*)\)",
+        _("%(ref)s serves at %(url)s, not at the endpoint its gate calls (%(base)s)"),
+    ),
+    shape(
+        r"serving_url (?P<url>\S+) is not the endpoint the gate calls \(backend_config\.base_url (?P<base>\S*)\): "
+        r"leave it empty, or register the endpoint you serve as the backend\.",
+        _(
+            "serving_url %(url)s is not the endpoint the gate calls (backend_config.base_url %(base)s): leave it empty, or register the endpoint you serve as the backend."
+        ),
+    ),
+    shape(
+        r"empty or (?P<base>\S*), the endpoint the gate judges",
+        _("empty or %(base)s, the endpoint the gate judges"),
+    ),
+    shape(
+        rf"(?P<ref>\S+) is (?P<status>{CODE}): where it serves is part of what its gate judged; register a new "
+        r"version to serve elsewhere\.",
+        _(
+            "%(ref)s is %(status)s: where it serves is part of what its gate judged; register a new version to serve elsewhere."
+        ),
+        terms=("status",),
+    ),
+    shape(
+        rf"cannot change once the version is evaluated \((?P<status>{CODE})\)",
+        _("cannot change once the version is evaluated (%(status)s)"),
+        terms=("status",),
+    ),
     # The incumbent declaration and the clearance check (gate/services/decisions.py, clearance.py)
     shape(
         rf"(?P<ref>\S+) is (?P<status>{CODE}): only a registered version is declared its family's "

@@ -12,6 +12,7 @@ from django.utils import timezone
 from engines.backends.config import (
     BackendConfigError,
     api_key_env_check,
+    backend_config_hash,
     backend_config_validate,
     checkpoint_path_resolve,
 )
@@ -83,6 +84,22 @@ def model_version_config_check(*, backend_kind: str, backend_config: dict) -> di
     return config
 
 
+def model_version_serving_url_check(*, backend_kind: str, backend_config: dict, serving_url: str) -> None:
+    """An `openai` version serves where the gate calls it: its serving address is empty (its
+    base_url) or that base_url; another one is refused (400 naming `serving_url`). Other kinds are
+    served by the model server at any allowed address, which must announce the version's config hash
+    (`registry.services.serving`)."""
+    if backend_kind != ModelVersion.BackendKind.OPENAI or not serving_url:
+        return
+    base_url = backend_config.get("base_url", "")
+    if serving_url.rstrip("/") != base_url.rstrip("/"):
+        raise ApplicationError(
+            f"serving_url {serving_url} is not the endpoint the gate calls (backend_config.base_url "
+            f"{base_url}): leave it empty, or register the endpoint you serve as the backend.",
+            fields={"serving_url": [f"empty or {base_url}, the endpoint the gate judges"]},
+        )
+
+
 @transaction.atomic
 def model_version_register(
     *,
@@ -103,6 +120,9 @@ def model_version_register(
     config = model_version_config_check(backend_kind=backend_kind, backend_config=backend_config)
     if serving_url:
         outbound_url_check(url=serving_url, field="serving_url")
+        model_version_serving_url_check(
+            backend_kind=backend_kind, backend_config=config, serving_url=serving_url
+        )
     if baseline is not None and baseline.family != family:
         raise ApplicationError(
             f"The baseline {baseline.ref} is not of family {family!r}.",
@@ -141,8 +161,9 @@ def model_version_register(
 
 
 # What an evaluation looked at: once a version has left `registered` or passed an offline gate, its
-# model (backend kind and config) and its baseline stay as they were; a changed model is a new version.
-EVALUATED_FIELDS = ("backend_kind", "backend_config", "baseline")
+# model (backend kind and config), its baseline and where it serves stay as they were; a changed model
+# or address is a new version.
+EVALUATED_FIELDS = ("backend_kind", "backend_config", "baseline", "serving_url")
 
 
 def model_version_is_evaluated(*, version: ModelVersion) -> bool:
@@ -163,7 +184,7 @@ def model_version_edit_check(
     config = model_version_config_check(backend_kind=backend_kind, backend_config=backend_config)
     if model_version_is_evaluated(version=version):
         proposed = {"backend_kind": backend_kind, "backend_config": config, "baseline": baseline}
-        changed = [f for f in EVALUATED_FIELDS if proposed[f] != getattr(version, f)]
+        changed = [f for f in EVALUATED_FIELDS if f in proposed and proposed[f] != getattr(version, f)]
         if changed:
             raise ApplicationError(
                 f"{version.ref} is {version.status}: its model and baseline are what was evaluated and "
@@ -371,10 +392,17 @@ def model_version_offline_gate_record(*, version: ModelVersion, gate_run_id: int
     )
 
 
-def model_version_serving_set(*, version: ModelVersion, serving_url: str, actor: Actor) -> ModelVersion:
-    """Point live traffic (the canary proxy) at `serving_url`, an OpenAI-compatible base URL."""
+@transaction.atomic
+def model_version_serving_set(
+    *, version: ModelVersion, serving_url: str, actor: Actor, reason: str = ""
+) -> ModelVersion:
+    """Point live traffic (the canary proxy) at `serving_url`, an OpenAI-compatible base URL: release
+    managers only, audited, and only before the version is evaluated (409 naming `serving_url` after:
+    where a version serves is part of what its gate judged; serving elsewhere is a new version)."""
     from django.core.validators import URLValidator
 
+    actor_require_role(actor, RELEASE_ROLES, action="set a version's serving address")
+    locked = ModelVersion.objects.select_for_update().get(pk=version.pk)
     if serving_url:
         try:
             URLValidator(schemes=["http", "https"])(serving_url)
@@ -383,17 +411,37 @@ def model_version_serving_set(*, version: ModelVersion, serving_url: str, actor:
                 "serving_url must be an http(s) URL.", fields={"serving_url": ["an http(s) URL"]}
             ) from None
         outbound_url_check(url=serving_url, field="serving_url")
-    before = version.serving_url
-    ModelVersion.objects.filter(pk=version.pk).update(serving_url=serving_url)
+        model_version_serving_url_check(
+            backend_kind=locked.backend_kind, backend_config=locked.backend_config, serving_url=serving_url
+        )
+    if serving_url == locked.serving_url:
+        return locked
+    if model_version_is_evaluated(version=locked):
+        raise ApplicationError(
+            f"{locked.ref} is {locked.status}: where it serves is part of what its gate judged; register "
+            "a new version to serve elsewhere.",
+            code="evaluated_version",
+            fields={"serving_url": [f"cannot change once the version is evaluated ({locked.status})"]},
+            status_code=409,
+        )
+    before = locked.serving_url
+    locked.serving_url = serving_url
+    locked.save(update_fields=["serving_url", "updated_at"])
     version.serving_url = serving_url
     audit_record(
         actor=actor,
         action="model_version.serving_set",
-        target=version,
+        target=locked,
         before={"serving_url": before},
         after={"serving_url": serving_url},
+        reason=reason,
     )
-    return version
+    return locked
+
+
+def model_version_config_hash(*, version: ModelVersion) -> str:
+    """The hash of the version's model (backend kind and config): what its model server announces."""
+    return backend_config_hash(kind=version.backend_kind, config=version.backend_config)
 
 
 def model_version_serving_url(*, version: ModelVersion) -> str:

@@ -57,6 +57,15 @@ REASONS = [
     "fam:v4 cannot become promoted without a release decision: approval (or a confirmed override) after "
     "its gate, or a confirmed incumbent declaration.",
     "promoted needs a release decision (POST /api/v1/decisions/)",
+    # What serves is what was judged
+    "not the model that serves: http://127.0.0.1:8102/v1 serves config hash 9bff8c631215, not fam:v4's "
+    "24fa220417fc",
+    "Experiment exp cannot start: http://127.0.0.1:8102/v1 serves config hash none, not fam:v4's "
+    "24fa220417fc.",
+    "fam:v4 is gate_passed: where it serves is part of what its gate judged; register a new version to "
+    "serve elsewhere.",
+    "serving_url http://127.0.0.1:8999/v1 is not the endpoint the gate calls (backend_config.base_url "
+    "http://127.0.0.1:9/v1): leave it empty, or register the endpoint you serve as the backend.",
 ]
 
 

@@ -38,6 +38,7 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "api:model-version-list": {"GET": READERS, "POST": WRITERS},
     "api:model-version-detail": {"GET": READERS},
     "api:model-version-transition": {"POST": RELEASE},
+    "api:model-version-serving": {"POST": RELEASE},
     "api:eval-suite-list": {"GET": READERS, "POST": WRITERS},
     "api:eval-suite-detail": {"GET": READERS},
     "api:eval-suite-items": {"GET": READERS},

@@ -56,6 +56,7 @@ URL_WRITES: dict[str, str] = {
     "api:model-version-list": "registers a version, always `registered`: registration takes no status",
     "api:model-version-transition": "moves a status along TRANSITIONS; never into approved, and "
     "promoted only from approved or canary",
+    "api:model-version-serving": "sets where a version serves (before it is evaluated); no status",
     "api:eval-suite-list": "uploads a suite",
     "api:gate-run-list": "starts a gate run: registered/gate_* -> evaluating",
     "api:decision-list": "records a decision: approve, reject, override and incumbent (two people)",

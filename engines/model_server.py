@@ -87,9 +87,16 @@ class ModelHTTPServer(ThreadingHTTPServer):
 
 
 def model_server_create(
-    *, backend: ModelBackend, model_name: str, host: str = "127.0.0.1", port: int = 0
+    *,
+    backend: ModelBackend,
+    model_name: str,
+    config_hash: str = "",
+    host: str = "127.0.0.1",
+    port: int = 0,
 ) -> ModelHTTPServer:
-    """`backend` behind the chat API on host:port (0: a free port), answering as `model_name`."""
+    """`backend` behind the chat API on host:port (0: a free port), answering as `model_name`.
+    `config_hash` (`engines.backends.config.backend_config_hash` of the version served) is announced on
+    `/v1/models` (`evalhub_config_hash`) and `/health`, so a caller can check what model it reaches."""
     model = ModelQueue(backend)
 
     class Handler(BaseHTTPRequestHandler):
@@ -118,11 +125,18 @@ def model_server_create(
                     200,
                     {
                         "object": "list",
-                        "data": [{"id": model_name, "object": "model", "owned_by": "evalhub"}],
+                        "data": [
+                            {
+                                "id": model_name,
+                                "object": "model",
+                                "owned_by": "evalhub",
+                                "evalhub_config_hash": config_hash,
+                            }
+                        ],
                     },
                 )
             elif self.path == "/health":
-                self._send(200, {"status": "ok", "model": model_name})
+                self._send(200, {"status": "ok", "model": model_name, "config_hash": config_hash})
             else:
                 self._error(404, f"no route {self.path}", "not_found")
 

@@ -631,7 +631,7 @@ SHAPES = [
         _(
             "%(ref)s did not pass (%(verdict)s): approving it is an override; file an override_request for a second release manager to confirm."
         ),
-        other={"verdict": lambda v: str(_("no finished run")) if v == "no finished run" else term_label(v)},
+        terms=("verdict",),
     ),
     shape(
         r"(?P<ref>\S+) passed a weakened gate \((?P<weakened>.+)\): approving it is an override; file an "
@@ -655,6 +655,28 @@ SHAPES = [
         terms=("status", "target"),
     ),
     shape(
+        rf"Gate run (?P<pk>\d+) of (?P<ref>\S+) is still (?P<status>{CODE}): approving waits for a finished "
+        r"run; rejecting is possible now\.",
+        _(
+            "Gate run %(pk)s of %(ref)s is still %(status)s: approving waits for a finished run; rejecting is possible now."
+        ),
+        terms=("status",),
+    ),
+    shape(
+        r"No gate run of (?P<ref>\S+) has finished: approving, by override too, needs a finished run; "
+        r"rejecting is possible now\.",
+        _(
+            "No gate run of %(ref)s has finished: approving, by override too, needs a finished run; rejecting is possible now."
+        ),
+    ),
+    shape(
+        r"(?P<ref>\S+) serves production: it leaves when its replacement is promoted \(it is then retired\), "
+        r"never by a rejection\.",
+        _(
+            "%(ref)s serves production: it leaves when its replacement is promoted (it is then retired), never by a rejection."
+        ),
+    ),
+    shape(
         r"Override request (?P<pk>\d+) on (?P<ref>\S+) is already waiting for confirmation\.",
         _("Override request %(pk)s on %(ref)s is already waiting for confirmation."),
     ),
@@ -667,6 +689,90 @@ SHAPES = [
         _(
             "Override request %(pk)s is stale: a newer gate run of %(ref)s has finished since; file a new request."
         ),
+    ),
+    # What serves is what was judged (registry/services/versions.py and serving.py, the gate, the canary)
+    shape(
+        r"not the model that serves: (?P<why>.+)", _("not the model that serves: %(why)s"), nested=("why",)
+    ),
+    shape(
+        r"Experiment (?P<name>\S+) cannot start: (?P<why>.+)\.",
+        _("Experiment %(name)s cannot start: %(why)s."),
+        nested=("why",),
+    ),
+    shape(
+        r"(?P<url>\S+) serves config hash (?P<announced>.+), not (?P<ref>\S+)'s (?P<expected>[0-9a-f]+)",
+        _("%(url)s serves config hash %(announced)s, not %(ref)s's %(expected)s"),
+    ),
+    shape(
+        r"(?P<ref>\S+) serves at (?P<url>\S+), not at the endpoint its gate calls \((?P<base>\S*)\)",
+        _("%(ref)s serves at %(url)s, not at the endpoint its gate calls (%(base)s)"),
+    ),
+    shape(
+        r"serving_url (?P<url>\S+) is not the endpoint the gate calls \(backend_config\.base_url (?P<base>\S*)\): "
+        r"leave it empty, or register the endpoint you serve as the backend\.",
+        _(
+            "serving_url %(url)s is not the endpoint the gate calls (backend_config.base_url %(base)s): leave it empty, or register the endpoint you serve as the backend."
+        ),
+    ),
+    shape(
+        r"empty or (?P<base>\S*), the endpoint the gate judges",
+        _("empty or %(base)s, the endpoint the gate judges"),
+    ),
+    shape(
+        rf"(?P<ref>\S+) is (?P<status>{CODE}): where it serves is part of what its gate judged; register a new "
+        r"version to serve elsewhere\.",
+        _(
+            "%(ref)s is %(status)s: where it serves is part of what its gate judged; register a new version to serve elsewhere."
+        ),
+        terms=("status",),
+    ),
+    shape(
+        rf"cannot change once the version is evaluated \((?P<status>{CODE})\)",
+        _("cannot change once the version is evaluated (%(status)s)"),
+        terms=("status",),
+    ),
+    # The incumbent declaration and the clearance check (gate/services/decisions.py, clearance.py)
+    shape(
+        rf"(?P<ref>\S+) is (?P<status>{CODE}): only a registered version is declared its family's "
+        r"production incumbent\.",
+        _("%(ref)s is %(status)s: only a registered version is declared its family's production incumbent."),
+        terms=("status",),
+    ),
+    shape(
+        r"(?P<serving>\S+) serves (?P<family>\S+) in production already: a new version gets there by "
+        r"approval and promotion\.",
+        _(
+            "%(serving)s serves %(family)s in production already: a new version gets there by approval and promotion."
+        ),
+    ),
+    shape(
+        r"Incumbent request (?P<pk>\d+) on (?P<ref>\S+) is already waiting for confirmation\.",
+        _("Incumbent request %(pk)s on %(ref)s is already waiting for confirmation."),
+    ),
+    shape(
+        r"Incumbent request (?P<pk>\d+) is already confirmed\.",
+        _("Incumbent request %(pk)s is already confirmed."),
+    ),
+    shape(
+        r"A declaration needs a second release manager: you filed the request\.",
+        _("A declaration needs a second release manager: you filed the request."),
+    ),
+    shape(
+        r"An incumbent declaration is about no gate run\.",
+        _("An incumbent declaration is about no gate run."),
+    ),
+    shape(
+        rf"(?P<ref>\S+) cannot become (?P<status>{CODE}) without a release decision: approval \(or a "
+        r"confirmed override\) after its gate, or a confirmed incumbent declaration\.",
+        _(
+            "%(ref)s cannot become %(status)s without a release decision: approval (or a confirmed override) after its gate, or a confirmed incumbent declaration."
+        ),
+        terms=("status",),
+    ),
+    shape(
+        rf"(?P<status>{CODE}) needs a release decision \(POST /api/v1/decisions/\)",
+        _("%(status)s needs a release decision (POST /api/v1/decisions/)"),
+        terms=("status",),
     ),
     shape(
         rf"Experiment (?P<name>\S+) cannot go from (?P<status>{CODE}) to (?P<to>{CODE})\.",

@@ -48,6 +48,8 @@ TERMS = {
     "reject": pgettext_lazy("code", "reject"),
     "override_request": pgettext_lazy("code", "override_request"),
     "override_confirm": pgettext_lazy("code", "override_confirm"),
+    "incumbent_request": pgettext_lazy("code", "incumbent_request"),
+    "incumbent_confirm": pgettext_lazy("code", "incumbent_confirm"),
     # Arms, directions, units, detector kinds
     "baseline": pgettext_lazy("code", "baseline"),
     "candidate": pgettext_lazy("code", "candidate"),

@@ -25,6 +25,11 @@ api_v1 = (
             registry_apis.ModelVersionTransitionApi.as_view(),
             name="model-version-transition",
         ),
+        path(
+            "model-versions/<str:ref>/serving-url/",
+            registry_apis.ModelVersionServingApi.as_view(),
+            name="model-version-serving",
+        ),
         path("eval-suites/", registry_apis.EvalSuiteListApi.as_view(), name="eval-suite-list"),
         path("eval-suites/<str:ref>/", registry_apis.EvalSuiteDetailApi.as_view(), name="eval-suite-detail"),
         path(

@@ -25,6 +25,7 @@ from registry.errors import ApplicationError
 from registry.models import ModelVersion
 from registry.roles import RELEASE_MANAGER
 from registry.services.audit import audit_record
+from registry.services.serving import model_version_serving_verify
 from registry.services.versions import model_version_promote
 from registry.services.webhooks import webhook_send
 
@@ -251,8 +252,24 @@ def _share_cap_check(*, experiment: Experiment, buckets: int, field: str) -> Non
         )
 
 
+def _serving_check(*, experiment: Experiment) -> None:
+    """Both arms serve the models their gate judged: a serving address that answers with another
+    model's config hash refuses the start (409). One that does not answer yet (its server not started)
+    is checked again on the proxy's first call."""
+    for version in (experiment.baseline, experiment.candidate):
+        check = model_version_serving_verify(version=version)
+        if check is not None and check.mismatch:
+            raise ApplicationError(
+                f"Experiment {experiment.name} cannot start: {check.problem}.",
+                code="serving_mismatch",
+                fields={"serving_url": [check.problem]},
+                status_code=409,
+            )
+
+
 def experiment_start(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
     _share_cap_check(experiment=experiment, buckets=experiment.traffic_buckets, field="traffic_percent")
+    _serving_check(experiment=experiment)
     now = timezone.now()
     return _status_set(
         experiment=experiment,

@@ -351,7 +351,7 @@ class DecisionListApi(ImmutableApi):
             queryset=Decision.objects.all(),
             noun="decision",
             required=False,
-            help_text="override_confirm: the request's id.",
+            help_text="override_confirm, incumbent_confirm: the id of the request it confirms.",
         )
 
     @extend_schema(

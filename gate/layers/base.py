@@ -242,6 +242,27 @@ class GateLayer(ABC, Generic[D]):
         return result
 
 
+def layer_error_store(*, layer: GateLayer[Any], run: GateRun, reasons: list[str]) -> LayerResult:
+    """`layer` not computed for a reason outside it (its model is not the one that serves): `error`,
+    with what failed, no details."""
+    with transaction.atomic():
+        gate_run_assert_held(run)
+        result, _ = LayerResult.objects.update_or_create(
+            gate_run=run,
+            layer=layer.name,
+            defaults={
+                "verdict": GateRun.Verdict.ERROR,
+                "metric": layer.metric,
+                "estimate": None,
+                "ci_low": None,
+                "ci_high": None,
+                "reasons": reasons,
+                "details": {},
+            },
+        )
+    return result
+
+
 def estimates_of(value: object, *, without: tuple[str, ...] = ("verdict", "reasons")) -> dict[str, Any]:
     """A judge's result as report estimates: its numbers, without what the layer row already says."""
     data = to_json(value)

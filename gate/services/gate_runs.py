@@ -16,7 +16,7 @@ from django.utils import timezone
 from canary.selectors import experiment_for_gate
 from engines.backends.base import BackendError
 from gate.judges.verdict import gate_verdict
-from gate.layers.base import ClaimLost, LayerContext, Progress
+from gate.layers.base import ClaimLost, LayerContext, LayerKind, Progress, layer_error_store
 from gate.layers.registry import LAYERS, gate_policy_read
 from gate.models import GateRun
 from gate.policy import PolicyFindings
@@ -27,6 +27,7 @@ from registry.errors import ApplicationError
 from registry.models import EvalSuite, ModelVersion
 from registry.roles import WRITE_ROLES
 from registry.services.audit import audit_record
+from registry.services.serving import model_version_serving_verify
 from registry.services.suites import eval_suite_lock
 from registry.services.versions import model_version_offline_gate_record, model_version_transition
 from registry.services.webhooks import webhook_send
@@ -183,10 +184,14 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
         report=lambda percent, detail: gate_run_heartbeat(run=run, progress=percent, detail=detail),
     )
     ctx = LayerContext(run=run, policy=policy, items=items, versions=versions, progress=progress)
+    serving = _serving_problems(run=run) if any(layer.kind == LayerKind.MODEL for layer in todo) else []
     try:
         for layer in todo:
             progress.begin(layer.name)
             gate_run_heartbeat(run=run, progress=run.progress, detail=progress.detail())
+            if serving and layer.kind == LayerKind.MODEL:
+                layer_error_store(layer=layer, run=run, reasons=serving)
+                continue
             layer.run(ctx)
     except BackendError as exc:
         if exc.transient:
@@ -206,6 +211,18 @@ def _policy_unrunnable(found: PolicyFindings) -> str:
     """Why a run queued under an older version is not run (its page lists each key and why)."""
     keys = ", ".join(sorted([*found.retired_keys, *found.invalid_keys]))
     return f"the stored policy has keys this version cannot run: {keys}; start a new run"
+
+
+def _serving_problems(*, run: GateRun) -> list[str]:
+    """Why the model layers would judge another model than the one that serves: a serving address of
+    the candidate or the baseline that answers with another model's config hash. An address that does
+    not answer is checked again when a canary starts and on the proxy's first call."""
+    problems = []
+    for version in (run.candidate, run.baseline):
+        check = model_version_serving_verify(version=version) if version is not None else None
+        if check is not None and check.mismatch:
+            problems.append(f"not the model that serves: {check.problem}")
+    return problems
 
 
 def gate_run_finish(*, run: GateRun) -> GateRun:

@@ -19,6 +19,7 @@ from registry.errors import ApplicationError
 from registry.models import AuditLog
 from registry.roles import RELEASE_MANAGER
 from registry.services.versions import model_version_register
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +29,7 @@ POLICY = {"business_metric": "review_hours", "business_min_effect": 0.2, "busine
 
 @pytest.fixture
 def versions():
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     return v3, v4
 

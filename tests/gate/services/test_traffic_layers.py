@@ -31,6 +31,7 @@ from registry.dispatch import Task
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
 from tests.canary.traffic import experiment_backdate, session_on, user_on
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +52,7 @@ WRONG = {"payment": "termination", "termination": "confidentiality", "confidenti
 
 @pytest.fixture
 def experiment():
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
     # The traffic below happened in the last hour.
@@ -209,7 +210,7 @@ def test_traffic_before_the_last_share_change_is_not_counted(experiment, suite):
 
 
 def test_without_an_experiment_the_traffic_layers_are_insufficient_data(suite):
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     run = run_layers(v4, suite, required_layers=["follow_up_rate", "business_value"])
     assert {layer.layer: layer.verdict for layer in run.layers.all()} == {
@@ -565,7 +566,7 @@ def test_a_pause_ends_the_window_and_a_resume_starts_a_new_one(experiment):
 def test_every_layer_compares_the_same_two_versions(experiment, suite):
     from registry.errors import ApplicationError
 
-    v2 = model_version_register(family="fam", label="v2", actor=SYSTEM, status="promoted", **BUILTIN)
+    v2 = model_version_register(family="fam", label="v2", actor=SYSTEM, **BUILTIN)
     with pytest.raises(ApplicationError) as refused:
         gate_run_start(
             candidate=experiment.candidate, baseline=v2, suite=suite, actor=SYSTEM, experiment_name="exp"

@@ -395,6 +395,165 @@ def outcome_cuped_stats_by_arm(
     return _arms(rows, RATIO_CUPED_FIELDS)
 
 
+# ---------------------------------------------------------------------------------------------
+# Layer 3's one look at its horizon: the first units per arm, by when they entered. A unit counts when
+# it was first exposed (its first user turn or outcome of the metric since the experiment started) at
+# or after `since` (the later of the plan's registration and the window's start: units first exposed
+# before never count), and it enters at its first outcome of the metric in the window (per outcome:
+# every outcome of such a unit is a unit of its own, entering when it happened). Ties go by unit id.
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class LookProgress:
+    """Per arm: the units counted so far, and when the arm's `units`-th one entered (None: not yet)."""
+
+    units: int
+    entered: dict[str, int]
+    reached_at: dict[str, datetime | None]
+
+    @property
+    def cutoff(self) -> datetime | None:
+        """When both arms had their `units` (the later arm's moment); None until then."""
+        reached = list(self.reached_at.values())
+        if any(at is None for at in reached):
+            return None
+        return max(at for at in reached if at is not None)
+
+
+def _when(value: object) -> datetime | None:
+    """A timestamp from a raw query: SQLite returns text for MAX(...) of a timestamp."""
+    if value is None or isinstance(value, datetime):
+        return value
+    parsed = datetime.fromisoformat(str(value))
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, timezone.utc)
+
+
+def _look_ctes(
+    *, window: TrafficWindow, metric: str, per: str, since: datetime, cutoff: datetime
+) -> tuple[str, list[object]]:
+    """`exposures` (every user turn and outcome of the metric since the experiment started, by unit) and
+    `counted`: each unit (or, per outcome, each outcome) that counts, with its arm, entry time, first
+    exposure (`first_at`), position in its arm and (per user) its sums x, y up to `cutoff`. One pass and
+    window functions, no join: the plan stays linear even on tables the planner has no statistics of."""
+    turns, outcomes = TurnEvent._meta.db_table, OutcomeEvent._meta.db_table
+    experiment = window.experiment
+    started = experiment.started_at or window.start
+    exposures = f"""
+        exposures AS (
+            SELECT user_id AS unit, occurred_at AS seen_at, '' AS arm, 0 AS in_window, 0.0 AS value, 0 AS id
+            FROM {turns}
+            WHERE experiment_id = %s AND source <> 'probe' AND role = 'user' AND user_id <> ''
+              AND occurred_at >= %s
+            UNION ALL
+            SELECT {UNIT_KEY}, occurred_at, arm,
+                   CASE WHEN occurred_at >= %s AND occurred_at < %s THEN 1 ELSE 0 END, value, id
+            FROM {outcomes}
+            WHERE experiment_id = %s AND metric = %s AND occurred_at >= %s
+        )"""
+    params: list[object] = [experiment.pk, started, window.start, window.end, experiment.pk, metric, started]
+    if per == "outcome":
+        counted = """
+        marked AS (SELECT *, MIN(seen_at) OVER (PARTITION BY unit) AS first_at FROM exposures),
+        counted AS (
+            SELECT arm, id AS unit, seen_at AS entered_at, first_at, value,
+                   ROW_NUMBER() OVER (PARTITION BY arm ORDER BY seen_at, id) AS position
+            FROM marked WHERE in_window = 1 AND first_at >= %s
+        )"""
+        return f"WITH {exposures},{counted}", [*params, since]
+    counted = """
+        per_unit AS (
+            SELECT unit, MIN(seen_at) AS first_at,
+                   MIN(CASE WHEN in_window = 1 THEN seen_at END) AS entered_at,
+                   MIN(CASE WHEN in_window = 1 THEN arm END) AS arm,
+                   SUM(CASE WHEN in_window = 1 AND seen_at <= %s THEN value ELSE 0 END) AS x,
+                   SUM(CASE WHEN in_window = 1 AND seen_at <= %s THEN 1 ELSE 0 END) AS y
+            FROM exposures GROUP BY unit
+        ),
+        counted AS (
+            SELECT arm, unit, entered_at, first_at, x, y,
+                   ROW_NUMBER() OVER (PARTITION BY arm ORDER BY entered_at, unit) AS position
+            FROM per_unit WHERE entered_at IS NOT NULL AND first_at >= %s
+        )"""
+    return f"WITH {exposures},{counted}", [*params, cutoff, cutoff, since]
+
+
+def outcome_look_progress(
+    *, window: TrafficWindow, metric: str, per: str, since: datetime, units: int
+) -> LookProgress:
+    """How far each arm is to the look at `units` per arm (one query)."""
+    ctes, params = _look_ctes(window=window, metric=metric, per=per, since=since, cutoff=window.end)
+    sql = f"""{ctes}
+        SELECT arm, COUNT(*), MAX(CASE WHEN position = %s THEN entered_at END) FROM counted GROUP BY arm"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, units])
+        rows = {arm: (int(n), _when(at)) for arm, n, at in cursor.fetchall()}
+    return LookProgress(
+        units=units,
+        entered={arm: rows.get(arm, (0, None))[0] for arm in ARMS},
+        reached_at={arm: rows.get(arm, (0, None))[1] for arm in ARMS},
+    )
+
+
+def outcome_look_stats(
+    *,
+    window: TrafficWindow,
+    metric: str,
+    per: str,
+    since: datetime,
+    cutoff: datetime,
+    limit: int | None = None,
+    cuped_pre_days: int | None = None,
+) -> dict[str, dict[str, float]]:
+    """Per arm, the sufficient statistics of the first `limit` counted units (all of them: None), over
+    their outcomes of the metric in the window up to and including `cutoff`: MeanStats fields per
+    outcome, RatioStats fields per user, RatioCupedStats fields with `cuped_pre_days` (each unit's same
+    metric over the pre-window before its first exposure, in any of the family's experiments)."""
+    ctes, params = _look_ctes(window=window, metric=metric, per=per, since=since, cutoff=cutoff)
+    chosen = "position <= %s AND " if limit is not None else ""
+    params += [limit] if limit is not None else []
+    if per == "outcome":
+        sql = f"""{ctes}
+            SELECT arm, COUNT(*), SUM(value), SUM(value * value) FROM counted
+            WHERE {chosen}entered_at <= %s GROUP BY arm"""
+        return _look_rows(sql, [*params, cutoff], MEAN_FIELDS)
+    if cuped_pre_days is None:
+        sql = f"""{ctes}
+            SELECT arm, COUNT(*), SUM(x), SUM(y), SUM(x * x), SUM(y * y), SUM(x * y)
+            FROM counted WHERE {chosen}y > 0 GROUP BY arm"""
+        return _look_rows(sql, params, RATIO_FIELDS)
+    outcomes, experiments = OutcomeEvent._meta.db_table, Experiment._meta.db_table
+    sql = f"""{ctes},
+        chosen AS (SELECT unit, arm, first_at, x, y FROM counted WHERE {chosen}y > 0),
+        pre AS (
+            -- The same metric over the pre-window before the first exposure, in any of the family's
+            -- experiments (before the start everyone was on the baseline).
+            SELECT c.unit, SUM(o.value) AS px, COUNT(*) AS py
+            FROM chosen c JOIN {outcomes} o ON o.user_id = c.unit
+            WHERE o.metric = %s AND o.occurred_at < c.first_at
+              AND o.occurred_at >= {_days_before("c.first_at")}
+              AND o.experiment_id IN (SELECT id FROM {experiments} WHERE family = %s)
+            GROUP BY c.unit
+        )
+        SELECT arm, COUNT(*), SUM(has_pre), SUM(x), SUM(y), SUM(px), SUM(py),
+               SUM(x * x), SUM(y * y), SUM(px * px), SUM(py * py),
+               SUM(x * y), SUM(x * px), SUM(x * py), SUM(y * px), SUM(y * py), SUM(px * py)
+        FROM (
+            -- A unit without pre-period data stays in with px = py = 0 (as GrowthBook does).
+            SELECT chosen.arm, chosen.x, chosen.y, COALESCE(pre.px, 0) AS px, COALESCE(pre.py, 0) AS py,
+                   CASE WHEN pre.py IS NULL THEN 0 ELSE 1 END AS has_pre
+            FROM chosen LEFT JOIN pre ON pre.unit = chosen.unit
+        ) AS per_unit
+        GROUP BY arm"""
+    params += [metric, _days_param(cuped_pre_days), window.experiment.family]
+    return _look_rows(sql, params, RATIO_CUPED_FIELDS)
+
+
+def _look_rows(sql: str, params: list[object], names: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return _arms(rows, names)
+
+
 def assigned_units_by_arm(*, window: TrafficWindow) -> dict[str, int]:
     """Randomisation units seen on each arm (users; sessions without a user), for the SRM check."""
     table = TurnEvent._meta.db_table

@@ -3,6 +3,7 @@ record about it, and the parts of their attribution that look at probes and each
 
 from __future__ import annotations
 
+from canary.models import Experiment
 from canary.selectors import (
     TrafficWindow,
     answer_paths_by_arm,
@@ -10,6 +11,7 @@ from canary.selectors import (
     probe_findings,
     probe_run_latest,
 )
+from gate.judges.plan import Unblinding
 from gate.judges.traffic import TrafficInputs
 from gate.models import GateRun
 from gate.reporting import AttributionLevel, Table
@@ -29,6 +31,23 @@ def traffic_inputs(window: TrafficWindow) -> TrafficInputs:
         window_start=window.start.isoformat(),
         window_end=window.end.isoformat(),
     )
+
+
+def unblinding_of(experiment: Experiment) -> Unblinding | None:
+    """Who unblinded the experiment's traffic layers before their looks, if anyone did."""
+    if experiment.unblinded_at is None:
+        return None
+    return Unblinding(
+        by=experiment.unblinded_by_name or "?",
+        at=experiment.unblinded_at.isoformat(timespec="seconds"),
+        reason=experiment.unblind_reason,
+    )
+
+
+# What an attribution shows of the judged metric before its look: no per-arm figures of it.
+BLIND_LEVEL = AttributionLevel(
+    summary="blind until the one look at the registered horizon: no per-arm figures of the metric"
+)
 
 
 def no_experiment_reason(run: GateRun) -> str:

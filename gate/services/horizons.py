@@ -13,7 +13,7 @@ starts under a policy that sizes one.
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -52,14 +52,26 @@ def _measured_sd(
 
 
 def business_horizon_plan(
-    *, experiment: Experiment, policy: BusinessValuePolicy, policy_name: str
+    *,
+    experiment: Experiment,
+    policy: BusinessValuePolicy,
+    policy_name: str,
+    counted_from: datetime | None = None,
 ) -> dict[str, Any]:
-    """The horizon to register for `experiment` under `policy`: what `experiment_horizon_register`
-    stores (metric, per, units_per_arm or None, basis, the settings that sized it)."""
+    """Layer 3's plan to register for `experiment` under `policy`: what `experiment_horizon_register`
+    stores (every setting of the section, frozen; metric, per, units_per_arm or None, basis, the
+    settings that sized it; `counted_from`: units first exposed before it never count, default the
+    experiment's start). The horizon is at least `business_min_units`, so its one look can decide."""
     metric = policy.business_metric
     min_effect = policy.business_min_effect
     mde = policy.business_mde if policy.business_mde is not None else 2 * min_effect
+    start = experiment.share_since or experiment.started_at or timezone.now()
     plan: dict[str, Any] = {
+        "version": 2,
+        "sequence": 1,
+        "settings": policy.as_dict(),
+        "counted_from": (counted_from or start).isoformat(),
+        "look": None,
         "metric": metric,
         "per": policy.business_per,
         "policy": policy_name,
@@ -100,6 +112,9 @@ def business_horizon_plan(
         f"{source}; a true improvement of {mde:g} passes the bar {min_effect:g} with power "
         f"{policy.business_power:g} at alpha {policy.business_alpha:g}"
     )
+    if horizon < policy.business_min_units:
+        basis += f"; raised from {horizon} to business_min_units"
+        horizon = policy.business_min_units
     return {**plan, "sd": sd, "units_per_arm": horizon, "basis": basis}
 
 

@@ -11,7 +11,7 @@ from canary.models import Experiment, OutcomeEvent
 from canary.services.experiments import experiment_create, experiment_horizon_register
 from engines.stats.sufficient import RatioStats
 from gate.judges.business_value import BusinessValuePolicy, fixed_horizon_units
-from gate.layers.business_value import registered_horizon
+from gate.judges.plan import settings_differences
 from gate.services.horizons import experiment_start_registered
 from gate.services.policies import gate_policy_save
 from registry.actors import SYSTEM
@@ -83,13 +83,27 @@ def test_the_horizon_is_sized_from_the_familys_history_before_the_start(versions
 def test_without_history_the_policys_planning_sd_sizes_it_and_else_none_is_registered(versions):
     gate_policy_save(name="fam", config={**POLICY, "business_planning_sd": 0.5}, actor=SYSTEM)
     started = experiment_start_registered(experiment=draft(versions), actor=SYSTEM)
-    assert started.business_horizon["units_per_arm"] == 78  # 2 · 0.5² · 2.486475² / (0.4 − 0.2)² = 77.3
-    section = BusinessValuePolicy.parse(POLICY)
-    horizon = registered_horizon(experiment=started, policy=section)
-    assert horizon.units_per_arm == 78 and "business_planning_sd" in horizon.basis
-    # A run judging another metric finds no horizon for it.
-    other = registered_horizon(experiment=started, policy=BusinessValuePolicy.parse({"business_metric": "x"}))
-    assert other.units_per_arm is None and "for review_hours per user" in other.basis
+    plan = started.business_horizon
+    assert plan["units_per_arm"] == 78  # 2 · 0.5² · 2.486475² / (0.4 − 0.2)² = 77.3
+    assert "business_planning_sd" in plan["basis"]
+    # The plan froze every setting of layer 3's section, and counts units from the start on.
+    section = BusinessValuePolicy.parse({**POLICY, "business_planning_sd": 0.5})
+    assert plan["settings"] == section.as_dict() and plan["counted_from"] == started.started_at.isoformat()
+    assert settings_differences(plan=plan, effective=section.as_dict()) == []
+    # A run judging another metric does not judge the registered test.
+    other = BusinessValuePolicy.parse({**POLICY, "business_planning_sd": 0.5, "business_metric": "x"})
+    [difference] = settings_differences(plan=plan, effective=other.as_dict())
+    assert (difference.key, difference.registered, difference.effective) == ("business_metric", "review_hours", "x")
+
+
+def test_the_horizon_is_at_least_the_policys_minimum_of_units(versions):
+    # 2 · 0.5² · 2.486475² / (0.4 − 0.2)² = 77.3 → 78 units, below a business_min_units of 120.
+    gate_policy_save(
+        name="fam", config={**POLICY, "business_planning_sd": 0.5, "business_min_units": 120}, actor=SYSTEM
+    )
+    started = experiment_start_registered(experiment=draft(versions), actor=SYSTEM)
+    assert started.business_horizon["units_per_arm"] == 120
+    assert started.business_horizon["basis"].endswith("; raised from 78 to business_min_units")
 
 
 def test_a_policy_that_sizes_nothing_registers_why(versions):

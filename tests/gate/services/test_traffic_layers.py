@@ -330,28 +330,39 @@ def horizon_register(experiment, **policy):
     return experiment_horizon_register(experiment=experiment, horizon=plan, actor=SYSTEM)
 
 
+def business_run(experiment, suite, **policy):
+    """A gate run of layer 3 alone under `policy` (the same settings the plan registered)."""
+    return run_layers(
+        experiment.candidate, suite, required_layers=["business_value"], business_metric="review_hours", **policy
+    )
+
+
+# sd 0.5 from the policy, a true 0.6 against the bar 0.2: 2 · 0.25 · 2.486475² / 0.4² = 19.3 → 20 users,
+# raised to business_min_units (100).
+PLAN = {"business_min_effect": 0.2, "business_mde": 0.6, "business_planning_sd": 0.5}
+
+
 def test_business_layer_passes_when_review_hours_fall_by_more_than_the_minimum(experiment, suite):
-    # sd 0.5 from the policy, a true 0.6 against the bar 0.2: 2 · 0.25 · 2.486475² / 0.4² = 19.3 → 20 users.
-    horizon_register(experiment, business_min_effect=0.2, business_mde=0.6, business_planning_sd=0.5)
+    registered = horizon_register(experiment, **PLAN)
+    assert registered.business_horizon["units_per_arm"] == 100
     ingest(
         outcomes(arm="baseline", users=300, hours=3.0, seed=0)[0]
         + outcomes(arm="candidate", users=300, hours=2.2, seed=0)[0]
     )
     ingest(user_turns(arm="baseline", users=300) + user_turns(arm="candidate", users=300))
-    run = run_layers(
-        experiment.candidate,
-        suite,
-        required_layers=["business_value"],
-        business_metric="review_hours",
-        business_min_effect=0.2,
-    )
+    run = business_run(experiment, suite, **PLAN)
     [layer] = run.layers.all()
     assert (layer.verdict, run.verdict) == ("pass", "pass"), layer.reasons
     assert 0.2 < layer.ci_low < layer.estimate < layer.ci_high
     assert layer.estimate == pytest.approx(0.8, abs=0.15)
-    judged = details_of(layer).judged
-    assert judged.srm.mismatch is False
-    assert judged.horizon.units_per_arm == 20 and "at the registered horizon of 20" in layer.reasons[0]
+    details = details_of(layer)
+    judged = details.judged
+    assert judged.srm.mismatch is False and not judged.blind
+    assert judged.horizon.units_per_arm == 100 and "at the registered horizon of 100" in layer.reasons[0]
+    # The one look: the first 100 users per arm, taken by this run and stored in the plan.
+    assert judged.baseline.units == judged.candidate.units == 100
+    assert details.look_taken_now and details.look.gate_run == run.pk and details.look.units_per_arm == 100
+    assert layer.reasons[-1].startswith("the one look at the registered horizon, taken now")
     # CUPED is on by default; nobody has a history here, so it adjusts nothing.
     assert judged.method == "cuped_ratio_delta"
     assert judged.cuped.pre_units == {"baseline": 0, "candidate": 0} and judged.cuped.variance_reduction == 0
@@ -359,39 +370,36 @@ def test_business_layer_passes_when_review_hours_fall_by_more_than_the_minimum(e
 
 def test_business_layer_before_the_registered_horizon_is_insufficient_data_stating_it(experiment, suite):
     # The same traffic as above, under a horizon of 2 · 0.25 · 2.486475² / 0.05² = 1236.5 → 1237 users.
-    registered = horizon_register(
-        experiment, business_min_effect=0.2, business_mde=0.25, business_planning_sd=0.5
-    )
+    plan = {**PLAN, "business_mde": 0.25}
+    registered = horizon_register(experiment, **plan)
     assert registered.business_horizon["units_per_arm"] == 1237
     ingest(
         outcomes(arm="baseline", users=300, hours=3.0, seed=0)[0]
         + outcomes(arm="candidate", users=300, hours=2.2, seed=0)[0]
     )
     ingest(user_turns(arm="baseline", users=300) + user_turns(arm="candidate", users=300))
-    run = run_layers(
-        experiment.candidate,
-        suite,
-        required_layers=["business_value"],
-        business_metric="review_hours",
-        business_min_effect=0.2,
-    )
+    run = business_run(experiment, suite, **plan)
     [layer] = run.layers.all()
     assert layer.verdict == "insufficient_data" and layer.estimate is None
     assert layer.reasons[0].startswith(
         "before the registered horizon of 1237 units per arm (300 baseline and 300 candidate units so far; "
         "sd 0.5 from business_planning_sd"
     )
-    # The sequential option is judged at every look, horizon or not.
-    run = run_layers(
-        experiment.candidate,
-        suite,
-        required_layers=["business_value"],
-        business_metric="review_hours",
-        business_min_effect=0.2,
-        business_sequential_tau=0.2,
+    assert details_of(layer).judged.blind and details_of(layer).look is None
+
+
+def test_a_registered_sequential_test_is_judged_at_every_run(experiment, suite):
+    plan = {**PLAN, "business_mde": 0.25, "business_sequential_tau": 0.2}
+    horizon_register(experiment, **plan)
+    ingest(
+        outcomes(arm="baseline", users=300, hours=3.0, seed=0)[0]
+        + outcomes(arm="candidate", users=300, hours=2.2, seed=0)[0]
     )
-    [layer] = run.layers.all()
+    ingest(user_turns(arm="baseline", users=300) + user_turns(arm="candidate", users=300))
+    [layer] = business_run(experiment, suite, **plan).layers.all()
     assert layer.verdict == "pass", layer.reasons
+    details = details_of(layer)
+    assert details.judged.sequential and not details.judged.blind and details.look is None
 
 
 def test_cuped_covariate_is_each_users_metric_in_the_pre_window_before_first_exposure(experiment):

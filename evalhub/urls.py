@@ -49,6 +49,16 @@ api_v1 = (
             name="experiment-action",
         ),
         re_path(
+            rf"^canary/experiments/{NAME}/plan/?$",
+            canary_apis.ExperimentPlanApi.as_view(),
+            name="experiment-plan",
+        ),
+        re_path(
+            rf"^canary/experiments/{NAME}/unblind/?$",
+            canary_apis.ExperimentUnblindApi.as_view(),
+            name="experiment-unblind",
+        ),
+        re_path(
             rf"^canary/experiments/{NAME}/analyses/?$",
             canary_apis.ExperimentAnalysisApi.as_view(),
             name="experiment-analyses",

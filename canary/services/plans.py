@@ -120,10 +120,8 @@ def experiment_look_store(
     return look
 
 
-def experiment_unblind(*, experiment: Experiment, actor: Actor, reason: str) -> Experiment:
-    """Show the traffic layers' numbers before their looks, everywhere, beside who unblinded and why:
-    for a person holding the permission `canary.unblind_experiment`, once, with a reason, audited. The
-    verdicts before the horizon stay `insufficient_data`."""
+def unblind_permission_require(actor: Actor) -> None:
+    """Refuse (403) anyone but a user holding `canary.unblind_experiment` (no role grants it)."""
     user = actor_user(actor)
     if user is None or not user.has_perm(UNBLIND_PERMISSION):
         raise ApplicationError(
@@ -131,6 +129,14 @@ def experiment_unblind(*, experiment: Experiment, actor: Actor, reason: str) -> 
             code="permission_denied",
             status_code=403,
         )
+
+
+def experiment_unblind(*, experiment: Experiment, actor: Actor, reason: str) -> Experiment:
+    """Show the traffic layers' numbers before their looks, everywhere, beside who unblinded and why:
+    for a person holding the permission `canary.unblind_experiment`, once, with a reason, audited. The
+    verdicts before the horizon stay `insufficient_data`."""
+    unblind_permission_require(actor)
+    user = actor_user(actor)
     _reason_require(reason)
     with transaction.atomic():
         locked = _locked(experiment)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
@@ -22,14 +23,15 @@ from canary.selectors import (
 from canary.services import experiments as lifecycle
 from canary.services.assignment import experiment_assign
 from canary.services.events import events_ingest
+from canary.services.plans import experiment_unblind, unblind_permission_require
 from canary.services.probes import probe_runs_request, probe_set_import_jsonl
 from canary.services.proxy import chat_completion_proxy
 from engines.routing import ARMS
 from evalhub.api.common import SlugNameField, StrictSerializer, VersionRefField
 from evalhub.api.schema import ErrorSerializer
-from gate.services.horizons import experiment_start_registered
+from gate.services.horizons import experiment_plans_register_again, experiment_start_registered
 from registry.errors import ApplicationError
-from registry.roles import APP, CI, RELEASE_MANAGER
+from registry.roles import APP, CI, READ_ROLES, RELEASE_MANAGER
 
 APP_ROLES = frozenset({APP, CI, RELEASE_MANAGER})
 
@@ -85,10 +87,28 @@ class ExperimentOutputSerializer(serializers.Serializer):
     ended_at = serializers.DateTimeField(source="experiment.ended_at", allow_null=True)
     business_horizon = serializers.DictField(
         source="experiment.business_horizon",
-        help_text="layer 3's fixed horizon, registered at the start: metric, units_per_arm, basis",
+        help_text="layer 3's plan, registered at the start: its frozen settings, units_per_arm, basis, "
+        "counted_from, and its one look once taken",
     )
+    follow_up_horizon = serializers.DictField(
+        source="experiment.follow_up_horizon",
+        help_text="layer 2's plan: its frozen settings, answers_per_arm, basis, and its one look once taken",
+    )
+    unblinded = serializers.SerializerMethodField()
     live = LiveSerializer(source="arms")
     latest_analysis = AnalysisOutputSerializer(allow_null=True)
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_unblinded(self, obj) -> dict | None:
+        """Who unblinded the traffic layers before their looks, when and why (null: blind)."""
+        experiment = obj.experiment
+        if experiment.unblinded_at is None:
+            return None
+        return {
+            "by": experiment.unblinded_by_name,
+            "at": experiment.unblinded_at,
+            "reason": experiment.unblind_reason,
+        }
 
 
 def experiment_output(experiment) -> dict:
@@ -171,6 +191,53 @@ class ExperimentActionApi(APIView):
             experiment = experiment_start_registered(**common)
         else:
             experiment = getattr(lifecycle, f"experiment_{action}")(**common)
+        return Response(experiment_output(experiment))
+
+
+class ExperimentPlanApi(APIView):
+    """Register the traffic layers' plans again under the family's policy as it is now (release managers;
+    audited, with a reason): the new settings bind every later run, and the new horizons count units first
+    exposed from now on."""
+
+    write_roles = frozenset({RELEASE_MANAGER})
+
+    class InputSerializer(StrictSerializer):
+        reason = serializers.CharField(max_length=2000)
+
+    @extend_schema(
+        operation_id="experiment_plan_register", request=InputSerializer, responses=ExperimentOutputSerializer
+    )
+    def post(self, request, name: str):
+        experiment = experiment_get(name=name)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        experiment = experiment_plans_register_again(
+            experiment=experiment, actor=request.user, reason=serializer.validated_data["reason"]
+        )
+        return Response(experiment_output(experiment))
+
+
+class ExperimentUnblindApi(APIView):
+    """Unblind the traffic layers before their looks (a user with the permission
+    `canary.unblind_experiment`; audited, with a reason): every output then shows the numbers so far,
+    beside who unblinded, when and why."""
+
+    write_roles = READ_ROLES  # the permission, not a role, decides (the service checks it)
+
+    class InputSerializer(StrictSerializer):
+        reason = serializers.CharField(max_length=2000)
+
+    @extend_schema(
+        operation_id="experiment_unblind", request=InputSerializer, responses=ExperimentOutputSerializer
+    )
+    def post(self, request, name: str):
+        experiment = experiment_get(name=name)
+        unblind_permission_require(request.user)  # before the input: no hint to who may not
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        experiment = experiment_unblind(
+            experiment=experiment, actor=request.user, reason=serializer.validated_data["reason"]
+        )
         return Response(experiment_output(experiment))
 
 

@@ -67,14 +67,15 @@ def plan_settings(plan: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def settings_differences(*, plan: Mapping[str, Any], effective: Mapping[str, Any]) -> list[SettingDifference]:
     """Each key of the plan's frozen settings whose value `effective` (the run's section, as JSON values)
-    does not have, in the plan's order."""
+    does not have, in the section's order (a stored document's key order is the database's)."""
     registered = plan_settings(plan)
     if registered is None:
         registered = {key: plan.get(old) for key, old in LEGACY_KEYS.items()}
+    keys = [key for key in effective if key in registered] + sorted(set(registered) - set(effective))
     return [
-        SettingDifference(key=key, registered=value, effective=effective.get(key))
-        for key, value in registered.items()
-        if effective.get(key) != value
+        SettingDifference(key=key, registered=registered[key], effective=effective.get(key))
+        for key in keys
+        if effective.get(key) != registered[key]
     ]
 
 

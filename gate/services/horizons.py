@@ -12,7 +12,9 @@ starts under a policy that sizes one.
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,10 +24,14 @@ from django.utils import timezone
 from canary.models import Experiment
 from canary.selectors import outcome_stats_of_family
 from canary.services.experiments import experiment_horizon_register, experiment_start
+from canary.services.plans import experiment_plans_replace
 from engines.stats.sufficient import MeanStats, RatioStats
 from gate.judges.business_value import BusinessValuePolicy, fixed_horizon_units
+from gate.judges.plan import settings_differences
+from gate.policy import GatePolicyConfig
 from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor
+from registry.errors import ApplicationError
 
 
 def _measured_sd(
@@ -118,13 +124,72 @@ def business_horizon_plan(
     return {**plan, "sd": sd, "units_per_arm": horizon, "basis": basis}
 
 
+def _plans(
+    *, experiment: Experiment, counted_from: datetime | None = None
+) -> tuple[GatePolicyConfig, dict[str, dict[str, Any]]]:
+    """The family's policy now and the plans it registers (layer name -> plan document)."""
+    policy, config = gate_policy_resolve(name=None, overrides=None, family=experiment.family)
+    business = business_horizon_plan(
+        experiment=experiment,
+        policy=config.section(BusinessValuePolicy),
+        policy_name=policy.name,
+        counted_from=counted_from,
+    )
+    return config, {"business_value": business}
+
+
 def experiment_start_registered(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
-    """Start `experiment` and register its fixed horizon under the family's policy, in one transaction
-    (both audited). Every interface starts experiments through here."""
+    """Start `experiment` and register its plans under the family's policy, in one transaction (both
+    audited). Every interface starts experiments through here."""
     with transaction.atomic():
         started = experiment_start(experiment=experiment, actor=actor, reason=reason)
-        policy, config = gate_policy_resolve(name=None, overrides=None, family=started.family)
-        plan = business_horizon_plan(
-            experiment=started, policy=config.section(BusinessValuePolicy), policy_name=policy.name
+        _, plans = _plans(experiment=started)
+        return experiment_horizon_register(
+            experiment=started,
+            horizon=plans["business_value"],
+            follow_up=plans.get("follow_up_rate"),
+            actor=actor,
         )
-        return experiment_horizon_register(experiment=started, horizon=plan, actor=actor)
+
+
+def experiment_plans_register_again(*, experiment: Experiment, actor: Actor, reason: str) -> Experiment:
+    """A new registration of the traffic layers' plans under the family's policy as it is now (a release
+    manager's act, with a reason, audited): the settings it freezes bind every later run, and its horizons
+    count units first exposed from now on, never the data the replaced plans read (their looks, if any,
+    stay in the plans' `earlier`)."""
+    _, plans = _plans(experiment=experiment, counted_from=timezone.now())
+    return experiment_plans_replace(experiment=experiment, plans=plans, actor=actor, reason=reason)
+
+
+# Where each traffic layer's plan is stored on the experiment, and the settings a run would judge it by.
+PLAN_SETTINGS: dict[str, tuple[str, Callable[[GatePolicyConfig], dict[str, Any]]]] = {
+    "business_value": ("business_horizon", lambda config: config.section(BusinessValuePolicy).as_dict()),
+}
+
+
+def plan_overrides_check(
+    *, experiment: Experiment | None, config: GatePolicyConfig, overrides: dict[str, Any] | None
+) -> None:
+    """Refuse (400) a run whose `policy_overrides` change a setting of the registered plan of a traffic
+    layer it requires, naming each `policy_overrides.<key>`. (A setting the named policy changed after
+    the start is not refused here: the layer answers `error`, "not the registered test".)"""
+    if experiment is None or not overrides:
+        return
+    fields: dict[str, list[str]] = {}
+    for layer, (field, settings_of) in PLAN_SETTINGS.items():
+        plan = getattr(experiment, field) or {}
+        if not plan or not config.requires(layer):
+            continue
+        for difference in settings_differences(plan=plan, effective=settings_of(config)):
+            if difference.key in overrides:
+                fields[f"policy_overrides.{difference.key}"] = [
+                    f"experiment {experiment.name} registered {json.dumps(difference.registered)} for "
+                    f"{layer} at {plan.get('registered_at')}; registering the plan again changes it"
+                ]
+    if fields:
+        keys = ", ".join(key.removeprefix("policy_overrides.") for key in fields)
+        raise ApplicationError(
+            f"Not the registered test of experiment {experiment.name}: the overrides change {keys}.",
+            code="not_registered_test",
+            fields=fields,
+        )

@@ -49,6 +49,9 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "api:experiment-list": {"GET": READERS, "POST": RELEASE},
     "api:experiment-detail": {"GET": READERS},
     "api:experiment-action": {"POST": RELEASE},
+    "api:experiment-plan": {"POST": RELEASE},
+    # A permission (canary.unblind_experiment), not a role, lets a user unblind: no role alone may.
+    "api:experiment-unblind": {"POST": frozenset()},
     "api:experiment-analyses": {"GET": READERS, "POST": RELEASE},
     "api:experiment-probe-runs": {"GET": READERS, "POST": RELEASE},
     "api:probe-set-list": {"GET": READERS, "POST": WRITERS},

@@ -181,6 +181,70 @@ def _mean_reduction(results: list[dict[str, BusinessValueResult | bool]]) -> flo
     return float(np.mean(reductions))
 
 
+def rerun_false_pass_rates(
+    *, runs: int, seed: int, horizon: int = 200, reruns: int = 11, alpha: float = 0.05
+) -> dict[str, float]:
+    """A/A false-pass rates when the gate is run `reruns` times as the experiment grows from the
+    registered `horizon` H to 2H units per arm (the approval reads the latest run, so one passing run is
+    enough), with and without CUPED:
+
+    - `rerun_stored_look`: the layer since issue 18: the first run at or after H judges the first H units
+      per arm, and when that look decides it is stored; every later run returns it (`gate.layers.
+      business_value.business_value_assess`, here on sufficient statistics instead of the database);
+    - `rerun_grown_window`: the layer before it: every run judges the grown window afresh, the horizon
+      only a floor (peeking: above alpha);
+    - `single_look`: the fixed-horizon test once at H, for comparison.
+
+    The layer at H and the simulation take the same first H units of each arm (users arriving in order)."""
+    if runs < 1 or reruns < 2 or horizon < 2:
+        raise ValueError(f"need runs >= 1, reruns >= 2 and horizon >= 2, got {runs}, {reruns}, {horizon}")
+    cumulative = _simulate(rng=np.random.default_rng(seed), runs=runs, users=2 * horizon)
+    sizes = [horizon + round(horizon * k / (reruns - 1)) for k in range(reruns)]
+    fixed = FixedHorizon(units_per_arm=horizon, basis="registered at the start")
+    counts = dict.fromkeys(
+        (
+            f"{name}{suffix}"
+            for name in ("rerun_stored_look", "rerun_grown_window", "single_look")
+            for suffix in ("", "_cuped")
+        ),
+        0,
+    )
+    for run in range(runs):
+        for suffix in ("", "_cuped"):
+
+            def judged(size: int, run: int = run, suffix: str = suffix) -> BusinessValueResult:
+                arms = [_arm(cumulative[:, run, arm, size - 1], size) for arm in (0, 1)]
+                control, treatment = (arms[0], arms[1]) if suffix else (arms[0].post, arms[1].post)
+                return business_value_judge(
+                    baseline=control,
+                    candidate=treatment,
+                    direction=DECREASE,
+                    alpha=alpha,
+                    min_units=2,
+                    horizon=fixed,
+                )
+
+            stored: BusinessValueResult | None = None  # the plan's look
+            latest_passes = []
+            for size in sizes:
+                if stored is None:
+                    look = judged(horizon)  # the first H units per arm, whenever the run comes
+                    stored = look if look.verdict in (PASS, "fail") else None
+                latest_passes.append(judged(size).verdict == PASS)
+            assert stored is not None
+            counts[f"rerun_stored_look{suffix}"] += stored.verdict == PASS
+            counts[f"single_look{suffix}"] += judged(horizon).verdict == PASS
+            counts[f"rerun_grown_window{suffix}"] += any(latest_passes)
+    return {
+        "runs": runs,
+        "seed": seed,
+        "horizon": horizon,
+        "reruns": reruns,
+        "alpha": alpha,
+        **{name: count / runs for name, count in counts.items()},
+    }
+
+
 def planning_sd(*, seed: int, users: int = 100_000) -> float:
     """The per-user standard deviation of the linearised metric in this population (what the layer
     measures over the pre-window before a start to size the horizon), from one large simulated arm."""

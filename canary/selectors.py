@@ -221,6 +221,32 @@ def follow_ups_judged_by_language(
     return judged, sorted(versions)
 
 
+def follow_up_counts_of_family(
+    *, family: str, kinds: Sequence[str], start: datetime, end: datetime
+) -> tuple[int, int]:
+    """(answered questions, follow-ups of the counted `kinds`) over the user traffic of every experiment
+    of `family` from `start` to `end`, both arms together, a session never counting more follow-ups than
+    answers: what sizes layer 2's horizon from the family's rate before an experiment starts."""
+    turns, experiments = TurnEvent._meta.db_table, Experiment._meta.db_table
+    kind_list = ", ".join(["%s"] * len(kinds))
+    sql = f"""
+        SELECT SUM(answered), SUM(CASE WHEN counted > answered THEN answered ELSE counted END)
+        FROM (
+            SELECT experiment_id, session_id,
+                SUM(CASE WHEN role = 'assistant' AND (error = '' OR fallback) THEN 1 ELSE 0 END) AS answered,
+                SUM(CASE WHEN role = 'user' AND follow_up_kind IN ({kind_list}) THEN 1 ELSE 0 END) AS counted
+            FROM {turns}
+            WHERE experiment_id IN (SELECT id FROM {experiments} WHERE family = %s) AND source <> 'probe'
+              AND occurred_at >= %s AND occurred_at < %s
+            GROUP BY experiment_id, session_id
+        ) AS per_session
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*kinds, family, start, end])
+        answered, follow_ups = cursor.fetchone()
+    return int(_number(answered)), int(_number(follow_ups))
+
+
 RATIO_FIELDS = ("n", "sum_x", "sum_y", "sum_x2", "sum_y2", "sum_xy")
 MEAN_FIELDS = ("n", "total", "total_squares")
 
@@ -552,6 +578,125 @@ def _look_rows(sql: str, params: list[object], names: tuple[str, ...]) -> dict[s
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return _arms(rows, names)
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer 2's one look at its horizon: the first answered questions per arm, by when they were answered.
+# An answer counts when its unit (the user, or the session without one) was first exposed (its first
+# user turn since the experiment started) at or after `since`; its follow-up is the session's next turn
+# (turn index + 1) when that is a user turn of a counted kind. One pass, window functions, no join.
+# ---------------------------------------------------------------------------------------------
+def _answers_ctes(*, window: TrafficWindow, since: datetime) -> tuple[str, list[object]]:
+    table = TurnEvent._meta.db_table
+    experiment = window.experiment
+    sql = f"""
+        WITH marked AS (
+            SELECT id, arm, session_id, turn_index, role, occurred_at, error, fallback,
+                   CASE WHEN user_id = '' THEN 'session:' || session_id ELSE user_id END AS unit,
+                   LEAD(role) OVER (PARTITION BY arm, session_id ORDER BY turn_index) AS next_role,
+                   LEAD(turn_index) OVER (PARTITION BY arm, session_id ORDER BY turn_index) AS next_index,
+                   LEAD(follow_up_kind) OVER (PARTITION BY arm, session_id ORDER BY turn_index) AS next_kind,
+                   LEAD(follow_up_language) OVER (PARTITION BY arm, session_id ORDER BY turn_index)
+                       AS next_language
+            FROM {table}
+            WHERE experiment_id = %s AND source <> 'probe' AND occurred_at >= %s
+        ),
+        exposed AS (
+            SELECT *, MIN(CASE WHEN role = 'user' THEN occurred_at END) OVER (PARTITION BY unit) AS first_at
+            FROM marked
+        ),
+        answers AS (
+            SELECT arm, session_id, unit, occurred_at AS entered_at,
+                   CASE WHEN next_role = 'user' AND next_index = turn_index + 1 THEN 1 ELSE 0 END AS has_next,
+                   next_kind, next_language,
+                   ROW_NUMBER() OVER (PARTITION BY arm ORDER BY occurred_at, id) AS position
+            FROM exposed
+            WHERE role = 'assistant' AND (error = '' OR fallback) AND occurred_at >= %s AND occurred_at < %s
+              AND first_at >= %s
+        )"""
+    return sql, [experiment.pk, experiment.started_at or window.start, window.start, window.end, since]
+
+
+def answers_look_progress(*, window: TrafficWindow, since: datetime, answers: int) -> LookProgress:
+    """How far each arm is to layer 2's look at `answers` answered questions per arm (one query)."""
+    ctes, params = _answers_ctes(window=window, since=since)
+    sql = f"""{ctes}
+        SELECT arm, COUNT(*), MAX(CASE WHEN position = %s THEN entered_at END) FROM answers GROUP BY arm"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, answers])
+        rows = {arm: (int(n), _when(at)) for arm, n, at in cursor.fetchall()}
+    return LookProgress(
+        units=answers,
+        entered={arm: rows.get(arm, (0, None))[0] for arm in ARMS},
+        reached_at={arm: rows.get(arm, (0, None))[1] for arm in ARMS},
+    )
+
+
+ANSWER_LOOK_FIELDS = (
+    "answered",
+    "follow_ups",
+    "deepening",
+    "sessions",
+    "user_turns_sum",
+    "user_turns_sumsq",
+    "unjudged",
+)
+
+
+def answers_look_counts(
+    *, window: TrafficWindow, since: datetime, kinds: Sequence[str], limit: int | None = None
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, tuple[int, int]]]]:
+    """Per arm, over the first `limit` counted answers (all of them: None), `FollowUpCounts` fields: the
+    answers, their follow-ups of the counted `kinds` and deepening ones, their sessions with Σ and Σ² of
+    the counted answers per session (the look's "turns per session"), and next user turns the detector
+    has not judged; and per arm and language, (next turns the trained detector judged, of which of the
+    counted kinds)."""
+    ctes, params = _answers_ctes(window=window, since=since)
+    chosen = "WHERE position <= %s" if limit is not None else ""
+    params += [limit] if limit is not None else []
+    kind_list = ", ".join(["%s"] * len(kinds))
+    sql = f"""{ctes},
+        chosen AS (SELECT * FROM answers {chosen}),
+        per_session AS (
+            SELECT arm, session_id, COUNT(*) AS answered,
+                   SUM(CASE WHEN has_next = 1 AND next_kind IN ({kind_list}) THEN 1 ELSE 0 END) AS follow_ups,
+                   SUM(CASE WHEN has_next = 1 AND next_kind = 'deepening' THEN 1 ELSE 0 END) AS deepening,
+                   SUM(CASE WHEN has_next = 1 AND next_kind IS NULL THEN 1 ELSE 0 END) AS unjudged
+            FROM chosen GROUP BY arm, session_id
+        )
+        SELECT arm, SUM(answered), SUM(follow_ups), SUM(deepening), COUNT(*), SUM(answered),
+               SUM(answered * answered), SUM(unjudged)
+        FROM per_session GROUP BY arm"""
+    languages = f"""{ctes},
+        chosen AS (SELECT * FROM answers {chosen})
+        SELECT arm, next_language, COUNT(*),
+               SUM(CASE WHEN next_kind IN ({kind_list}) THEN 1 ELSE 0 END)
+        FROM chosen WHERE has_next = 1 AND next_language IS NOT NULL GROUP BY arm, next_language"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, *kinds])
+        counts = _arms(cursor.fetchall(), ANSWER_LOOK_FIELDS)
+        cursor.execute(languages, [*params, *kinds])
+        judged: dict[str, dict[str, tuple[int, int]]] = {arm: {} for arm in ARMS}
+        for arm, language, n, x in cursor.fetchall():
+            judged[arm][language] = (int(n), int(x or 0))
+    return counts, judged
+
+
+def answers_split(*, window: TrafficWindow, since: datetime) -> dict[str, int | float]:
+    """The counted answers per arm and Σ over units of (the unit's answers)², both arms together: what
+    the clustered sample-ratio check of layer 2 reads."""
+    ctes, params = _answers_ctes(window=window, since=since)
+    sql = f"""{ctes},
+        per_unit AS (SELECT arm, unit, COUNT(*) AS a FROM answers GROUP BY arm, unit)
+        SELECT arm, SUM(a), SUM(a * a) FROM per_unit GROUP BY arm"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = _arms(cursor.fetchall(), ("answers", "squares"))
+    return {
+        "baseline": rows["baseline"]["answers"],
+        "candidate": rows["candidate"]["answers"],
+        "sum_squares": sum(row["squares"] for row in rows.values()),
+    }
 
 
 def assigned_units_by_arm(*, window: TrafficWindow) -> dict[str, int]:

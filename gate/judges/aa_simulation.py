@@ -286,3 +286,66 @@ def power_rates(
         **{name: sum(bool(result[name]) for result in results) / runs for name in names},
         "cuped_variance_reduction": _mean_reduction(results),
     }
+
+
+def follow_up_rerun_rates(
+    *,
+    runs: int,
+    seed: int,
+    candidate_rate: float,
+    baseline_rate: float,
+    horizon: int = 2000,
+    reruns: int = 11,
+    max_rate: float = 0.18,
+    margin: float = 0.01,
+    confidence: float = 0.95,
+    tau: float = 0.02,
+) -> dict[str, float]:
+    """Layer 2 at the boundary of its null: pass rates over `reruns` gate runs as each arm grows from the
+    registered `horizon` of answered questions to twice it (answers independent, each followed up with its
+    arm's rate; the observed rate judged, as with `follow_up_correction: none`):
+
+    - `rerun_stored_look`: the layer since issue 18: the first H answers per arm judged once and stored;
+    - `rerun_grown_window`: every run judging the grown window afresh (the layer before: peeking);
+    - `sequential_looks`: the always-valid option (`follow_up_sequential_tau`), judged at every run from
+      H/10 to 2H, any pass counted.
+
+    With the candidate at the bar (`candidate_rate` = `max_rate`), or worse than the baseline by exactly
+    the margin, every pass is false: each rate should be at most the one-sided (1 − confidence)/2."""
+    from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
+
+    if runs < 1 or reruns < 2 or horizon < 10:
+        raise ValueError(f"need runs >= 1, reruns >= 2 and horizon >= 10, got {runs}, {reruns}, {horizon}")
+    rng = np.random.default_rng(seed)
+    size = (runs, 2 * horizon)
+    follow_ups = (
+        np.cumsum(rng.random(size) < baseline_rate, axis=1),
+        np.cumsum(rng.random(size) < candidate_rate, axis=1),
+    )
+    sizes = [horizon + round(horizon * k / (reruns - 1)) for k in range(reruns)]
+    looks = [round(2 * horizon * k / (2 * reruns)) for k in range(1, 2 * reruns + 1)]
+
+    def judged(run: int, n: int, **settings: object) -> str:
+        arms = [FollowUpCounts(answered=n, follow_ups=int(counts[run, n - 1])) for counts in follow_ups]
+        return follow_up_rate_judge(
+            candidate=arms[1],
+            baseline=arms[0],
+            max_rate=max_rate,
+            margin=margin,
+            min_answered=2,
+            confidence=confidence,
+            **settings,  # type: ignore[arg-type]
+        ).verdict
+
+    passed = {"rerun_stored_look": 0, "rerun_grown_window": 0, "sequential_looks": 0}
+    for run in range(runs):
+        passed["rerun_stored_look"] += judged(run, horizon) == PASS  # stored at H, returned by every run
+        passed["rerun_grown_window"] += any(judged(run, n) == PASS for n in sizes)
+        passed["sequential_looks"] += any(judged(run, n, sequential_tau=tau) == PASS for n in looks)
+    return {
+        "runs": runs,
+        "seed": seed,
+        "horizon": horizon,
+        "alpha": round((1 - confidence) / 2, 12),
+        **{name: count / runs for name, count in passed.items()},
+    }

@@ -46,6 +46,7 @@ from gate.layers.traffic import (
     BLIND_LEVEL,
     EXAMPLES,
     no_experiment_reason,
+    plan_counted_since,
     probe_table,
     system_level,
     traffic_inputs,
@@ -153,13 +154,6 @@ def _plan_horizon(experiment: Experiment, plan: dict[str, Any]) -> FixedHorizon:
     )
 
 
-def _since(window: TrafficWindow, plan: dict[str, Any]) -> datetime:
-    """Units first exposed before this never count: the plan's registration or the window's start."""
-    counted = plan.get("counted_from")
-    counted_from = datetime.fromisoformat(counted) if isinstance(counted, str) else window.start
-    return max(window.start, counted_from)
-
-
 def _arms_of(stats: dict[str, dict[str, Any]], kind: type) -> Arms:
     # The stats class's keyword arguments: `n` (and `pre_units`) ints, the sums numbers.
     return kind(**stats[BASELINE]), kind(**stats[CANDIDATE])
@@ -224,7 +218,7 @@ def business_value_assess(
     plan = dict(experiment.business_horizon or {})
     unblinded = unblinding_of(experiment)
     horizon = _plan_horizon(experiment, plan)
-    since = _since(window, plan)
+    since = plan_counted_since(window=window, plan=plan)
     differences = settings_differences(plan=plan, effective=policy.as_dict()) if plan else []
     so_far = _look_arms(window=window, policy=policy, since=since, cutoff=window.end, limit=None)
     judge = partial(_judge, window=window, policy=policy, units=units, unblinded=unblinded)

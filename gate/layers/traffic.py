@@ -3,6 +3,9 @@ record about it, and the parts of their attribution that look at probes and each
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from canary.models import Experiment
 from canary.selectors import (
     TrafficWindow,
@@ -31,6 +34,15 @@ def traffic_inputs(window: TrafficWindow) -> TrafficInputs:
         window_start=window.start.isoformat(),
         window_end=window.end.isoformat(),
     )
+
+
+def plan_counted_since(*, window: TrafficWindow, plan: dict[str, Any]) -> datetime:
+    """Units first exposed before this never count for a plan's look: the later of the plan's
+    registration (`counted_from`) and the window's start (a ramp or a resume starts a new window, and the
+    units it finds already exposed are not new)."""
+    counted = plan.get("counted_from")
+    counted_from = datetime.fromisoformat(counted) if isinstance(counted, str) else window.start
+    return max(window.start, counted_from)
 
 
 def unblinding_of(experiment: Experiment) -> Unblinding | None:

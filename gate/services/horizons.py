@@ -22,12 +22,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from canary.models import Experiment
-from canary.selectors import outcome_stats_of_family
+from canary.selectors import follow_up_counts_of_family, outcome_stats_of_family
 from canary.services.experiments import experiment_horizon_register, experiment_start
 from canary.services.plans import experiment_plans_replace
+from engines.follow_up.classifier import detector_load
+from engines.follow_up.correction import ErrorRates
 from engines.stats.sufficient import MeanStats, RatioStats
 from gate.judges.business_value import BusinessValuePolicy, fixed_horizon_units
+from gate.judges.follow_up_rate import ROGAN_GLADEN, FollowUpRatePolicy, follow_up_horizon_answers
 from gate.judges.plan import settings_differences
+from gate.layers.follow_up_rate import detector_accuracy, follow_up_plan_settings
 from gate.policy import GatePolicyConfig
 from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor
@@ -124,6 +128,105 @@ def business_horizon_plan(
     return {**plan, "sd": sd, "units_per_arm": horizon, "basis": basis}
 
 
+def _planning_errors(policy: GatePolicyConfig) -> dict[str, ErrorRates | None]:
+    """The detector error rates layer 2 will correct by, per language (one entry None: no correction)."""
+    section = policy.section(FollowUpRatePolicy)
+    if section.follow_up_correction != ROGAN_GLADEN:
+        return {"observed": None}
+    accuracy = detector_accuracy(detector=detector_load(), kinds=tuple(section.follow_up_kinds))
+    usable = {
+        language: rates
+        for language, rates in accuracy.errors.items()
+        if rates.youden is not None and rates.youden > 0
+    }
+    return usable or {"observed": None}
+
+
+def _corrected(rate: float, errors: ErrorRates | None) -> float:
+    """An observed rate on the scale layer 2 judges: Rogan–Gladen with the detector's error rates."""
+    if errors is None:
+        return rate
+    assert errors.specificity is not None and errors.youden is not None
+    return min(1.0, max(0.0, (rate + errors.specificity - 1) / errors.youden))
+
+
+def follow_up_horizon_plan(
+    *,
+    experiment: Experiment,
+    policy: GatePolicyConfig,
+    policy_name: str,
+    counted_from: datetime | None = None,
+) -> dict[str, Any]:
+    """Layer 2's plan to register for `experiment` under `policy`: its frozen settings and the answered
+    questions per arm of its one look (`gate.judges.follow_up_rate.follow_up_horizon_answers`), sized
+    from the family's follow-up rate over the `follow_up_pre_days` before the start (at least
+    `follow_up_min_answered` answers), else `follow_up_planning_rate`, for the detector's least
+    favourable language; at least `follow_up_min_answered`."""
+    section = policy.section(FollowUpRatePolicy)
+    start = experiment.share_since or experiment.started_at or timezone.now()
+    alpha = round((1 - policy.general.confidence) / 2, 12)  # one-sided: the upper bound's
+    plan: dict[str, Any] = {
+        "version": 2,
+        "sequence": 1,
+        "settings": follow_up_plan_settings(policy),
+        "counted_from": (counted_from or start).isoformat(),
+        "look": None,
+        "policy": policy_name,
+        "alpha": alpha,
+        "power": section.follow_up_power,
+        "baseline_rate": None,
+        "answers_per_arm": None,
+        "registered_at": timezone.now().isoformat(),
+    }
+    days = section.follow_up_pre_days
+    began = experiment.started_at or start
+    answered, follow_ups = follow_up_counts_of_family(
+        family=experiment.family, kinds=section.follow_up_kinds, start=began - timedelta(days=days), end=began
+    )
+    if answered >= section.follow_up_min_answered:
+        observed, source = (
+            follow_ups / answered,
+            f"{follow_ups} follow-ups of {answered} answers in the {days} days",
+        )
+    elif section.follow_up_planning_rate is not None:
+        observed, source = (
+            None,
+            f"follow_up_planning_rate ({answered} answers in the {days} days before the start)",
+        )
+    else:
+        return {
+            **plan,
+            "basis": f"only {answered} answers in the {days} days before the start (the policy needs "
+            f"{section.follow_up_min_answered}) and policy {policy_name!r} sets no follow_up_planning_rate",
+        }
+    sized: list[tuple[int, float, str]] = []
+    for language, errors in _planning_errors(policy).items():
+        rate = _corrected(observed, errors) if observed is not None else section.follow_up_planning_rate
+        assert rate is not None
+        answers = follow_up_horizon_answers(
+            rate=rate,
+            max_rate=section.follow_up_max,
+            margin=section.follow_up_margin,
+            alpha=alpha,
+            power=section.follow_up_power,
+            decide_on=section.follow_up_decide_on,
+            errors=errors,
+        )
+        if isinstance(answers, str):
+            return {**plan, "baseline_rate": rate, "basis": f"rate {rate:.4g} from {source}: {answers}"}
+        sized.append((answers, rate, language))
+    answers, rate, language = max(sized)
+    basis = (
+        f"rate {rate:.4g} from {source}, for language {language}; a candidate as good as the baseline passes "
+        f"the bar {section.follow_up_max:g} and the margin {section.follow_up_margin:g} with power "
+        f"{section.follow_up_power:g} at alpha {alpha:g}"
+    )
+    if answers < section.follow_up_min_answered:
+        basis += f"; raised from {answers} to follow_up_min_answered"
+        answers = section.follow_up_min_answered
+    return {**plan, "baseline_rate": rate, "answers_per_arm": answers, "basis": basis}
+
+
 def _plans(
     *, experiment: Experiment, counted_from: datetime | None = None
 ) -> tuple[GatePolicyConfig, dict[str, dict[str, Any]]]:
@@ -135,7 +238,10 @@ def _plans(
         policy_name=policy.name,
         counted_from=counted_from,
     )
-    return config, {"business_value": business}
+    follow_up = follow_up_horizon_plan(
+        experiment=experiment, policy=config, policy_name=policy.name, counted_from=counted_from
+    )
+    return config, {"business_value": business, "follow_up_rate": follow_up}
 
 
 def experiment_start_registered(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
@@ -164,6 +270,7 @@ def experiment_plans_register_again(*, experiment: Experiment, actor: Actor, rea
 # Where each traffic layer's plan is stored on the experiment, and the settings a run would judge it by.
 PLAN_SETTINGS: dict[str, tuple[str, Callable[[GatePolicyConfig], dict[str, Any]]]] = {
     "business_value": ("business_horizon", lambda config: config.section(BusinessValuePolicy).as_dict()),
+    "follow_up_rate": ("follow_up_horizon", follow_up_plan_settings),
 }
 
 

@@ -353,7 +353,9 @@ class TestRegisteredHorizon:
         assert result.blind and result.improvement is None and result.cuped is None
         assert asdict(result.baseline) == {"units": 200, "value": None}
         assert asdict(result.candidate) == {"units": 200, "value": None}
-        numbers = {k: v for k, v in asdict(result.effect).items() if k not in ("method", "n_control", "n_treatment")}
+        numbers = {
+            k: v for k, v in asdict(result.effect).items() if k not in ("method", "n_control", "n_treatment")
+        }
         assert set(numbers.values()) == {None}
         assert result.srm is not None and result.srm.p_value is not None and not result.srm.mismatch
         text = json.dumps(asdict(result))
@@ -362,7 +364,9 @@ class TestRegisteredHorizon:
 
     def test_a_sample_ratio_mismatch_under_a_horizon_is_blind_too(self):
         horizon = FixedHorizon(units_per_arm=200, basis="sd 1 from the policy")
-        result = judge(min_effect=0.1, horizon=horizon, assigned_units=(300, 100), expected_candidate_share=0.5)
+        result = judge(
+            min_effect=0.1, horizon=horizon, assigned_units=(300, 100), expected_candidate_share=0.5
+        )
         assert result.verdict == ERROR and result.blind and result.improvement is None
 
     def test_unblinded_before_the_horizon_shows_the_interim_numbers_and_who(self):

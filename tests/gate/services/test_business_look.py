@@ -141,7 +141,7 @@ def test_every_later_run_returns_the_stored_look_unchanged(experiment, suite):
     arrivals(experiment, arm="baseline", users=400, hours=3.0, offset=0, first_second=600, tag="late-")
     arrivals(experiment, arm="candidate", users=400, hours=3.5, offset=1, first_second=600, tag="late-")
     for _ in range(2):
-        again, later, later_details = run_gate(experiment, suite)
+        _, later, later_details = run_gate(experiment, suite)
         assert (later.verdict, later.estimate, later.ci_low, later.ci_high) == (
             layer.verdict,
             layer.estimate,

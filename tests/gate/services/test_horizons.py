@@ -75,7 +75,7 @@ def test_the_horizon_is_sized_from_the_familys_history_before_the_start(versions
     assert plan["basis"].startswith(f"sd {sd:.4g} measured over 60 units of review_hours in the 14 days")
     assert (plan["metric"], plan["per"], plan["policy"], plan["mde"]) == ("review_hours", "user", "fam", 0.4)
     row = AuditLog.objects.get(action="experiment.horizon_register")
-    assert row.after == plan and row.target_id == str(started.pk)
+    assert row.after == {**plan, "follow_up": started.follow_up_horizon} and row.target_id == str(started.pk)
     assert AuditLog.objects.filter(action="experiment.running", target_id=str(started.pk)).exists()
     assert Experiment.objects.get(pk=started.pk).business_horizon == plan
 
@@ -93,7 +93,11 @@ def test_without_history_the_policys_planning_sd_sizes_it_and_else_none_is_regis
     # A run judging another metric does not judge the registered test.
     other = BusinessValuePolicy.parse({**POLICY, "business_planning_sd": 0.5, "business_metric": "x"})
     [difference] = settings_differences(plan=plan, effective=other.as_dict())
-    assert (difference.key, difference.registered, difference.effective) == ("business_metric", "review_hours", "x")
+    assert (difference.key, difference.registered, difference.effective) == (
+        "business_metric",
+        "review_hours",
+        "x",
+    )
 
 
 def test_the_horizon_is_at_least_the_policys_minimum_of_units(versions):

@@ -104,7 +104,8 @@ class TestBlind:
         assert result.verdict == INSUFFICIENT and result.blind
         assert result.reasons[0] == (
             "before the registered horizon of 1000 answered questions per arm (380 baseline and 400 "
-            "candidate so far; rate 0.12 from follow_up_planning_rate): the rate is judged once, at the horizon"
+            "candidate so far; rate 0.12 from follow_up_planning_rate): the rate is judged once, at the "
+            "horizon"
         )
         for arm in (result.candidate, result.baseline):
             assert (arm.rate, arm.ci_low, arm.ci_high, arm.follow_ups, arm.corrected) == (None,) * 5

@@ -105,6 +105,9 @@ canary_pages = (
             canary_views.experiment_action,
             name="experiment-action",
         ),
+        re_path(
+            r"^(?P<name>[-a-z0-9_.]+)/unblind/$", canary_views.experiment_unblind, name="experiment-unblind"
+        ),
     ],
     "canary",
 )

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
@@ -65,6 +64,17 @@ class LiveSerializer(serializers.Serializer):
     candidate = ArmLiveSerializer()
 
 
+class UnblindedSerializer(serializers.Serializer):
+    """Who unblinded the traffic layers before their looks, when and why (null: blind)."""
+
+    by = serializers.CharField(source="unblinded_by_name")
+    at = serializers.DateTimeField(source="unblinded_at")
+    reason = serializers.CharField(source="unblind_reason")
+
+    def to_representation(self, instance):
+        return None if instance.unblinded_at is None else super().to_representation(instance)
+
+
 class ExperimentOutputSerializer(serializers.Serializer):
     """An experiment with its live figures per arm (users, sessions, questions, answers, errors,
     fallbacks, outcomes; probe traffic apart) and its latest analysis. Serializes `ExperimentLive`."""
@@ -94,21 +104,9 @@ class ExperimentOutputSerializer(serializers.Serializer):
         source="experiment.follow_up_horizon",
         help_text="layer 2's plan: its frozen settings, answers_per_arm, basis, and its one look once taken",
     )
-    unblinded = serializers.SerializerMethodField()
+    unblinded = UnblindedSerializer(source="experiment", allow_null=True)
     live = LiveSerializer(source="arms")
     latest_analysis = AnalysisOutputSerializer(allow_null=True)
-
-    @extend_schema_field(OpenApiTypes.OBJECT)
-    def get_unblinded(self, obj) -> dict | None:
-        """Who unblinded the traffic layers before their looks, when and why (null: blind)."""
-        experiment = obj.experiment
-        if experiment.unblinded_at is None:
-            return None
-        return {
-            "by": experiment.unblinded_by_name,
-            "at": experiment.unblinded_at,
-            "reason": experiment.unblind_reason,
-        }
 
 
 def experiment_output(experiment) -> dict:

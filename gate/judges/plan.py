@@ -17,10 +17,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 # The keys a plan registered before plans froze every setting recorded, by policy key (layer 3 only).
 LEGACY_KEYS = {"business_metric": "metric", "business_per": "per"}
+
+
+def moment(value: str | None) -> str:
+    """An ISO 8601 time as the reasons write it: UTC, to the second, no letters (`2026-12-02 01:49:18`)."""
+    if not value:
+        return "?"
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(UTC)
+    return parsed.strftime("%Y-%m-%d %H:%M:%S")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,7 +47,7 @@ class Unblinding:
 
     @property
     def note(self) -> str:
-        return f"unblinded by {self.by} at {self.at}: {self.reason}"
+        return f"unblinded by {self.by} at {moment(self.at)}: {self.reason}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +103,6 @@ def not_registered_reason(*, differences: list[SettingDifference], registered_at
         f"{d.key} {_value(d.effective)} (registered {_value(d.registered)})" for d in differences
     )
     return (
-        f"not the registered test: {parts}; the plan registered at {registered_at or '?'} binds the test, "
+        f"not the registered test: {parts}; the plan registered at {moment(registered_at)} binds the test, "
         "and changing it is a new registration, counted from then on"
     )

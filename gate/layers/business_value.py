@@ -39,7 +39,7 @@ from gate.judges.business_value import (
     business_value_blind,
     business_value_judge,
 )
-from gate.judges.plan import LookRecord, Unblinding, not_registered_reason, settings_differences
+from gate.judges.plan import LookRecord, Unblinding, moment, not_registered_reason, settings_differences
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
 from gate.layers.base import GateLayer, LayerContext, LayerKind, ReportPart, estimates_of, to_json
 from gate.layers.traffic import (
@@ -113,7 +113,10 @@ def _judge(
     units: dict[str, int],
     horizon: FixedHorizon | None,
     unblinded: Unblinding | None,
+    sequential: bool = True,
 ) -> BusinessValueResult:
+    """The judge with the policy's settings (its tau only when `sequential`: a tau no plan fixed before
+    the data is not the always-valid test)."""
     return business_value_judge(
         baseline=arms[0],
         candidate=arms[1],
@@ -124,7 +127,7 @@ def _judge(
         assigned_units=(units[BASELINE], units[CANDIDATE]),
         expected_candidate_share=window.candidate_share,
         srm_alpha=policy.business_srm_alpha,
-        sequential_tau=policy.business_sequential_tau,
+        sequential_tau=policy.business_sequential_tau if sequential else None,
         horizon=horizon,
         cuped_pre_days=policy.business_cuped_pre_days,
         unblinded=unblinded,
@@ -195,8 +198,8 @@ def stored_look(plan: dict[str, Any]) -> tuple[BusinessValueResult, LookRecord] 
 
 def _stored_note(result: BusinessValueResult, record: LookRecord) -> BusinessValueResult:
     note = (
-        f"the registered look, taken at {record.taken_at} by gate run {record.gate_run}: every later run "
-        "returns it unchanged"
+        f"the registered look, taken at {moment(record.taken_at)} by gate run {record.gate_run}: every later "
+        "run returns it unchanged"
     )
     return replace(result, reasons=[*result.reasons, note])
 
@@ -221,7 +224,9 @@ def business_value_assess(
     since = plan_counted_since(window=window, plan=plan)
     differences = settings_differences(plan=plan, effective=policy.as_dict()) if plan else []
     so_far = _look_arms(window=window, policy=policy, since=since, cutoff=window.end, limit=None)
-    judge = partial(_judge, window=window, policy=policy, units=units, unblinded=unblinded)
+    judge = partial(
+        _judge, window=window, policy=policy, units=units, unblinded=unblinded, sequential=bool(plan)
+    )
     if differences:
         reason = not_registered_reason(differences=differences, registered_at=plan.get("registered_at"))
         blind = business_value_blind(judge(arms=so_far, horizon=None))
@@ -266,9 +271,8 @@ def business_value_assess(
 def attribution_build(*, window: TrafficWindow, metric: str, result: BusinessValueResult) -> Attribution:
     """Why the layer did not pass: the metric by hour and the candidate's worst units, or, while the
     result is blind, no figure of the metric at all (the system level shows each arm's path)."""
-    if result.blind:
-        summary = AttributionLevel(summary="; ".join(result.reasons))
-        return Attribution(phenomenon=summary, data=BLIND_LEVEL, system=system_level(window))
+    if result.blind:  # the reasons above say why; the levels show nothing of the metric
+        return Attribution(phenomenon=BLIND_LEVEL, data=BLIND_LEVEL, system=system_level(window))
     hours = outcomes_by_hour(window=window, metric=metric)
     highest = result.direction == DECREASE  # the worst values for the metric's direction
     worst = outcomes_worst(window=window, metric=metric, arm=CANDIDATE, highest=highest, limit=EXAMPLES)
@@ -405,8 +409,8 @@ class BusinessValueLayer(GateLayer[BusinessValueDetails]):
         if stored[1].gate_run != run.pk:  # another run took the look first: return it as stored
             return _stored_note(*stored), stored[1], False
         note = (
-            f"the one look at the registered horizon, taken now (data up to {look.cutoff}): every later run "
-            "returns it unchanged"
+            f"the one look at the registered horizon, taken now (data up to {moment(look.cutoff)}): every "
+            "later run returns it unchanged"
         )
         return replace(result, reasons=[*result.reasons, note]), look, True
 

@@ -47,7 +47,7 @@ from gate.judges.follow_up_rate import (
     follow_up_rate_judge,
 )
 from gate.judges.follow_up_review import LiveAgreement, live_agreement_apply
-from gate.judges.plan import LookRecord, not_registered_reason, settings_differences
+from gate.judges.plan import LookRecord, moment, not_registered_reason, settings_differences
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
 from gate.layers.base import GateLayer, LayerContext, LayerKind, ReportPart, estimates_of, to_json
 from gate.layers.follow_up_review import follow_up_live_agreement_measure
@@ -160,8 +160,8 @@ def _stored(plan: dict[str, Any]) -> tuple[FollowUpRateResult, LookRecord] | Non
 
 def _stored_note(result: FollowUpRateResult, record: LookRecord) -> FollowUpRateResult:
     note = (
-        f"the registered look, taken at {record.taken_at} by gate run {record.gate_run}: every later run "
-        "returns it unchanged"
+        f"the registered look, taken at {moment(record.taken_at)} by gate run {record.gate_run}: every later "
+        "run returns it unchanged"
     )
     return replace(result, reasons=[*result.reasons, note])
 
@@ -284,7 +284,7 @@ def _assess(
     if not take_look or timezone.now() < settled:
         when = (
             f"the one look is taken once the follow-ups of its last answers are in, from "
-            f"{settled.isoformat(timespec='seconds')}"
+            f"{moment(settled.isoformat())}"
             if take_look
             else "the next gate run takes the one look"
         )
@@ -329,9 +329,8 @@ def attribution_build(
     """Why the layer did not pass: follow-ups by hour and the candidate's worst hours and latest
     follow-ups, or, while the result is blind, no figure of the rate at all (the system level shows each
     arm's path)."""
-    if result.blind:
-        summary = AttributionLevel(summary="; ".join(result.reasons))
-        return Attribution(phenomenon=summary, data=BLIND_LEVEL, system=system_level(window))
+    if result.blind:  # the reasons above say why; the levels show nothing of the metric
+        return Attribution(phenomenon=BLIND_LEVEL, data=BLIND_LEVEL, system=system_level(window))
     hours = follow_ups_by_hour(window=window, kinds=kinds)
     worst = sorted(
         (h for h in hours if h.arm == CANDIDATE and h.rate is not None),
@@ -470,8 +469,8 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
         if stored[1].gate_run != run.pk:  # another run took the look first: return it as stored
             return _stored_note(*stored), stored[1], False
         note = (
-            f"the one look at the registered horizon, taken now (answers up to {look.cutoff}): every later "
-            "run returns it unchanged"
+            f"the one look at the registered horizon, taken now (answers up to {moment(look.cutoff)}): every "
+            "later run returns it unchanged"
         )
         return replace(result, reasons=[*result.reasons, note]), look, True
 

@@ -132,7 +132,7 @@ def _planning_errors(policy: GatePolicyConfig) -> dict[str, ErrorRates | None]:
     """The detector error rates layer 2 will correct by, per language (one entry None: no correction)."""
     section = policy.section(FollowUpRatePolicy)
     if section.follow_up_correction != ROGAN_GLADEN:
-        return {"observed": None}
+        return {"observed": None}  # no language: the observed rate is judged
     accuracy = detector_accuracy(detector=detector_load(), kinds=tuple(section.follow_up_kinds))
     usable = {
         language: rates
@@ -184,10 +184,8 @@ def follow_up_horizon_plan(
         family=experiment.family, kinds=section.follow_up_kinds, start=began - timedelta(days=days), end=began
     )
     if answered >= section.follow_up_min_answered:
-        observed, source = (
-            follow_ups / answered,
-            f"{follow_ups} follow-ups of {answered} answers in the {days} days",
-        )
+        observed = follow_ups / answered
+        source = f"{follow_ups} follow-ups of {answered} answers in the {days} days before the start"
     elif section.follow_up_planning_rate is not None:
         observed, source = (
             None,
@@ -199,7 +197,7 @@ def follow_up_horizon_plan(
             "basis": f"only {answered} answers in the {days} days before the start (the policy needs "
             f"{section.follow_up_min_answered}) and policy {policy_name!r} sets no follow_up_planning_rate",
         }
-    sized: list[tuple[int, float, str]] = []
+    sized: list[tuple[int, float, str | None]] = []
     for language, errors in _planning_errors(policy).items():
         rate = _corrected(observed, errors) if observed is not None else section.follow_up_planning_rate
         assert rate is not None
@@ -213,17 +211,19 @@ def follow_up_horizon_plan(
             errors=errors,
         )
         if isinstance(answers, str):
-            return {**plan, "baseline_rate": rate, "basis": f"rate {rate:.4g} from {source}: {answers}"}
-        sized.append((answers, rate, language))
-    answers, rate, language = max(sized)
-    basis = (
-        f"rate {rate:.4g} from {source}, for language {language}; a candidate as good as the baseline passes "
-        f"the bar {section.follow_up_max:g} and the margin {section.follow_up_margin:g} with power "
-        f"{section.follow_up_power:g} at alpha {alpha:g}"
-    )
+            return {**plan, "baseline_rate": rate, "basis": f"rate {rate:.4g} from {source}; {answers}"}
+        sized.append((answers, rate, language if errors is not None else None))
+    answers, rate, language = max(sized, key=lambda size: size[:2])
+    parts = [
+        f"rate {rate:.4g} from {source}",
+        *([f"for the detector's least favourable language, {language}"] if language else []),
+        f"a candidate as good as the baseline passes the bar {section.follow_up_max:g} and the margin "
+        f"{section.follow_up_margin:g} with power {section.follow_up_power:g} at alpha {alpha:g}",
+    ]
     if answers < section.follow_up_min_answered:
-        basis += f"; raised from {answers} to follow_up_min_answered"
+        parts.append(f"raised from {answers} to follow_up_min_answered")
         answers = section.follow_up_min_answered
+    basis = "; ".join(parts)
     return {**plan, "baseline_rate": rate, "answers_per_arm": answers, "basis": basis}
 
 

@@ -73,6 +73,7 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "canary:experiment-list": {"GET": READERS},
     "canary:experiment-detail": {"GET": READERS},
     "canary:experiment-action": {"POST": RELEASE},
+    "canary:experiment-unblind": {"POST": frozenset()},  # the permission, not a role
     "review-list": {"GET": REVIEWERS},
     "review-queue": {"GET": REVIEWERS, "POST": REVIEWERS},
     "review-export": {"GET": REVIEWERS},

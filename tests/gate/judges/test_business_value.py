@@ -378,7 +378,7 @@ class TestRegisteredHorizon:
         assert result.improvement.estimate == approx(0.3) and result.improvement.ci_low == approx(0.135131)
         assert result.baseline.value == approx(2.0) and result.effect.p_value is not None
         assert result.reasons[-1] == (
-            "unblinded by rm at 2025-01-02T03:04:05+00:00: a safety review; interim numbers, not a decision: "
+            "unblinded by rm at 2025-01-02 03:04:05: a safety review; interim numbers, not a decision: "
             "improvement (decrease is better) 0.3, 90 % interval [0.1351, 0.4649], read before the horizon"
         )
 

@@ -119,7 +119,7 @@ class TestBlind:
         )
         assert result.verdict == INSUFFICIENT and not result.blind and result.candidate.follow_ups == 41
         assert result.reasons[-1] == (
-            "unblinded by rm at 2025-01-02T03:04:05+00:00: a complaint; interim numbers, not a decision"
+            "unblinded by rm at 2025-01-02 03:04:05: a complaint; interim numbers, not a decision"
         )
 
     def test_at_the_horizon_it_decides(self):

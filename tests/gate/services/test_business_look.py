@@ -12,6 +12,7 @@ from canary.services.experiments import experiment_create, experiment_horizon_re
 from canary.services.plans import experiment_look_store
 from engines.stats.sufficient import RatioCupedStats, RatioStats
 from gate.judges.business_value import BusinessValuePolicy
+from gate.judges.plan import moment
 from gate.layers.registry import layer_get
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute, gate_run_start
@@ -152,8 +153,8 @@ def test_every_later_run_returns_the_stored_look_unchanged(experiment, suite):
         assert not later_details.look_taken_now and later_details.look == details.look
         assert later.reasons[:-1] == layer.reasons[:-1]
         assert later.reasons[-1] == (
-            f"the registered look, taken at {details.look.taken_at} by gate run {first.pk}: every later run "
-            "returns it unchanged"
+            f"the registered look, taken at {moment(details.look.taken_at)} by gate run {first.pk}: every "
+            "later run returns it unchanged"
         )
     assert AuditLog.objects.filter(action="experiment.look").count() == 1
 

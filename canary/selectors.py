@@ -343,6 +343,45 @@ def _days_param(days: int) -> object:
     return days if connection.vendor == "postgresql" else f"-{int(days)} days"
 
 
+def outcome_cuped_stats_of_family(
+    *, family: str, metric: str, start: datetime, end: datetime, pre_days: int
+) -> dict[str, float]:
+    """RatioCupedStats fields of `metric` per user over every experiment of `family` from `start` to
+    `end` (both arms together), each user's covariate their same metric over the `pre_days` before their
+    first outcome there: a pretend experiment on the history before a start, whose CUPED variance
+    reduction sizes the horizon a CUPED-adjusted test needs (`gate.services.horizons`)."""
+    outcomes, experiments = OutcomeEvent._meta.db_table, Experiment._meta.db_table
+    family_ids = f"SELECT id FROM {experiments} WHERE family = %s"
+    sql = f"""
+        WITH post AS (
+            SELECT {UNIT_KEY} AS unit, MIN(occurred_at) AS first_at, SUM(value) AS x, COUNT(*) AS y
+            FROM {outcomes}
+            WHERE experiment_id IN ({family_ids}) AND metric = %s AND occurred_at >= %s AND occurred_at < %s
+            GROUP BY {UNIT_KEY}
+        ),
+        pre AS (
+            SELECT p.unit, SUM(o.value) AS px, COUNT(*) AS py
+            FROM post p JOIN {outcomes} o ON o.user_id = p.unit
+            WHERE o.experiment_id IN ({family_ids}) AND o.metric = %s AND o.occurred_at < p.first_at
+              AND o.occurred_at >= {_days_before("p.first_at")}
+            GROUP BY p.unit
+        )
+        SELECT COUNT(*), SUM(has_pre), SUM(x), SUM(y), SUM(px), SUM(py),
+               SUM(x * x), SUM(y * y), SUM(px * px), SUM(py * py),
+               SUM(x * y), SUM(x * px), SUM(x * py), SUM(y * px), SUM(y * py), SUM(px * py)
+        FROM (
+            SELECT post.x, post.y, COALESCE(pre.px, 0) AS px, COALESCE(pre.py, 0) AS py,
+                   CASE WHEN pre.py IS NULL THEN 0 ELSE 1 END AS has_pre
+            FROM post LEFT JOIN pre ON pre.unit = post.unit
+        ) AS per_unit
+    """
+    params = [family, metric, start, end, family, metric, _days_param(pre_days)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        values = cursor.fetchone()
+    return {name: _number(value) for name, value in zip(RATIO_CUPED_FIELDS, values, strict=True)}
+
+
 def outcome_cuped_sql(*, window: TrafficWindow, metric: str, pre_days: int) -> tuple[str, list[object]]:
     """The query behind `outcome_cuped_stats_by_arm` and its parameters."""
     turns, outcomes, experiments = (

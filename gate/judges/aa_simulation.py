@@ -349,3 +349,15 @@ def follow_up_rerun_rates(
         "alpha": round((1 - confidence) / 2, 12),
         **{name: count / runs for name, count in passed.items()},
     }
+
+
+def cuped_reduction(*, seed: int, users: int = 100_000) -> float:
+    """The variance reduction CUPED gives in this population, measured as `gate.services.horizons`
+    measures it on a family's history: one large simulated arm with its pre-period, θ pooled."""
+    from engines.stats.effects import ratio_cuped_adjust
+
+    cumulative = _simulate(rng=np.random.default_rng(seed), runs=1, users=users)
+    arm = _arm(cumulative[:, 0, 0, -1], users)
+    reduction = ratio_cuped_adjust(control=arm, treatment=arm).variance_reduction
+    assert reduction is not None
+    return reduction

@@ -70,6 +70,9 @@ from gate.reporting import Attribution
 DECREASE, INCREASE = "decrease", "increase"
 BUSINESS_DIRECTIONS = (DECREASE, INCREASE)
 PER = ("user", "outcome")
+# Which fixed horizon registers: the plain delta method's, or one shrunk by CUPED's measured reduction.
+PLAIN, CUPED = "plain", "cuped"
+HORIZON_SIZINGS = (PLAIN, CUPED)
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,12 @@ class BusinessValuePolicy(PolicySection):
     )
     business_cuped_pre_days: int = setting(
         14, low=1, high=365, help="the pre-window, in days before a unit's first exposure (and the start)"
+    )
+    business_horizon_sizing: str = setting(
+        PLAIN,
+        choices=HORIZON_SIZINGS,
+        help="which size registers: plain (the delta method's), or cuped (shrunk by the CUPED variance "
+        "reduction measured on the family's history before the start); both are reported",
     )
 
 

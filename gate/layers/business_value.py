@@ -4,6 +4,7 @@ baseline, users as the unit, with the sample-ratio check against the split the w
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -144,14 +145,17 @@ class BusinessAssessment:
     new_look: bool = False
 
 
-def _plan_horizon(experiment: Experiment, plan: dict[str, Any]) -> FixedHorizon:
+def _plan_horizon(experiment: Experiment, plan: dict[str, Any], min_units: int) -> FixedHorizon:
+    """The plan's horizon (at least `min_units`: a plan registered before horizons were raised to it
+    could otherwise never decide)."""
     if not plan:
         return FixedHorizon(
             units_per_arm=None,
             basis=f"experiment {experiment.name} started without one; register a plan to count from now on",
         )
+    units = plan.get("units_per_arm")
     return FixedHorizon(
-        units_per_arm=plan.get("units_per_arm"),
+        units_per_arm=max(int(units), min_units) if isinstance(units, int) else None,
         basis=str(plan.get("basis", "")),
         registered_at=plan.get("registered_at"),
     )
@@ -220,7 +224,7 @@ def business_value_assess(
     experiment = window.experiment
     plan = dict(experiment.business_horizon or {})
     unblinded = unblinding_of(experiment)
-    horizon = _plan_horizon(experiment, plan)
+    horizon = _plan_horizon(experiment, plan, policy.business_min_units)
     since = plan_counted_since(window=window, plan=plan)
     differences = settings_differences(plan=plan, effective=policy.as_dict()) if plan else []
     so_far = _look_arms(window=window, policy=policy, since=since, cutoff=window.end, limit=None)
@@ -238,23 +242,45 @@ def business_value_assess(
         return BusinessAssessment(result=_stored_note(*stored), look=stored[1])
     if horizon.units_per_arm is None:
         return BusinessAssessment(result=judge(arms=so_far, horizon=horizon))
-    metric = policy.business_metric
-    assert metric is not None
+    return _at_horizon(
+        window=window,
+        policy=policy,
+        judge=judge,
+        so_far=so_far,
+        horizon=horizon,
+        since=since,
+        take_look=take_look,
+        gate_run=gate_run,
+    )
+
+
+def _at_horizon(
+    *,
+    window: TrafficWindow,
+    policy: BusinessValuePolicy,
+    judge: Callable[..., BusinessValueResult],
+    so_far: Arms,
+    horizon: FixedHorizon,
+    since: datetime,
+    take_look: bool,
+    gate_run: int | None,
+) -> BusinessAssessment:
+    """Before the horizon the units so far (blind); at it the one look on the first units per arm."""
+    metric, units = policy.business_metric, horizon.units_per_arm
+    assert metric is not None and units is not None
     progress = outcome_look_progress(
-        window=window, metric=metric, per=policy.business_per, since=since, units=horizon.units_per_arm
+        window=window, metric=metric, per=policy.business_per, since=since, units=units
     )
     if progress.cutoff is None:
         return BusinessAssessment(result=judge(arms=so_far, horizon=horizon))
-    arms = _look_arms(
-        window=window, policy=policy, since=since, cutoff=progress.cutoff, limit=horizon.units_per_arm
-    )
+    arms = _look_arms(window=window, policy=policy, since=since, cutoff=progress.cutoff, limit=units)
     result = judge(arms=arms, horizon=horizon)
     if result.verdict not in (PASS, FAIL):
         return BusinessAssessment(result=result)  # undecided at the horizon: blind, nothing stored
     if not take_look:
         reason = (
-            f"the registered horizon of {horizon.units_per_arm} units per arm is reached: the next gate run "
-            "takes the one look"
+            f"the registered horizon of {units} units per arm is reached: the next gate run takes the "
+            "one look"
         )
         blind = business_value_blind(result)
         return BusinessAssessment(result=replace(blind, verdict=INSUFFICIENT, reasons=[reason]))
@@ -263,7 +289,7 @@ def business_value_assess(
         gate_run=gate_run,
         counted_from=since.isoformat(),
         cutoff=progress.cutoff.isoformat(),
-        units_per_arm=horizon.units_per_arm,
+        units_per_arm=units,
     )
     return BusinessAssessment(result=result, look=record, new_look=True)
 

@@ -22,13 +22,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from canary.models import Experiment
-from canary.selectors import follow_up_counts_of_family, outcome_stats_of_family
+from canary.selectors import (
+    follow_up_counts_of_family,
+    outcome_cuped_stats_of_family,
+    outcome_stats_of_family,
+)
 from canary.services.experiments import experiment_horizon_register, experiment_start
 from canary.services.plans import experiment_plans_replace
 from engines.follow_up.classifier import detector_load
 from engines.follow_up.correction import ErrorRates
-from engines.stats.sufficient import MeanStats, RatioStats
-from gate.judges.business_value import BusinessValuePolicy, fixed_horizon_units
+from engines.stats.effects import ratio_cuped_adjust
+from engines.stats.sufficient import MIN_UNITS, MeanStats, RatioCupedStats, RatioStats
+from gate.judges.business_value import CUPED, BusinessValuePolicy, fixed_horizon_units
 from gate.judges.follow_up_rate import ROGAN_GLADEN, FollowUpRatePolicy, follow_up_horizon_answers
 from gate.judges.plan import settings_differences
 from gate.layers.follow_up_rate import detector_accuracy, follow_up_plan_settings
@@ -59,6 +64,48 @@ def _measured_sd(
         return (math.sqrt(unit_variance) if unit_variance else None), ratio.n
     mean = MeanStats(**stats)
     return (math.sqrt(mean.variance) if mean.variance else None), mean.n
+
+
+def _sizes(*, experiment: Experiment, policy: BusinessValuePolicy, metric: str, plain: int) -> dict[str, Any]:
+    """Both sizes the plan reports: the plain one, and the one a CUPED-adjusted test needs, n·(1 − r),
+    with r the variance reduction CUPED gives on the family's history before the start: users with the
+    metric in the `business_cuped_pre_days` before it, each adjusted by their own metric over the same
+    number of days before their first outcome there (a pretend experiment, `outcome_cuped_stats_of_family`).
+    The reduction of the difference of two arms is the one of each arm when θ is pooled over both, as the
+    layer pools it. None (with why) where CUPED does not apply or the history cannot measure it."""
+    sizes: dict[str, Any] = {"plain": plain, "cuped": None, "variance_reduction": None, "pre_units": 0}
+    if not (policy.business_cuped and policy.business_per == "user"):
+        return {**sizes, "cuped_basis": "CUPED does not apply (business_cuped off, or per outcome)"}
+    days = policy.business_cuped_pre_days
+    start = experiment.started_at or timezone.now()
+    history = RatioCupedStats(
+        **outcome_cuped_stats_of_family(
+            family=experiment.family,
+            metric=metric,
+            start=start - timedelta(days=days),
+            end=start,
+            pre_days=days,
+        )
+    )
+    if history.n < policy.business_min_units or history.pre_units == 0:
+        return {
+            **sizes,
+            "pre_units": history.pre_units,
+            "cuped_basis": f"{history.n} users of {metric} in the {days} days before the start, "
+            f"{history.pre_units} with a pre-period: too few to measure CUPED's reduction",
+        }
+    reduction = ratio_cuped_adjust(control=history, treatment=history).variance_reduction
+    if reduction is None:
+        return {**sizes, "cuped_basis": "CUPED's reduction could not be measured on the history"}
+    reduction = max(0.0, reduction)
+    return {
+        **sizes,
+        "cuped": max(MIN_UNITS, math.ceil(plain * (1 - reduction))),
+        "variance_reduction": reduction,
+        "pre_units": history.pre_units,
+        "cuped_basis": f"variance reduction {reduction:.3g} measured over {history.n} users of {metric} in "
+        f"the {days} days before the start, {history.pre_units} with a pre-period",
+    }
 
 
 def business_horizon_plan(
@@ -115,16 +162,22 @@ def business_horizon_plan(
             f"{policy.business_min_units}) and policy {policy_name!r} sets no business_planning_sd",
         }
     assert sd is not None
-    horizon = fixed_horizon_units(
+    plain = fixed_horizon_units(
         sd=sd, min_effect=min_effect, mde=mde, alpha=policy.business_alpha, power=policy.business_power
     )
+    sizes = _sizes(experiment=experiment, policy=policy, metric=metric, plain=plain)
+    cuped = policy.business_horizon_sizing == CUPED and sizes["cuped"] is not None
+    horizon = sizes["cuped"] if cuped else plain
     basis = (
         f"{source}; a true improvement of {mde:g} passes the bar {min_effect:g} with power "
         f"{policy.business_power:g} at alpha {policy.business_alpha:g}"
     )
+    if cuped:
+        basis += f"; {plain} units shrunk by the CUPED variance reduction {sizes['variance_reduction']:.3g}"
     if horizon < policy.business_min_units:
         basis += f"; raised from {horizon} to business_min_units"
         horizon = policy.business_min_units
+    plan["sizes"] = sizes
     return {**plan, "sd": sd, "units_per_arm": horizon, "basis": basis}
 
 

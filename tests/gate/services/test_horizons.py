@@ -134,3 +134,56 @@ def test_the_api_start_registers_the_horizon(versions, make_client):
     experiment = Experiment.objects.get(name="exp")
     assert experiment.status == "running" and experiment.business_horizon["units_per_arm"] == 78
     assert AuditLog.objects.get(action="experiment.horizon_register").actor == manager.user
+
+
+def test_the_plan_reports_the_size_cuped_needs_and_the_policy_chooses_which_registers(versions):
+    """A history whose users carry their speed over from their pre-period: CUPED's variance reduction
+    measured there (each user's review hours 3 days before the start, adjusted by their own 16 days
+    before) shrinks the horizon; the plain size stays the default."""
+    from engines.stats.effects import ratio_cuped_adjust
+    from engines.stats.sufficient import RatioCupedStats
+
+    earlier = draft(versions, "earlier")
+    start = timezone.now()
+    rows, per_user = [], []
+    for u in range(120):
+        speed = 1.0 + (u % 9) * 0.25
+        hours = [speed + 0.1 * (u % 4) + 0.05 * c for c in range(1 + u % 3)]
+        pre = [speed * 0.9 + 0.2 * (u % 5)] if u % 3 else []  # a third of the users are new
+        per_user.append((sum(hours), len(hours), sum(pre), len(pre)))
+        for k, (value, days) in enumerate([(h, 3) for h in hours] + [(p, 16) for p in pre]):
+            rows.append(
+                OutcomeEvent(
+                    experiment=earlier,
+                    event_id=f"h-{u}-{k}",
+                    unit_id=f"c-{u}-{k}",
+                    user_id=f"user-{u}",
+                    arm="baseline",
+                    metric="review_hours",
+                    value=value,
+                    occurred_at=start - timedelta(days=days, minutes=k),
+                )
+            )
+    OutcomeEvent.objects.bulk_create(rows)
+    history = RatioCupedStats.of(per_user)
+    reduction = ratio_cuped_adjust(control=history, treatment=history).variance_reduction
+    assert 0.2 < reduction < 0.95
+
+    policy = {**POLICY, "business_min_units": 30}
+    gate_policy_save(name="fam", config=policy, actor=SYSTEM)
+    plain = experiment_start_registered(experiment=draft(versions), actor=SYSTEM).business_horizon
+    sizes = plain["sizes"]
+    assert sizes["variance_reduction"] == pytest.approx(reduction, rel=1e-9)
+    assert sizes["cuped"] == math.ceil(sizes["plain"] * (1 - reduction)) < sizes["plain"]
+    assert sizes["pre_units"] == 80 and plain["units_per_arm"] == sizes["plain"]
+    assert sizes["cuped_basis"].startswith(f"variance reduction {reduction:.3g} measured over 120 users")
+
+    Experiment.objects.filter(name="exp").update(status="rolled_back")
+    gate_policy_save(name="fam", config={**policy, "business_horizon_sizing": "cuped"}, actor=SYSTEM)
+    cuped = experiment_start_registered(
+        experiment=draft(versions, "exp-cuped"), actor=SYSTEM
+    ).business_horizon
+    assert cuped["units_per_arm"] == sizes["cuped"]
+    assert (
+        f"; {sizes['plain']} units shrunk by the CUPED variance reduction {reduction:.3g}" in cuped["basis"]
+    )

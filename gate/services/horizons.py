@@ -78,15 +78,11 @@ def _sizes(*, experiment: Experiment, policy: BusinessValuePolicy, metric: str, 
         return {**sizes, "cuped_basis": "CUPED does not apply (business_cuped off, or per outcome)"}
     days = policy.business_cuped_pre_days
     start = experiment.started_at or timezone.now()
-    history = RatioCupedStats(
-        **outcome_cuped_stats_of_family(
-            family=experiment.family,
-            metric=metric,
-            start=start - timedelta(days=days),
-            end=start,
-            pre_days=days,
-        )
+    # RatioCupedStats' keyword arguments: `n` and `pre_units` ints, the sums numbers.
+    fields: dict[str, Any] = outcome_cuped_stats_of_family(
+        family=experiment.family, metric=metric, start=start - timedelta(days=days), end=start, pre_days=days
     )
+    history = RatioCupedStats(**fields)
     if history.n < policy.business_min_units or history.pre_units == 0:
         return {
             **sizes,
@@ -187,7 +183,7 @@ def _planning_errors(policy: GatePolicyConfig) -> dict[str, ErrorRates | None]:
     if section.follow_up_correction != ROGAN_GLADEN:
         return {"observed": None}  # no language: the observed rate is judged
     accuracy = detector_accuracy(detector=detector_load(), kinds=tuple(section.follow_up_kinds))
-    usable = {
+    usable: dict[str, ErrorRates | None] = {
         language: rates
         for language, rates in accuracy.errors.items()
         if rates.youden is not None and rates.youden > 0
@@ -251,7 +247,7 @@ def follow_up_horizon_plan(
             f"{section.follow_up_min_answered}) and policy {policy_name!r} sets no follow_up_planning_rate",
         }
     sized: list[tuple[int, float, str | None]] = []
-    for language, errors in _planning_errors(policy).items():
+    for name, errors in _planning_errors(policy).items():
         rate = _corrected(observed, errors) if observed is not None else section.follow_up_planning_rate
         assert rate is not None
         answers = follow_up_horizon_answers(
@@ -265,7 +261,7 @@ def follow_up_horizon_plan(
         )
         if isinstance(answers, str):
             return {**plan, "baseline_rate": rate, "basis": f"rate {rate:.4g} from {source}; {answers}"}
-        sized.append((answers, rate, language if errors is not None else None))
+        sized.append((answers, rate, name if errors is not None else None))
     answers, rate, language = max(sized, key=lambda size: size[:2])
     parts = [
         f"rate {rate:.4g} from {source}",

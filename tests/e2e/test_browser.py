@@ -294,9 +294,8 @@ def test_the_canary_dashboard_draws_its_figures_and_refreshes_them(
     from selenium.webdriver.common.by import By
 
     from canary.services.events import events_ingest
-    from tests.canary.traffic import user_on
-
     from canary.services.plans import experiment_unblind
+    from tests.canary.traffic import user_on
     from tests.evalhub.views.test_canary import unblinder
 
     # Layer 2 has no look yet: its chart is drawn once someone with the permission unblinds.

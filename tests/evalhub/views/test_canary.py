@@ -536,3 +536,23 @@ def test_each_traffic_window_keeps_its_figures_after_a_ramp_and_the_history_show
     assert [value for _, value in share] == [50, 50, 60, 60]
     html = response.content.decode()
     assert 'id="arm-windows" data-live-swap' in html and 'data-live-kind="page"' in html
+
+
+def test_unblinding_from_the_page_needs_the_permission_and_a_reason(experiment, manager):
+    # A release manager without the permission sees no button and is refused.
+    assert 'id="unblind"' not in manager.get("/canary/exp/").content.decode()
+    assert manager.post("/canary/exp/unblind/", {"reason": "curious"}).status_code == 403
+    statistician = Client()
+    statistician.force_login(unblinder())
+    assert 'id="unblind"' in statistician.get("/canary/exp/").content.decode()
+    refused = statistician.post("/canary/exp/unblind/", {"reason": " "}, follow=True)
+    assert "A reason is required." in refused.content.decode()
+    assert Experiment.objects.get(pk=experiment.pk).unblinded_at is None
+    done = statistician.post("/canary/exp/unblind/", {"reason": "a safety review"}, follow=True)
+    html = done.content.decode()
+    assert "Unblinded by unblinder at" in html and "a safety review" in html and 'id="unblind"' not in html
+    row = AuditLog.objects.get(action="experiment.unblind", target_id=str(experiment.pk))
+    assert row.actor_name == "unblinder" and row.reason == "a safety review"
+    again = statistician.post("/canary/exp/unblind/", {"reason": "twice"}, follow=True)
+    assert "was unblinded by unblinder" in again.content.decode()
+    assert AuditLog.objects.filter(action="experiment.unblind").count() == 1

@@ -378,6 +378,18 @@ SHAPES = [
     ),
     # Both traffic layers' plans (gate/judges/plan.py, gate/layers/*.py)
     shape(
+        r"Not the registered test of experiment (?P<name>\S+): the overrides change (?P<keys>.+)\.",
+        _("Not the registered test of experiment %(name)s: the overrides change %(keys)s."),
+    ),
+    shape(
+        rf"experiment (?P<name>\S+) registered (?P<value>.+) for (?P<layer>{CODE}) at (?P<at>{AT}); registering the "
+        r"plan again changes it",
+        _(
+            "experiment %(name)s registered %(value)s for %(layer)s at %(at)s; registering the plan again changes it"
+        ),
+        terms=("layer",),
+    ),
+    shape(
         r"not the registered test: (?P<keys>[^;]+)",
         _("not the registered test: %(keys)s"),
         other={"keys": registered_keys_translate},

@@ -35,7 +35,7 @@ from engines.stats.effects import ratio_cuped_adjust
 from engines.stats.sufficient import MIN_UNITS, MeanStats, RatioCupedStats, RatioStats
 from gate.judges.business_value import CUPED, BusinessValuePolicy, fixed_horizon_units
 from gate.judges.follow_up_rate import ROGAN_GLADEN, FollowUpRatePolicy, follow_up_horizon_answers
-from gate.judges.plan import settings_differences
+from gate.judges.plan import moment, settings_differences
 from gate.layers.follow_up_rate import detector_accuracy, follow_up_plan_settings
 from gate.policy import GatePolicyConfig
 from gate.services.policies import gate_policy_resolve
@@ -340,7 +340,7 @@ def plan_overrides_check(
             if difference.key in overrides:
                 fields[f"policy_overrides.{difference.key}"] = [
                     f"experiment {experiment.name} registered {json.dumps(difference.registered)} for "
-                    f"{layer} at {plan.get('registered_at')}; registering the plan again changes it"
+                    f"{layer} at {moment(plan.get('registered_at'))}; registering the plan again changes it"
                 ]
     if fields:
         keys = ", ".join(key.removeprefix("policy_overrides.") for key in fields)

@@ -87,6 +87,9 @@ REASONS = [
     "follow-ups of 1000 answers)",
     "not shown yet: the estimates clear the bar and the margin, the always-valid bounds not yet",
     "blind until the one look at the registered horizon: no per-arm figures of the metric",
+    "Not the registered test of experiment exp: the overrides change business_alpha, business_cuped.",
+    "experiment exp registered 0.05 for business_value at 2026-12-02 01:14:18; registering the plan again "
+    "changes it",
 ]
 
 

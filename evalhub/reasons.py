@@ -387,7 +387,6 @@ SHAPES = [
         _(
             "experiment %(name)s registered %(value)s for %(layer)s at %(at)s; registering the plan again changes it"
         ),
-        terms=("layer",),
     ),
     shape(
         r"not the registered test: (?P<keys>[^;]+)",

@@ -42,6 +42,13 @@ estimate: n·(z₁₋α·se/(estimate − min_effect))² at a fixed horizon, the
 half-width shrinks to estimate − min_effect when sequential (the variance of the difference falls as
 1/n); at a registered horizon it is a fail (the horizon was the one look). Invalid settings raise
 ValueError naming the argument.
+
+Blind: under a registered horizon every verdict but pass or fail (before the horizon, no horizon, a
+sample ratio mismatch, degenerate statistics) comes as a blind result: the units per arm, the
+sample-ratio check and the horizon, and no estimate, interval, p-value, lift or per-arm value, so that
+nothing downstream can show what the one look has not decided yet (`business_value_blind`). With
+`unblinded` (a person with the permission chose to see them, `gate.judges.plan.Unblinding`) the numbers
+so far come back beside the undecided verdict, naming who and why.
 """
 
 from __future__ import annotations

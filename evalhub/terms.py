@@ -43,6 +43,11 @@ TERMS = {
     "ramped": pgettext_lazy("code", "ramped"),
     "waiting_for_release_manager": pgettext_lazy("code", "waiting_for_release_manager"),
     "analysis": pgettext_lazy("code", "analysis"),  # a canary analysis in an experiment's history
+    # The traffic layers' plans in an experiment's history (canary.services.plans)
+    "horizon_register": pgettext_lazy("code", "horizon_register"),
+    "plan_replace": pgettext_lazy("code", "plan_replace"),
+    "look": pgettext_lazy("code", "look"),
+    "unblind": pgettext_lazy("code", "unblind"),
     # Release decisions
     "approve": pgettext_lazy("code", "approve"),
     "reject": pgettext_lazy("code", "reject"),

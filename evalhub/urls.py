@@ -54,6 +54,16 @@ api_v1 = (
             name="experiment-action",
         ),
         re_path(
+            rf"^canary/experiments/{NAME}/plan/?$",
+            canary_apis.ExperimentPlanApi.as_view(),
+            name="experiment-plan",
+        ),
+        re_path(
+            rf"^canary/experiments/{NAME}/unblind/?$",
+            canary_apis.ExperimentUnblindApi.as_view(),
+            name="experiment-unblind",
+        ),
+        re_path(
             rf"^canary/experiments/{NAME}/analyses/?$",
             canary_apis.ExperimentAnalysisApi.as_view(),
             name="experiment-analyses",
@@ -99,6 +109,9 @@ canary_pages = (
             r"^(?P<name>[-a-z0-9_.]+)/(?P<action>start|pause|resume|ramp|rollback|promote)/$",
             canary_views.experiment_action,
             name="experiment-action",
+        ),
+        re_path(
+            r"^(?P<name>[-a-z0-9_.]+)/unblind/$", canary_views.experiment_unblind, name="experiment-unblind"
         ),
     ],
     "canary",

@@ -415,15 +415,18 @@ def experiment_ramp(
     return locked
 
 
-def experiment_horizon_register(*, experiment: Experiment, horizon: dict, actor: Actor) -> Experiment:
-    """Store layer 3's fixed horizon on a running experiment, once (the gate sizes it when the experiment
-    starts: `gate.services.horizons`); audited. A horizon is a commitment made before the data: a second
-    registration is refused (409)."""
+def experiment_horizon_register(
+    *, experiment: Experiment, horizon: dict, actor: Actor, follow_up: dict | None = None
+) -> Experiment:
+    """Store layer 3's plan (`horizon`: its frozen settings and fixed horizon) and layer 2's
+    (`follow_up`) on a running experiment, once (the gate sizes them when the experiment starts:
+    `gate.services.horizons`); audited. A horizon is a commitment made before the data: a second
+    registration is refused (409); replacing the plans is `canary.services.plans.experiment_plans_replace`."""
     actor_require_role(actor, LIFECYCLE_ROLES, action="register an experiment's horizon")
     with transaction.atomic():
         locked = _locked(experiment)
-        if locked.business_horizon:
-            registered = locked.business_horizon.get("registered_at")
+        if locked.business_horizon or locked.follow_up_horizon:
+            registered = (locked.business_horizon or locked.follow_up_horizon).get("registered_at")
             raise ApplicationError(
                 f"Experiment {locked.name} registered its horizon at {registered}.",
                 code="conflict",
@@ -438,8 +441,8 @@ def experiment_horizon_register(*, experiment: Experiment, horizon: dict, actor:
                 status_code=409,
             )
         locked.business_horizon = horizon
-        locked.save(update_fields=["business_horizon"])
-        audit_record(
-            actor=actor, action="experiment.horizon_register", target=locked, before={}, after=horizon
-        )
+        locked.follow_up_horizon = follow_up or {}
+        locked.save(update_fields=["business_horizon", "follow_up_horizon"])
+        after = {**horizon, "follow_up": follow_up} if follow_up else horizon
+        audit_record(actor=actor, action="experiment.horizon_register", target=locked, before={}, after=after)
     return locked

@@ -20,6 +20,7 @@ from gate.layers.base import ClaimLost, LayerContext, LayerKind, Progress, layer
 from gate.layers.registry import LAYERS, gate_policy_read
 from gate.models import GateRun
 from gate.policy import PolicyFindings
+from gate.services.horizons import plan_overrides_check
 from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor, SystemActor, actor_name, actor_require_role, actor_user
 from registry.dispatch import Task, task_send
@@ -61,6 +62,7 @@ def gate_run_start(
         name=policy_name, overrides=policy_overrides, family=candidate.family
     )
     experiment = experiment_for_gate(candidate=candidate, baseline=baseline, name=experiment_name)
+    plan_overrides_check(experiment=experiment, config=config, overrides=policy_overrides)
     with transaction.atomic():
         run = GateRun.objects.create(
             candidate=candidate,

@@ -296,8 +296,12 @@ def test_the_canary_dashboard_draws_its_figures_and_refreshes_them(
     from selenium.webdriver.common.by import By
 
     from canary.services.events import events_ingest
+    from canary.services.plans import experiment_unblind
     from tests.canary.traffic import user_on
+    from tests.evalhub.views.test_canary import unblinder
 
+    # Layer 2 has no look yet: its chart is drawn once someone with the permission unblinds.
+    experiment_unblind(experiment=experiment, actor=unblinder(), reason="the dashboard's screenshot")
     driver = browser
     browser_sign_in(driver, live_server, release_manager)
     driver.get(f"{live_server.url}/canary/exp/")

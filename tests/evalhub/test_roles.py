@@ -51,6 +51,9 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "api:experiment-list": {"GET": READERS, "POST": RELEASE},
     "api:experiment-detail": {"GET": READERS},
     "api:experiment-action": {"POST": RELEASE},
+    "api:experiment-plan": {"POST": RELEASE},
+    # A permission (canary.unblind_experiment), not a role, lets a user unblind: no role alone may.
+    "api:experiment-unblind": {"POST": frozenset()},
     "api:experiment-analyses": {"GET": READERS, "POST": RELEASE},
     "api:experiment-probe-runs": {"GET": READERS, "POST": RELEASE},
     "api:probe-set-list": {"GET": READERS, "POST": WRITERS},
@@ -72,6 +75,7 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "canary:experiment-list": {"GET": READERS},
     "canary:experiment-detail": {"GET": READERS},
     "canary:experiment-action": {"POST": RELEASE},
+    "canary:experiment-unblind": {"POST": frozenset()},  # the permission, not a role
     "review-list": {"GET": REVIEWERS},
     "review-queue": {"GET": REVIEWERS, "POST": REVIEWERS},
     "review-export": {"GET": REVIEWERS},

@@ -69,10 +69,22 @@ class Experiment(models.Model):
     # Layer 3's fixed horizon, registered once when the experiment starts (gate.services.horizons): the
     # metric, the units per arm (null when none could be sized, with the reason) and how it was sized.
     business_horizon = models.JSONField(default=dict, blank=True)
+    # Layer 2's plan, registered with layer 3's (gate.services.horizons): its frozen settings, the
+    # answered questions per arm of its horizon, and its one look once taken.
+    follow_up_horizon = models.JSONField(default=dict, blank=True)
+    # Before their looks the traffic layers are blind; a person with `canary.unblind_experiment` may
+    # unblind them (canary.services.plans.experiment_unblind), shown beside every number after it.
+    unblinded_at = models.DateTimeField(null=True, blank=True)
+    unblinded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    unblinded_by_name = models.CharField(max_length=150, blank=True)
+    unblind_reason = models.TextField(blank=True)
 
     class Meta:
         verbose_name = _("experiment")
         verbose_name_plural = _("experiments")
+        permissions = [("unblind_experiment", "Can unblind an experiment's traffic layers before their look")]
         constraints = [
             models.UniqueConstraint(
                 fields=["family"],

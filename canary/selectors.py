@@ -221,6 +221,32 @@ def follow_ups_judged_by_language(
     return judged, sorted(versions)
 
 
+def follow_up_counts_of_family(
+    *, family: str, kinds: Sequence[str], start: datetime, end: datetime
+) -> tuple[int, int]:
+    """(answered questions, follow-ups of the counted `kinds`) over the user traffic of every experiment
+    of `family` from `start` to `end`, both arms together, a session never counting more follow-ups than
+    answers: what sizes layer 2's horizon from the family's rate before an experiment starts."""
+    turns, experiments = TurnEvent._meta.db_table, Experiment._meta.db_table
+    kind_list = ", ".join(["%s"] * len(kinds))
+    sql = f"""
+        SELECT SUM(answered), SUM(CASE WHEN counted > answered THEN answered ELSE counted END)
+        FROM (
+            SELECT experiment_id, session_id,
+                SUM(CASE WHEN role = 'assistant' AND (error = '' OR fallback) THEN 1 ELSE 0 END) AS answered,
+                SUM(CASE WHEN role = 'user' AND follow_up_kind IN ({kind_list}) THEN 1 ELSE 0 END) AS counted
+            FROM {turns}
+            WHERE experiment_id IN (SELECT id FROM {experiments} WHERE family = %s) AND source <> 'probe'
+              AND occurred_at >= %s AND occurred_at < %s
+            GROUP BY experiment_id, session_id
+        ) AS per_session
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*kinds, family, start, end])
+        answered, follow_ups = cursor.fetchone()
+    return int(_number(answered)), int(_number(follow_ups))
+
+
 RATIO_FIELDS = ("n", "sum_x", "sum_y", "sum_x2", "sum_y2", "sum_xy")
 MEAN_FIELDS = ("n", "total", "total_squares")
 
@@ -317,6 +343,45 @@ def _days_param(days: int) -> object:
     return days if connection.vendor == "postgresql" else f"-{int(days)} days"
 
 
+def outcome_cuped_stats_of_family(
+    *, family: str, metric: str, start: datetime, end: datetime, pre_days: int
+) -> dict[str, float]:
+    """RatioCupedStats fields of `metric` per user over every experiment of `family` from `start` to
+    `end` (both arms together), each user's covariate their same metric over the `pre_days` before their
+    first outcome there: a pretend experiment on the history before a start, whose CUPED variance
+    reduction sizes the horizon a CUPED-adjusted test needs (`gate.services.horizons`)."""
+    outcomes, experiments = OutcomeEvent._meta.db_table, Experiment._meta.db_table
+    family_ids = f"SELECT id FROM {experiments} WHERE family = %s"
+    sql = f"""
+        WITH post AS (
+            SELECT {UNIT_KEY} AS unit, MIN(occurred_at) AS first_at, SUM(value) AS x, COUNT(*) AS y
+            FROM {outcomes}
+            WHERE experiment_id IN ({family_ids}) AND metric = %s AND occurred_at >= %s AND occurred_at < %s
+            GROUP BY {UNIT_KEY}
+        ),
+        pre AS (
+            SELECT p.unit, SUM(o.value) AS px, COUNT(*) AS py
+            FROM post p JOIN {outcomes} o ON o.user_id = p.unit
+            WHERE o.experiment_id IN ({family_ids}) AND o.metric = %s AND o.occurred_at < p.first_at
+              AND o.occurred_at >= {_days_before("p.first_at")}
+            GROUP BY p.unit
+        )
+        SELECT COUNT(*), SUM(has_pre), SUM(x), SUM(y), SUM(px), SUM(py),
+               SUM(x * x), SUM(y * y), SUM(px * px), SUM(py * py),
+               SUM(x * y), SUM(x * px), SUM(x * py), SUM(y * px), SUM(y * py), SUM(px * py)
+        FROM (
+            SELECT post.x, post.y, COALESCE(pre.px, 0) AS px, COALESCE(pre.py, 0) AS py,
+                   CASE WHEN pre.py IS NULL THEN 0 ELSE 1 END AS has_pre
+            FROM post LEFT JOIN pre ON pre.unit = post.unit
+        ) AS per_unit
+    """
+    params = [family, metric, start, end, family, metric, _days_param(pre_days)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        values = cursor.fetchone()
+    return {name: _number(value) for name, value in zip(RATIO_CUPED_FIELDS, values, strict=True)}
+
+
 def outcome_cuped_sql(*, window: TrafficWindow, metric: str, pre_days: int) -> tuple[str, list[object]]:
     """The query behind `outcome_cuped_stats_by_arm` and its parameters."""
     turns, outcomes, experiments = (
@@ -393,6 +458,284 @@ def outcome_cuped_stats_by_arm(
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return _arms(rows, RATIO_CUPED_FIELDS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer 3's one look at its horizon: the first units per arm, by when they entered. A unit counts when
+# it was first exposed (its first user turn or outcome of the metric since the experiment started) at
+# or after `since` (the later of the plan's registration and the window's start: units first exposed
+# before never count), and it enters at its first outcome of the metric in the window (per outcome:
+# every outcome of such a unit is a unit of its own, entering when it happened). Ties go by unit id.
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class LookProgress:
+    """Per arm: the units counted so far, and when the arm's `units`-th one entered (None: not yet)."""
+
+    units: int
+    entered: dict[str, int]
+    reached_at: dict[str, datetime | None]
+
+    @property
+    def cutoff(self) -> datetime | None:
+        """When both arms had their `units` (the later arm's moment); None until then."""
+        reached = list(self.reached_at.values())
+        if any(at is None for at in reached):
+            return None
+        return max(at for at in reached if at is not None)
+
+
+def _when(value: object) -> datetime | None:
+    """A timestamp from a raw query: SQLite returns text for MAX(...) of a timestamp."""
+    if value is None or isinstance(value, datetime):
+        return value
+    parsed = datetime.fromisoformat(str(value))
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, timezone.utc)
+
+
+def _look_ctes(
+    *, window: TrafficWindow, metric: str, per: str, since: datetime, cutoff: datetime
+) -> tuple[str, list[object]]:
+    """`exposures` (every user turn and outcome of the metric since the experiment started, by unit) and
+    `counted`: each unit (or, per outcome, each outcome) that counts, with its arm, entry time, first
+    exposure (`first_at`), position in its arm and (per user) its sums x, y up to `cutoff`. One pass and
+    window functions, no join: the plan stays linear even on tables the planner has no statistics of."""
+    turns, outcomes = TurnEvent._meta.db_table, OutcomeEvent._meta.db_table
+    experiment = window.experiment
+    started = experiment.started_at or window.start
+    exposures = f"""
+        exposures AS (
+            SELECT user_id AS unit, occurred_at AS seen_at, '' AS arm, 0 AS in_window, 0.0 AS value, 0 AS id
+            FROM {turns}
+            WHERE experiment_id = %s AND source <> 'probe' AND role = 'user' AND user_id <> ''
+              AND occurred_at >= %s
+            UNION ALL
+            SELECT {UNIT_KEY}, occurred_at, arm,
+                   CASE WHEN occurred_at >= %s AND occurred_at < %s THEN 1 ELSE 0 END, value, id
+            FROM {outcomes}
+            WHERE experiment_id = %s AND metric = %s AND occurred_at >= %s
+        )"""
+    params: list[object] = [experiment.pk, started, window.start, window.end, experiment.pk, metric, started]
+    if per == "outcome":
+        counted = """
+        marked AS (SELECT *, MIN(seen_at) OVER (PARTITION BY unit) AS first_at FROM exposures),
+        counted AS (
+            SELECT arm, id AS unit, seen_at AS entered_at, first_at, value,
+                   ROW_NUMBER() OVER (PARTITION BY arm ORDER BY seen_at, id) AS position
+            FROM marked WHERE in_window = 1 AND first_at >= %s
+        )"""
+        return f"WITH {exposures},{counted}", [*params, since]
+    counted = """
+        per_unit AS (
+            SELECT unit, MIN(seen_at) AS first_at,
+                   MIN(CASE WHEN in_window = 1 THEN seen_at END) AS entered_at,
+                   MIN(CASE WHEN in_window = 1 THEN arm END) AS arm,
+                   SUM(CASE WHEN in_window = 1 AND seen_at <= %s THEN value ELSE 0 END) AS x,
+                   SUM(CASE WHEN in_window = 1 AND seen_at <= %s THEN 1 ELSE 0 END) AS y
+            FROM exposures GROUP BY unit
+        ),
+        counted AS (
+            SELECT arm, unit, entered_at, first_at, x, y,
+                   ROW_NUMBER() OVER (PARTITION BY arm ORDER BY entered_at, unit) AS position
+            FROM per_unit WHERE entered_at IS NOT NULL AND first_at >= %s
+        )"""
+    return f"WITH {exposures},{counted}", [*params, cutoff, cutoff, since]
+
+
+def outcome_look_progress(
+    *, window: TrafficWindow, metric: str, per: str, since: datetime, units: int
+) -> LookProgress:
+    """How far each arm is to the look at `units` per arm (one query)."""
+    ctes, params = _look_ctes(window=window, metric=metric, per=per, since=since, cutoff=window.end)
+    sql = f"""{ctes}
+        SELECT arm, COUNT(*), MAX(CASE WHEN position = %s THEN entered_at END) FROM counted GROUP BY arm"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, units])
+        rows = {arm: (int(n), _when(at)) for arm, n, at in cursor.fetchall()}
+    return LookProgress(
+        units=units,
+        entered={arm: rows.get(arm, (0, None))[0] for arm in ARMS},
+        reached_at={arm: rows.get(arm, (0, None))[1] for arm in ARMS},
+    )
+
+
+def outcome_look_stats(
+    *,
+    window: TrafficWindow,
+    metric: str,
+    per: str,
+    since: datetime,
+    cutoff: datetime,
+    limit: int | None = None,
+    cuped_pre_days: int | None = None,
+) -> dict[str, dict[str, float]]:
+    """Per arm, the sufficient statistics of the first `limit` counted units (all of them: None), over
+    their outcomes of the metric in the window up to and including `cutoff`: MeanStats fields per
+    outcome, RatioStats fields per user, RatioCupedStats fields with `cuped_pre_days` (each unit's same
+    metric over the pre-window before its first exposure, in any of the family's experiments)."""
+    ctes, params = _look_ctes(window=window, metric=metric, per=per, since=since, cutoff=cutoff)
+    chosen = "position <= %s AND " if limit is not None else ""
+    params += [limit] if limit is not None else []
+    if per == "outcome":
+        sql = f"""{ctes}
+            SELECT arm, COUNT(*), SUM(value), SUM(value * value) FROM counted
+            WHERE {chosen}entered_at <= %s GROUP BY arm"""
+        return _look_rows(sql, [*params, cutoff], MEAN_FIELDS)
+    if cuped_pre_days is None:
+        sql = f"""{ctes}
+            SELECT arm, COUNT(*), SUM(x), SUM(y), SUM(x * x), SUM(y * y), SUM(x * y)
+            FROM counted WHERE {chosen}y > 0 GROUP BY arm"""
+        return _look_rows(sql, params, RATIO_FIELDS)
+    outcomes, experiments = OutcomeEvent._meta.db_table, Experiment._meta.db_table
+    sql = f"""{ctes},
+        chosen AS (SELECT unit, arm, first_at, x, y FROM counted WHERE {chosen}y > 0),
+        pre AS (
+            -- The same metric over the pre-window before the first exposure, in any of the family's
+            -- experiments (before the start everyone was on the baseline).
+            SELECT c.unit, SUM(o.value) AS px, COUNT(*) AS py
+            FROM chosen c JOIN {outcomes} o ON o.user_id = c.unit
+            WHERE o.metric = %s AND o.occurred_at < c.first_at
+              AND o.occurred_at >= {_days_before("c.first_at")}
+              AND o.experiment_id IN (SELECT id FROM {experiments} WHERE family = %s)
+            GROUP BY c.unit
+        )
+        SELECT arm, COUNT(*), SUM(has_pre), SUM(x), SUM(y), SUM(px), SUM(py),
+               SUM(x * x), SUM(y * y), SUM(px * px), SUM(py * py),
+               SUM(x * y), SUM(x * px), SUM(x * py), SUM(y * px), SUM(y * py), SUM(px * py)
+        FROM (
+            -- A unit without pre-period data stays in with px = py = 0 (as GrowthBook does).
+            SELECT chosen.arm, chosen.x, chosen.y, COALESCE(pre.px, 0) AS px, COALESCE(pre.py, 0) AS py,
+                   CASE WHEN pre.py IS NULL THEN 0 ELSE 1 END AS has_pre
+            FROM chosen LEFT JOIN pre ON pre.unit = chosen.unit
+        ) AS per_unit
+        GROUP BY arm"""
+    params += [metric, _days_param(cuped_pre_days), window.experiment.family]
+    return _look_rows(sql, params, RATIO_CUPED_FIELDS)
+
+
+def _look_rows(sql: str, params: list[object], names: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return _arms(rows, names)
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer 2's one look at its horizon: the first answered questions per arm, by when they were answered.
+# An answer counts when its unit (the user, or the session without one) was first exposed (its first
+# user turn since the experiment started) at or after `since`; its follow-up is the session's next turn
+# (turn index + 1) when that is a user turn of a counted kind. One pass, window functions, no join.
+# ---------------------------------------------------------------------------------------------
+def _answers_ctes(*, window: TrafficWindow, since: datetime) -> tuple[str, list[object]]:
+    table = TurnEvent._meta.db_table
+    experiment = window.experiment
+    sql = f"""
+        WITH marked AS (
+            SELECT id, arm, session_id, turn_index, role, occurred_at, error, fallback,
+                   CASE WHEN user_id = '' THEN 'session:' || session_id ELSE user_id END AS unit,
+                   LEAD(role) OVER (PARTITION BY arm, session_id ORDER BY turn_index) AS next_role,
+                   LEAD(turn_index) OVER (PARTITION BY arm, session_id ORDER BY turn_index) AS next_index,
+                   LEAD(follow_up_kind) OVER (PARTITION BY arm, session_id ORDER BY turn_index) AS next_kind,
+                   LEAD(follow_up_language) OVER (PARTITION BY arm, session_id ORDER BY turn_index)
+                       AS next_language
+            FROM {table}
+            WHERE experiment_id = %s AND source <> 'probe' AND occurred_at >= %s
+        ),
+        exposed AS (
+            SELECT *, MIN(CASE WHEN role = 'user' THEN occurred_at END) OVER (PARTITION BY unit) AS first_at
+            FROM marked
+        ),
+        answers AS (
+            SELECT arm, session_id, unit, occurred_at AS entered_at,
+                   CASE WHEN next_role = 'user' AND next_index = turn_index + 1 THEN 1 ELSE 0 END AS has_next,
+                   next_kind, next_language,
+                   ROW_NUMBER() OVER (PARTITION BY arm ORDER BY occurred_at, id) AS position
+            FROM exposed
+            WHERE role = 'assistant' AND (error = '' OR fallback) AND occurred_at >= %s AND occurred_at < %s
+              AND first_at >= %s
+        )"""
+    return sql, [experiment.pk, experiment.started_at or window.start, window.start, window.end, since]
+
+
+def answers_look_progress(*, window: TrafficWindow, since: datetime, answers: int) -> LookProgress:
+    """How far each arm is to layer 2's look at `answers` answered questions per arm (one query)."""
+    ctes, params = _answers_ctes(window=window, since=since)
+    sql = f"""{ctes}
+        SELECT arm, COUNT(*), MAX(CASE WHEN position = %s THEN entered_at END) FROM answers GROUP BY arm"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, answers])
+        rows = {arm: (int(n), _when(at)) for arm, n, at in cursor.fetchall()}
+    return LookProgress(
+        units=answers,
+        entered={arm: rows.get(arm, (0, None))[0] for arm in ARMS},
+        reached_at={arm: rows.get(arm, (0, None))[1] for arm in ARMS},
+    )
+
+
+ANSWER_LOOK_FIELDS = (
+    "answered",
+    "follow_ups",
+    "deepening",
+    "sessions",
+    "user_turns_sum",
+    "user_turns_sumsq",
+    "unjudged",
+)
+
+
+def answers_look_counts(
+    *, window: TrafficWindow, since: datetime, kinds: Sequence[str], limit: int | None = None
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, tuple[int, int]]]]:
+    """Per arm, over the first `limit` counted answers (all of them: None), `FollowUpCounts` fields: the
+    answers, their follow-ups of the counted `kinds` and deepening ones, their sessions with Σ and Σ² of
+    the counted answers per session (the look's "turns per session"), and next user turns the detector
+    has not judged; and per arm and language, (next turns the trained detector judged, of which of the
+    counted kinds)."""
+    ctes, params = _answers_ctes(window=window, since=since)
+    chosen = "WHERE position <= %s" if limit is not None else ""
+    params += [limit] if limit is not None else []
+    kind_list = ", ".join(["%s"] * len(kinds))
+    sql = f"""{ctes},
+        chosen AS (SELECT * FROM answers {chosen}),
+        per_session AS (
+            SELECT arm, session_id, COUNT(*) AS answered,
+                   SUM(CASE WHEN has_next = 1 AND next_kind IN ({kind_list}) THEN 1 ELSE 0 END) AS follow_ups,
+                   SUM(CASE WHEN has_next = 1 AND next_kind = 'deepening' THEN 1 ELSE 0 END) AS deepening,
+                   SUM(CASE WHEN has_next = 1 AND next_kind IS NULL THEN 1 ELSE 0 END) AS unjudged
+            FROM chosen GROUP BY arm, session_id
+        )
+        SELECT arm, SUM(answered), SUM(follow_ups), SUM(deepening), COUNT(*), SUM(answered),
+               SUM(answered * answered), SUM(unjudged)
+        FROM per_session GROUP BY arm"""
+    languages = f"""{ctes},
+        chosen AS (SELECT * FROM answers {chosen})
+        SELECT arm, next_language, COUNT(*),
+               SUM(CASE WHEN next_kind IN ({kind_list}) THEN 1 ELSE 0 END)
+        FROM chosen WHERE has_next = 1 AND next_language IS NOT NULL GROUP BY arm, next_language"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, *kinds])
+        counts = _arms(cursor.fetchall(), ANSWER_LOOK_FIELDS)
+        cursor.execute(languages, [*params, *kinds])
+        judged: dict[str, dict[str, tuple[int, int]]] = {arm: {} for arm in ARMS}
+        for arm, language, n, x in cursor.fetchall():
+            judged[arm][language] = (int(n), int(x or 0))
+    return counts, judged
+
+
+def answers_split(*, window: TrafficWindow, since: datetime) -> dict[str, int | float]:
+    """The counted answers per arm and Σ over units of (the unit's answers)², both arms together: what
+    the clustered sample-ratio check of layer 2 reads."""
+    ctes, params = _answers_ctes(window=window, since=since)
+    sql = f"""{ctes},
+        per_unit AS (SELECT arm, unit, COUNT(*) AS a FROM answers GROUP BY arm, unit)
+        SELECT arm, SUM(a), SUM(a * a) FROM per_unit GROUP BY arm"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = _arms(cursor.fetchall(), ("answers", "squares"))
+    return {
+        "baseline": rows["baseline"]["answers"],
+        "candidate": rows["candidate"]["answers"],
+        "sum_squares": sum(row["squares"] for row in rows.values()),
+    }
 
 
 def assigned_units_by_arm(*, window: TrafficWindow) -> dict[str, int]:

@@ -2,27 +2,102 @@
 
 The answer's content is "[<label>] <text>", which the `openai` backend's default
 `label_regex` reads back. Streaming is not supported (400).
+
+It holds the concurrency a canary puts on it: each connection has its own (daemon) thread, the
+listen backlog is as deep as the kernel allows (the standard library's 5 made a burst of new
+connections wait for SYN retransmits or fail, which the canary proxy counts as the candidate's
+failures), and the model runs one forward pass at a time (torch uses both cores per call) on one
+thread that takes the waiting requests in the order they came.
 """
 
 from __future__ import annotations
 
 import json
+import queue
+import socket
+import sys
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from engines.backends import ModelBackend
+from engines.backends import ModelBackend, Prediction
 
 MAX_BODY_BYTES = 1_000_000
 
 
+class _Job:
+    def __init__(self, question: str):
+        self.question = question
+        self.done = threading.Event()
+        self.prediction: Prediction | None = None
+        self.failure: BaseException | None = None
+
+
+class ModelQueue:
+    """One forward pass at a time, in arrival order: requests wait in a queue (never refused) for
+    the one thread that calls the model."""
+
+    def __init__(self, backend: ModelBackend):
+        self.backend = backend
+        self.jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._work, name="model", daemon=True)
+        self.thread.start()
+
+    def predict(self, question: str) -> Prediction:
+        job = _Job(question)
+        self.jobs.put(job)
+        job.done.wait()
+        if job.failure is not None:
+            raise job.failure
+        assert job.prediction is not None
+        return job.prediction
+
+    def close(self) -> None:
+        self.jobs.put(None)
+
+    def _work(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            try:
+                job.prediction = self.backend.predict([job.question])[0]
+            except Exception as exc:  # the request that asked answers it; the queue goes on
+                job.failure = exc
+            finally:
+                job.done.set()
+
+
+class ModelHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True  # a client holding a connection open never blocks shutdown
+    request_queue_size = socket.SOMAXCONN  # the listen backlog (the kernel caps it at somaxconn)
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], model: ModelQueue):
+        self.model = model
+        super().__init__(address, handler)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.model.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (closed its end) before its answer was written is not a server error.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 def model_server_create(
-    *, backend: ModelBackend, model_name: str, host: str = "127.0.0.1", port: int = 0
-) -> ThreadingHTTPServer:
-    """`backend` behind the chat API on host:port (0: a free port), answering as `model_name`."""
-    lock = threading.Lock()  # one forward pass at a time: torch uses both cores per call
+    *,
+    backend: ModelBackend,
+    model_name: str,
+    config_hash: str = "",
+    host: str = "127.0.0.1",
+    port: int = 0,
+) -> ModelHTTPServer:
+    """`backend` behind the chat API on host:port (0: a free port), answering as `model_name`.
+    `config_hash` (`engines.backends.config.backend_config_hash` of the version served) is announced on
+    `/v1/models` (`evalhub_config_hash`) and `/health`, so a caller can check what model it reaches."""
+    model = ModelQueue(backend)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -50,11 +125,18 @@ def model_server_create(
                     200,
                     {
                         "object": "list",
-                        "data": [{"id": model_name, "object": "model", "owned_by": "evalhub"}],
+                        "data": [
+                            {
+                                "id": model_name,
+                                "object": "model",
+                                "owned_by": "evalhub",
+                                "evalhub_config_hash": config_hash,
+                            }
+                        ],
                     },
                 )
             elif self.path == "/health":
-                self._send(200, {"status": "ok", "model": model_name})
+                self._send(200, {"status": "ok", "model": model_name, "config_hash": config_hash})
             else:
                 self._error(404, f"no route {self.path}", "not_found")
 
@@ -79,8 +161,12 @@ def model_server_create(
                     400, "messages must hold a user message with string content", "invalid_messages"
                 )
             question = users[-1]["content"]
-            with lock:
-                prediction = backend.predict([question])[0]
+            try:
+                prediction = model.predict(question)
+            except Exception as exc:  # the model failed on this question: say so, keep serving
+                prediction = Prediction(
+                    label=None, text="", latency_ms=0.0, error=f"{type(exc).__name__}: {exc}"
+                )
             if prediction.error:
                 return self._send(
                     500,
@@ -109,4 +195,4 @@ def model_server_create(
                 },
             )
 
-    return ThreadingHTTPServer((host, port), Handler)
+    return ModelHTTPServer((host, port), Handler, model)

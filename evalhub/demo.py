@@ -21,11 +21,21 @@ from gate.selectors.policies import gate_policy_get
 from gate.services.policies import gate_policy_save
 from registry.actors import SystemActor
 from registry.models import EvalSuite, ModelVersion
+from registry.roles import RELEASE_MANAGER
+from registry.selectors.versions import model_version_in_production
 from registry.services.suites import eval_suite_import, suite_items_parse
-from registry.services.versions import model_version_register, model_version_serving_set
+from registry.services.tokens import user_role_grant
+from registry.services.versions import (
+    model_version_is_evaluated,
+    model_version_register,
+    model_version_serving_set,
+)
 
 FAMILY = "contract-assistant"
 DEMO = SystemActor("demo")  # who installs the demo, in the audit log
+# The synthetic release managers who declare V3 the demo family's production incumbent (two people
+# sign every declaration); accounts without a password.
+DEMO_RELEASE_MANAGERS = ("demo-release-manager-1", "demo-release-manager-2")
 DEMO_EXPERIMENT = "contract-assistant-canary"
 DEMO_PROBE_SET = "contract-assistant-weaknesses"
 # Ports of the demo's model servers (bin/run-local starts them: `manage.py serve_model`).
@@ -130,10 +140,11 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
             backend_config={"path": f"{FAMILY}/v3"},
             description="Demo V3: word-level bag-of-words classifier (fast, brittle to typos). "
             "Trained on synthetic demo data.",
-            status=ModelVersion.Status.PROMOTED,
             is_demo=True,
+            serving_url=_demo_serving_url("v3"),
             actor=DEMO,
         )
+        v3 = _demo_incumbent_declare(version=v3)
         v4 = ModelVersion.objects.filter(family=FAMILY, label="v4").first() or model_version_register(
             family=FAMILY,
             label="v4",
@@ -143,6 +154,7 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
             description="Demo V4: classifier on the MiniLM encoder (transformers checkpoint). "
             "Trained on synthetic demo data.",
             is_demo=True,
+            serving_url=_demo_serving_url("v4"),
             actor=DEMO,
         )
         for name, (description, config) in DEMO_POLICIES.items():
@@ -164,18 +176,57 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
     return {"versions": [v3, v4], "suite": suite, "trained": trained}
 
 
+def _demo_serving_url(label: str) -> str:
+    """Where bin/run-local's model server for the demo's v3 or v4 listens."""
+    return f"http://127.0.0.1:{DEMO_SERVE_PORTS[('v3', 'v4').index(label)]}/v1"
+
+
+def _demo_incumbent_declare(*, version: ModelVersion) -> ModelVersion:
+    """V3 serves the demo's production: declared so as any family's incumbent is, by two release
+    managers through `model_version_incumbent_declare`. The demo's two are synthetic accounts
+    (DEMO_RELEASE_MANAGERS, no password: nobody signs in as them) that exist for this only."""
+    from django.contrib.auth import get_user_model
+
+    from gate.services.decisions import model_version_incumbent_confirm, model_version_incumbent_declare
+
+    if version.status != ModelVersion.Status.REGISTERED or model_version_in_production(family=FAMILY):
+        return version
+    managers = []
+    for username in DEMO_RELEASE_MANAGERS:
+        user, created = get_user_model().objects.get_or_create(username=username)
+        if created:
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+        if not user.groups.filter(name=RELEASE_MANAGER).exists():
+            user_role_grant(user=user, role=RELEASE_MANAGER, actor=DEMO)
+        managers.append(user)
+    request = model_version_incumbent_declare(
+        version=version,
+        actor=managers[0],
+        reason="Demo set-up: V3 is the synthetic demo family's production version.",
+    )
+    model_version_incumbent_confirm(
+        request=request, actor=managers[1], reason="Demo set-up: confirmed, V3 serves the demo's traffic."
+    )
+    version.refresh_from_db()
+    return version
+
+
 def _demo_canary_install(*, v3: ModelVersion, v4: ModelVersion):
-    """Serving URLs for the demo's model servers, the demo's stress probes, and a running V3 → V4
-    experiment at 1 %."""
+    """The demo's stress probes and a running V3 → V4 experiment at 1 %."""
     from canary.models import Experiment, ProbeSet
     from canary.probes_gen import demo_probes_build
     from canary.services.experiments import experiment_create
     from canary.services.probes import probe_set_import
     from gate.services.horizons import experiment_start_registered
 
-    for version, port in zip((v3, v4), DEMO_SERVE_PORTS, strict=True):
-        if not version.serving_url:
-            model_version_serving_set(version=version, serving_url=f"http://127.0.0.1:{port}/v1", actor=DEMO)
+    for version in (v3, v4):
+        # Registered with its address since issue 18; a version of an older demo database without one
+        # gets it while nothing has evaluated it (after that its address is fixed: `make clean`).
+        if not version.serving_url and not model_version_is_evaluated(version=version):
+            model_version_serving_set(
+                version=version, serving_url=_demo_serving_url(version.label), actor=DEMO
+            )
     if not ProbeSet.objects.filter(name=DEMO_PROBE_SET).exists():
         probe_set_import(
             name=DEMO_PROBE_SET,

@@ -57,10 +57,12 @@ def roles_required(roles: frozenset[str]):
 
 
 def error_text(exc: ApplicationError) -> str:
-    """A refusal as one line for a page's message: the message, then the fields at fault."""
+    """A refusal as one line for a page's message: the message, then the fields at fault with what
+    they add (a note that only repeats the message is not said twice)."""
     message = reason_translate(exc.message)
     details = "; ".join(
-        f"{term_label(field)}: {' '.join(reason_translate(note) for note in notes)}"
+        f"{term_label(field)}: {' '.join(reason_translate(note) for note in new)}"
         for field, notes in exc.fields.items()
+        if (new := [note for note in notes if note != exc.message])
     )
     return f"{message} ({details})" if details else message

@@ -17,6 +17,8 @@ from evalhub.terms import term_label
 
 N = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"  # a number as the f-strings print it
 CODE = r"[a-z][a-z_]*"
+# A moment as `gate.judges.plan.moment` writes it in a reason.
+AT = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\?"
 OPERATORS = {"<=": "≤", ">=": "≥", "<": "<", ">": ">"}
 
 
@@ -47,6 +49,8 @@ def shape(
 
 
 def bound_translate(text: str) -> str:
+    if text.startswith("always-valid"):
+        return str(_("always-valid upper bound "))
     return str(_("upper bound ")) if text else ""
 
 
@@ -66,6 +70,18 @@ def tally_translate(text: str) -> str:
         count, _space, verdict = part.partition(" ")
         parts.append(f"{count} {term_label(verdict)}")
     return "，".join(parts)
+
+
+def registered_keys_translate(text: str) -> str:
+    """`business_alpha 0.1 (registered 0.05), ...` -> each key with its two values, in the reader's
+    language (keys and values stay as written)."""
+    parts = []
+    for part in text.split(", "):
+        match = re.match(r"(?P<key>\S+) (?P<value>.+) \(registered (?P<registered>.+)\)$", part)
+        if match is None:
+            return text
+        parts.append(str(_("%(key)s %(value)s (registered %(registered)s)") % match.groupdict()))
+    return str(_(", ")).join(parts)
 
 
 # How layer 1's attack chose its items (gate/layers/robustness_adversarial.py).
@@ -156,7 +172,8 @@ SHAPES = [
         ops=("op",),
     ),
     shape(
-        rf"follow-up rate (?P<bound>upper bound )?(?P<judged>{N}) (?P<op><=|>) bar (?P<bar>{N}) \(corrected rate "
+        rf"follow-up rate (?P<bound>(?:always-valid )?upper bound )?(?P<judged>{N}) (?P<op><=|>) bar (?P<bar>{N}) "
+        rf"\(corrected rate "
         rf"(?P<rate>{N}), (?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\] by Rogan–Gladen per language for "
         rf"detector (?P<detector>\S*); observed (?P<observed>{N}), (?P<follow_ups>\d+) follow-ups of "
         r"(?P<answered>\d+) answers\)",
@@ -167,8 +184,9 @@ SHAPES = [
         other={"bound": bound_translate},
     ),
     shape(
-        rf"difference from the baseline (?P<bound>upper bound )?(?P<judged>{N}) (?P<op><=|>) margin (?P<margin>{N}) "
-        rf"\(difference (?P<estimate>{N}), (?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\] by Rogan–Gladen "
+        rf"difference from the baseline (?P<bound>(?:always-valid )?upper bound )?(?P<judged>{N}) (?P<op><=|>) margin "
+        rf"(?P<margin>{N}) \(difference (?P<estimate>{N}), (?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\] by "
+        r"Rogan–Gladen "
         rf"corrected, delta method; baseline rate (?P<rate>{N}), (?P<follow_ups>\d+) follow-ups of "
         r"(?P<answered>\d+) answers\)",
         _(
@@ -253,8 +271,9 @@ SHAPES = [
         terms=("name",),
     ),
     shape(
-        rf"difference from the baseline (?P<bound>upper bound )?(?P<judged>{N}) (?P<op><=|>) margin (?P<margin>{N}) "
-        rf"\(difference (?P<estimate>{N}), (?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\] by Newcombe's hybrid "
+        rf"difference from the baseline (?P<bound>(?:always-valid )?upper bound )?(?P<judged>{N}) (?P<op><=|>) margin "
+        rf"(?P<margin>{N}) \(difference (?P<estimate>{N}), (?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\] by "
+        r"Newcombe's hybrid "
         rf"score; baseline rate (?P<rate>{N}), (?P<follow_ups>\d+) follow-ups of (?P<answered>\d+) answers\)",
         _(
             "difference from the baseline %(bound)s%(judged)s %(op)s margin %(margin)s (difference %(estimate)s, %(level)s %% CI [%(low)s, %(high)s] by Newcombe's hybrid score; baseline rate %(rate)s, %(follow_ups)s follow-ups of %(answered)s answers)"
@@ -288,6 +307,185 @@ SHAPES = [
         _(
             "the point estimates pass the bounds' checks; about %(needed)s answered questions on the candidate (it has %(n)s) would show it if the rates held"
         ),
+    ),
+    shape(
+        rf"follow-up rate always-valid upper bound (?P<judged>{N}) (?P<op><=|>) bar (?P<bar>{N}) \(rate "
+        rf"(?P<rate>{N}), (?P<level>{N}) % CI \[(?P<low>{N}), (?P<high>{N})\], (?P<follow_ups>\d+) follow-ups of "
+        r"(?P<answered>\d+) answers\)",
+        _(
+            "follow-up rate always-valid upper bound %(judged)s %(op)s bar %(bar)s (rate %(rate)s, %(level)s %% CI [%(low)s, %(high)s], %(follow_ups)s follow-ups of %(answered)s answers)"
+        ),
+        ops=("op",),
+    ),
+    # Layer 2's plan: its horizon, its look, its sample-ratio check (gate/judges/follow_up_rate.py,
+    # gate/layers/follow_up_rate.py, gate/services/horizons.py)
+    shape(
+        r"the estimates clear the bar and the margin, the always-valid bounds not yet",
+        _("the estimates clear the bar and the margin, the always-valid bounds not yet"),
+    ),
+    shape(
+        rf"sample ratio mismatch: (?P<baseline>\d+) baseline and (?P<candidate>\d+) candidate answered questions "
+        rf"against an expected candidate share (?P<share>{N}) \(clustered by user, p = (?P<p>{N}) < (?P<alpha>{N})\): "
+        r"the assignment or logging is broken, the rate is not trusted",
+        _(
+            "sample ratio mismatch: %(baseline)s baseline and %(candidate)s candidate answered questions against an expected candidate share %(share)s (clustered by user, p = %(p)s < %(alpha)s): the assignment or logging is broken, the rate is not trusted"
+        ),
+    ),
+    shape(
+        r"no horizon of answered questions was registered: (?P<basis>.+)",
+        _("no horizon of answered questions was registered: %(basis)s"),
+        nested=("basis",),
+    ),
+    shape(
+        r"before the registered horizon of (?P<units>\d+) answered questions per arm \((?P<baseline>\d+) baseline "
+        r"and (?P<candidate>\d+) candidate so far; (?P<basis>.+)\): the rate is judged once, at the horizon",
+        _(
+            "before the registered horizon of %(units)s answered questions per arm (%(baseline)s baseline and %(candidate)s candidate so far; %(basis)s): the rate is judged once, at the horizon"
+        ),
+        nested=("basis",),
+    ),
+    shape(
+        r"the registered horizon of (?P<units>\d+) answered questions per arm is reached: the next gate run takes "
+        r"the one look",
+        _(
+            "the registered horizon of %(units)s answered questions per arm is reached: the next gate run takes the one look"
+        ),
+    ),
+    shape(
+        r"the registered horizon of (?P<units>\d+) answered questions per arm is reached: the one look is taken "
+        rf"once the follow-ups of its last answers are in, from (?P<at>{AT})",
+        _(
+            "the registered horizon of %(units)s answered questions per arm is reached: the one look is taken once the follow-ups of its last answers are in, from %(at)s"
+        ),
+    ),
+    shape(
+        rf"the one look at the registered horizon, taken now \(answers up to (?P<cutoff>{AT})\): every later run "
+        r"returns it unchanged",
+        _(
+            "the one look at the registered horizon, taken now (answers up to %(cutoff)s): every later run returns it unchanged"
+        ),
+    ),
+    shape(
+        rf"rate (?P<rate>{N}) from (?P<follow_ups>\d+) follow-ups of (?P<answered>\d+) answers in the (?P<days>\d+) "
+        r"days before the start",
+        _(
+            "rate %(rate)s from %(follow_ups)s follow-ups of %(answered)s answers in the %(days)s days before the start"
+        ),
+    ),
+    shape(
+        rf"rate (?P<rate>{N}) from follow_up_planning_rate \((?P<answered>\d+) answers in the (?P<days>\d+) days "
+        r"before the start\)",
+        _(
+            "rate %(rate)s from follow_up_planning_rate (%(answered)s answers in the %(days)s days before the start)"
+        ),
+    ),
+    shape(
+        r"for the detector's least favourable language, (?P<language>\S+)",
+        _("for the detector's least favourable language, %(language)s"),
+        terms=("language",),
+    ),
+    shape(
+        rf"a candidate as good as the baseline passes the bar (?P<bar>{N}) and the margin (?P<margin>{N}) with "
+        rf"power (?P<power>{N}) at alpha (?P<alpha>{N})",
+        _(
+            "a candidate as good as the baseline passes the bar %(bar)s and the margin %(margin)s with power %(power)s at alpha %(alpha)s"
+        ),
+    ),
+    shape(
+        r"raised from (?P<units>\d+) to (?P<key>follow_up_min_answered|business_min_units)",
+        _("raised from %(units)s to %(key)s"),
+    ),
+    shape(
+        r"only (?P<answered>\d+) answers in the (?P<days>\d+) days before the start \(the policy needs "
+        r"(?P<need>\d+)\) and policy (?P<policy>'[^']*') sets no follow_up_planning_rate",
+        _(
+            "only %(answered)s answers in the %(days)s days before the start (the policy needs %(need)s) and policy %(policy)s sets no follow_up_planning_rate"
+        ),
+    ),
+    shape(
+        rf"the planning rate (?P<rate>{N}) is not under the bar (?P<bar>{N})",
+        _("the planning rate %(rate)s is not under the bar %(bar)s"),
+    ),
+    shape(
+        r"a margin of 0 cannot be shown for a candidate as good as the baseline",
+        _("a margin of 0 cannot be shown for a candidate as good as the baseline"),
+    ),
+    shape(
+        r"the detector's measured error rates alone leave the bar's bound wider than the gap at any traffic: "
+        r"measure it on more labelled pairs",
+        _(
+            "the detector's measured error rates alone leave the bar's bound wider than the gap at any traffic: measure it on more labelled pairs"
+        ),
+    ),
+    # Both traffic layers' plans (gate/judges/plan.py, gate/layers/*.py)
+    shape(
+        r"Not the registered test of experiment (?P<name>\S+): the overrides change (?P<keys>.+)\.",
+        _("Not the registered test of experiment %(name)s: the overrides change %(keys)s."),
+    ),
+    shape(
+        rf"experiment (?P<name>\S+) registered (?P<value>.+) for (?P<layer>{CODE}) at (?P<at>{AT}); registering the "
+        r"plan again changes it",
+        _(
+            "experiment %(name)s registered %(value)s for %(layer)s at %(at)s; registering the plan again changes it"
+        ),
+    ),
+    shape(
+        r"not the registered test: (?P<keys>[^;]+)",
+        _("not the registered test: %(keys)s"),
+        other={"keys": registered_keys_translate},
+    ),
+    shape(
+        rf"the plan registered at (?P<at>{AT}) binds the test, and changing it is a new registration, counted from "
+        r"then on",
+        _(
+            "the plan registered at %(at)s binds the test, and changing it is a new registration, counted from then on"
+        ),
+    ),
+    shape(
+        rf"the registered look, taken at (?P<at>{AT}) by gate run (?P<run>\S+): every later run returns it unchanged",
+        _("the registered look, taken at %(at)s by gate run %(run)s: every later run returns it unchanged"),
+    ),
+    shape(
+        rf"the one look at the registered horizon, taken now \(data up to (?P<cutoff>{AT})\): every later run "
+        r"returns it unchanged",
+        _(
+            "the one look at the registered horizon, taken now (data up to %(cutoff)s): every later run returns it unchanged"
+        ),
+    ),
+    shape(
+        r"the registered horizon of (?P<units>\d+) units per arm is reached: the next gate run takes the one look",
+        _(
+            "the registered horizon of %(units)s units per arm is reached: the next gate run takes the one look"
+        ),
+    ),
+    shape(
+        r"the plan was registered again while this run judged it: run the gate again",
+        _("the plan was registered again while this run judged it: run the gate again"),
+    ),
+    shape(
+        rf"unblinded by (?P<by>\S+) at (?P<at>{AT}): (?P<reason>[^;]*)",
+        _("unblinded by %(by)s at %(at)s: %(reason)s"),
+    ),
+    shape(r"interim numbers, not a decision", _("interim numbers, not a decision")),
+    shape(
+        rf"interim numbers, not a decision: improvement \((?P<direction>{CODE}) is better\) (?P<estimate>{N}), "
+        rf"(?P<level>{N}) % interval \[(?P<low>{N}), (?P<high>{N})\], read before the horizon",
+        _(
+            "interim numbers, not a decision: improvement (%(direction)s is better) %(estimate)s, %(level)s %% interval [%(low)s, %(high)s], read before the horizon"
+        ),
+        terms=("direction",),
+    ),
+    shape(
+        r"experiment (?P<name>\S+) started without one; register a plan to count from now on",
+        _("experiment %(name)s started without one; register a plan to count from now on"),
+    ),
+    shape(
+        r"blind until the one look at the registered horizon: no per-arm figures of the metric",
+        _("blind until the one look at the registered horizon: no per-arm figures of the metric"),
+    ),
+    shape(
+        r"blind until the one look at the registered horizon \(or the experiment is unblinded\)",
+        _("blind until the one look at the registered horizon (or the experiment is unblinded)"),
     ),
     # gate/judges/business_value.py
     shape(
@@ -564,6 +762,15 @@ SHAPES = [
         _("z=%(z)s (pooled rate %(pooled)s%%, standard error %(se)s)"),
     ),
     shape(
+        rf"after Holm across (?P<m>\d+) tested metrics: adjusted p=(?P<p>{N}) (?P<op><|>=) alpha (?P<alpha>{N}), "
+        rf"(?P<before>{CODE}) becomes (?P<after>{CODE})",
+        _(
+            "after Holm across %(m)s tested metrics: adjusted p=%(p)s %(op)s alpha %(alpha)s, %(before)s becomes %(after)s"
+        ),
+        ops=("op",),
+        terms=("before", "after"),
+    ),
+    shape(
         rf"fail: worse than the threshold and significant \(p=(?P<p>{N}) (?P<op><|>=) alpha (?P<alpha>{N})\)",
         _("fail: worse than the threshold and significant (p=%(p)s %(op)s alpha %(alpha)s)"),
         ops=("op",),
@@ -663,7 +870,7 @@ SHAPES = [
         _(
             "%(ref)s did not pass (%(verdict)s): approving it is an override; file an override_request for a second release manager to confirm."
         ),
-        other={"verdict": lambda v: str(_("no finished run")) if v == "no finished run" else term_label(v)},
+        terms=("verdict",),
     ),
     shape(
         r"(?P<ref>\S+) passed a weakened gate \((?P<weakened>.+)\): approving it is an override; file an "
@@ -687,6 +894,28 @@ SHAPES = [
         terms=("status", "target"),
     ),
     shape(
+        rf"Gate run (?P<pk>\d+) of (?P<ref>\S+) is still (?P<status>{CODE}): approving waits for a finished "
+        r"run; rejecting is possible now\.",
+        _(
+            "Gate run %(pk)s of %(ref)s is still %(status)s: approving waits for a finished run; rejecting is possible now."
+        ),
+        terms=("status",),
+    ),
+    shape(
+        r"No gate run of (?P<ref>\S+) has finished: approving, by override too, needs a finished run; "
+        r"rejecting is possible now\.",
+        _(
+            "No gate run of %(ref)s has finished: approving, by override too, needs a finished run; rejecting is possible now."
+        ),
+    ),
+    shape(
+        r"(?P<ref>\S+) serves production: it leaves when its replacement is promoted \(it is then retired\), "
+        r"never by a rejection\.",
+        _(
+            "%(ref)s serves production: it leaves when its replacement is promoted (it is then retired), never by a rejection."
+        ),
+    ),
+    shape(
         r"Override request (?P<pk>\d+) on (?P<ref>\S+) is already waiting for confirmation\.",
         _("Override request %(pk)s on %(ref)s is already waiting for confirmation."),
     ),
@@ -699,6 +928,90 @@ SHAPES = [
         _(
             "Override request %(pk)s is stale: a newer gate run of %(ref)s has finished since; file a new request."
         ),
+    ),
+    # What serves is what was judged (registry/services/versions.py and serving.py, the gate, the canary)
+    shape(
+        r"not the model that serves: (?P<why>.+)", _("not the model that serves: %(why)s"), nested=("why",)
+    ),
+    shape(
+        r"Experiment (?P<name>\S+) cannot start: (?P<why>.+)\.",
+        _("Experiment %(name)s cannot start: %(why)s."),
+        nested=("why",),
+    ),
+    shape(
+        r"(?P<url>\S+) serves config hash (?P<announced>.+), not (?P<ref>\S+)'s (?P<expected>[0-9a-f]+)",
+        _("%(url)s serves config hash %(announced)s, not %(ref)s's %(expected)s"),
+    ),
+    shape(
+        r"(?P<ref>\S+) serves at (?P<url>\S+), not at the endpoint its gate calls \((?P<base>\S*)\)",
+        _("%(ref)s serves at %(url)s, not at the endpoint its gate calls (%(base)s)"),
+    ),
+    shape(
+        r"serving_url (?P<url>\S+) is not the endpoint the gate calls \(backend_config\.base_url (?P<base>\S*)\): "
+        r"leave it empty, or register the endpoint you serve as the backend\.",
+        _(
+            "serving_url %(url)s is not the endpoint the gate calls (backend_config.base_url %(base)s): leave it empty, or register the endpoint you serve as the backend."
+        ),
+    ),
+    shape(
+        r"empty or (?P<base>\S*), the endpoint the gate judges",
+        _("empty or %(base)s, the endpoint the gate judges"),
+    ),
+    shape(
+        rf"(?P<ref>\S+) is (?P<status>{CODE}): where it serves is part of what its gate judged; register a new "
+        r"version to serve elsewhere\.",
+        _(
+            "%(ref)s is %(status)s: where it serves is part of what its gate judged; register a new version to serve elsewhere."
+        ),
+        terms=("status",),
+    ),
+    shape(
+        rf"cannot change once the version is evaluated \((?P<status>{CODE})\)",
+        _("cannot change once the version is evaluated (%(status)s)"),
+        terms=("status",),
+    ),
+    # The incumbent declaration and the clearance check (gate/services/decisions.py, clearance.py)
+    shape(
+        rf"(?P<ref>\S+) is (?P<status>{CODE}): only a registered version is declared its family's "
+        r"production incumbent\.",
+        _("%(ref)s is %(status)s: only a registered version is declared its family's production incumbent."),
+        terms=("status",),
+    ),
+    shape(
+        r"(?P<serving>\S+) serves (?P<family>\S+) in production already: a new version gets there by "
+        r"approval and promotion\.",
+        _(
+            "%(serving)s serves %(family)s in production already: a new version gets there by approval and promotion."
+        ),
+    ),
+    shape(
+        r"Incumbent request (?P<pk>\d+) on (?P<ref>\S+) is already waiting for confirmation\.",
+        _("Incumbent request %(pk)s on %(ref)s is already waiting for confirmation."),
+    ),
+    shape(
+        r"Incumbent request (?P<pk>\d+) is already confirmed\.",
+        _("Incumbent request %(pk)s is already confirmed."),
+    ),
+    shape(
+        r"A declaration needs a second release manager: you filed the request\.",
+        _("A declaration needs a second release manager: you filed the request."),
+    ),
+    shape(
+        r"An incumbent declaration is about no gate run\.",
+        _("An incumbent declaration is about no gate run."),
+    ),
+    shape(
+        rf"(?P<ref>\S+) cannot become (?P<status>{CODE}) without a release decision: approval \(or a "
+        r"confirmed override\) after its gate, or a confirmed incumbent declaration\.",
+        _(
+            "%(ref)s cannot become %(status)s without a release decision: approval (or a confirmed override) after its gate, or a confirmed incumbent declaration."
+        ),
+        terms=("status",),
+    ),
+    shape(
+        rf"(?P<status>{CODE}) needs a release decision \(POST /api/v1/decisions/\)",
+        _("%(status)s needs a release decision (POST /api/v1/decisions/)"),
+        terms=("status",),
     ),
     shape(
         rf"Experiment (?P<name>\S+) cannot go from (?P<status>{CODE}) to (?P<to>{CODE})\.",
@@ -751,6 +1064,38 @@ SHAPES = [
     ),
     shape(rf"(?P<field>{CODE}) must be in \(0, 100\]\.", _("%(field)s must be in (0, 100].")),
     shape(r"must be more than 0 and at most 100", _("must be more than 0 and at most 100")),
+    # gate/policy.py (a stored policy read leniently) and gate/services/gate_runs.py
+    shape(r"must be between (?P<low>\S+) and (?P<high>\S+)", _("must be between %(low)s and %(high)s")),
+    shape(r"must be one of (?P<choices>.+)", _("must be one of %(choices)s")),
+    shape(
+        r"layers this version does not have: (?P<layers>.+)",
+        _("layers this version does not have: %(layers)s"),
+    ),
+    shape(
+        r"the stored policy has keys this version cannot run: (?P<keys>[^;]+)",
+        _("the stored policy has keys this version cannot run: %(keys)s"),
+    ),
+    shape(r"start a new run", _("start a new run")),
+    # gate/services/gate_runs.py and workers/tasks.py: why a run ended in error or failed
+    shape(r"gave up after (?P<n>\d+) attempts", _("gave up after %(n)s attempts")),
+    shape(r"last error: (?P<why>.+)", _("last error: %(why)s"), nested=("why",)),
+    shape(r"gave up: (?P<why>.+)", _("gave up: %(why)s"), nested=("why",)),
+    shape(r"task time limit exceeded", _("task time limit exceeded")),
+    shape(
+        r"worker (?P<worker>\S+) stopped reporting at (?P<at>[\d-]+ [\d:]+) UTC after (?P<n>\d+) attempt\(s\)",
+        _("worker %(worker)s stopped reporting at %(at)s UTC after %(n)s attempt(s)"),
+    ),
+    shape(
+        rf"(?P<layer>{CODE}) error: (?P<why>.+)",
+        _("%(layer)s error: %(why)s"),
+        terms=("layer",),
+        nested=("why",),
+    ),
+    # engines/backends/openai.py (through gate/layers/outputs.py): an endpoint nothing got through to
+    shape(
+        r"(?P<ref>\S+): (?P<url>\S+): unreachable: (?P<why>.+)",
+        _("%(ref)s: %(url)s unreachable: %(why)s"),
+    ),
 ]
 
 

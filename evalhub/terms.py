@@ -43,11 +43,18 @@ TERMS = {
     "ramped": pgettext_lazy("code", "ramped"),
     "waiting_for_release_manager": pgettext_lazy("code", "waiting_for_release_manager"),
     "analysis": pgettext_lazy("code", "analysis"),  # a canary analysis in an experiment's history
+    # The traffic layers' plans in an experiment's history (canary.services.plans)
+    "horizon_register": pgettext_lazy("code", "horizon_register"),
+    "plan_replace": pgettext_lazy("code", "plan_replace"),
+    "look": pgettext_lazy("code", "look"),
+    "unblind": pgettext_lazy("code", "unblind"),
     # Release decisions
     "approve": pgettext_lazy("code", "approve"),
     "reject": pgettext_lazy("code", "reject"),
     "override_request": pgettext_lazy("code", "override_request"),
     "override_confirm": pgettext_lazy("code", "override_confirm"),
+    "incumbent_request": pgettext_lazy("code", "incumbent_request"),
+    "incumbent_confirm": pgettext_lazy("code", "incumbent_confirm"),
     # Arms, directions, units, detector kinds
     "baseline": pgettext_lazy("code", "baseline"),
     "candidate": pgettext_lazy("code", "candidate"),

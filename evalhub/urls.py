@@ -25,6 +25,11 @@ api_v1 = (
             registry_apis.ModelVersionTransitionApi.as_view(),
             name="model-version-transition",
         ),
+        path(
+            "model-versions/<str:ref>/serving-url/",
+            registry_apis.ModelVersionServingApi.as_view(),
+            name="model-version-serving",
+        ),
         path("eval-suites/", registry_apis.EvalSuiteListApi.as_view(), name="eval-suite-list"),
         path("eval-suites/<str:ref>/", registry_apis.EvalSuiteDetailApi.as_view(), name="eval-suite-detail"),
         path(
@@ -47,6 +52,16 @@ api_v1 = (
             rf"^canary/experiments/{NAME}/(?P<action>start|pause|resume|ramp|rollback|promote)/?$",
             canary_apis.ExperimentActionApi.as_view(),
             name="experiment-action",
+        ),
+        re_path(
+            rf"^canary/experiments/{NAME}/plan/?$",
+            canary_apis.ExperimentPlanApi.as_view(),
+            name="experiment-plan",
+        ),
+        re_path(
+            rf"^canary/experiments/{NAME}/unblind/?$",
+            canary_apis.ExperimentUnblindApi.as_view(),
+            name="experiment-unblind",
         ),
         re_path(
             rf"^canary/experiments/{NAME}/analyses/?$",
@@ -94,6 +109,9 @@ canary_pages = (
             r"^(?P<name>[-a-z0-9_.]+)/(?P<action>start|pause|resume|ramp|rollback|promote)/$",
             canary_views.experiment_action,
             name="experiment-action",
+        ),
+        re_path(
+            r"^(?P<name>[-a-z0-9_.]+)/unblind/$", canary_views.experiment_unblind, name="experiment-unblind"
         ),
     ],
     "canary",

@@ -172,18 +172,32 @@ class ModelOutput(models.Model):
         return f"{self.version_id}:{self.input_hash[:12]} -> {self.label}"
 
 
+# The decisions that confirm another release manager's request (and must name it).
+CONFIRMING = ["override_confirm", "incumbent_confirm"]
+
+
 class Decision(models.Model):
     """A release manager's decision on a version. Immutable: a change of mind is a new decision.
 
     approve / reject: final, they move the version's status. Approving a version whose latest gate
     run did not pass is an override: one release manager files `override_request`, a second one
-    files `override_confirm` pointing at it, and only then is the version approved."""
+    files `override_confirm` pointing at it, and only then is the version approved. The version that
+    already serves production when its family starts (the incumbent) is declared the same way:
+    `incumbent_request`, then another release manager's `incumbent_confirm`, and it is `promoted`."""
 
     class Action(models.TextChoices):
         APPROVE = "approve"
         REJECT = "reject"
         OVERRIDE_REQUEST = "override_request"
         OVERRIDE_CONFIRM = "override_confirm"
+        INCUMBENT_REQUEST = "incumbent_request"
+        INCUMBENT_CONFIRM = "incumbent_confirm"
+
+    # The second signature of a two-person act, and the request it confirms.
+    CONFIRMS = {
+        Action.OVERRIDE_CONFIRM: Action.OVERRIDE_REQUEST,
+        Action.INCUMBENT_CONFIRM: Action.INCUMBENT_REQUEST,
+    }
 
     version = models.ForeignKey(ModelVersion, on_delete=models.PROTECT, related_name="decisions")
     gate_run = models.ForeignKey(
@@ -205,8 +219,8 @@ class Decision(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(
-                condition=models.Q(action="override_confirm", confirms__isnull=False)
-                | (~models.Q(action="override_confirm") & models.Q(confirms__isnull=True)),
+                condition=models.Q(action__in=CONFIRMING, confirms__isnull=False)
+                | (~models.Q(action__in=CONFIRMING) & models.Q(confirms__isnull=True)),
                 name="decision_confirm_points_at_request",
             )
         ]

@@ -5,7 +5,11 @@ declared once, by the section that uses it: `GeneralPolicy` here, each layer's o
 judge (`gate.judges.<layer>`), as a frozen dataclass whose fields are `setting(...)`s with a type,
 a default, a range or a set of choices, and a help text. `policy_parse` checks a document against
 the sections: an unknown key, a value of the wrong type or out of range is a `PolicyError`
-naming the key; missing keys take their defaults.
+naming the key; missing keys take their defaults. That strictness is for input (a new run's policy
+and overrides, a policy edit). A document stored by this or an older version (a run's snapshot) is
+read with `policy_read`, which never refuses: a key this version no longer knows is kept aside as
+retired, a missing key takes the value it meant then (`absent`, else its default), a stored value now
+out of range is kept as stored and named.
 """
 
 from __future__ import annotations
@@ -38,20 +42,42 @@ def setting(
     high: float | None = None,
     choices: Sequence[str] | None = None,
     check: Callable[[str, Any], Any] | None = None,
+    absent: Any = MISSING,
 ) -> Any:
     """A policy key: its default, its help, and what values it takes. Numbers are checked against
     [low, high], strings (and the items of a list) against `choices`; `check(key, value)` validates
-    (and may normalise) anything else, raising PolicyError."""
+    (and may normalise) anything else, raising PolicyError. `absent` is what a stored document
+    without the key means, when that differs from `default`: a key added later, whose absence in an
+    older run's snapshot stands for what that version did (its then-default)."""
     metadata: dict[str, object] = {
         "help": help,
         "low": low,
         "high": high,
         "choices": tuple(choices) if choices else None,
         "check": check,
+        "absent": absent,
     }
     if isinstance(default, (dict, list)):
         raise TypeError("mutable defaults: use None or a tuple")
     return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class PolicyFindings:
+    """What a lenient read of a stored policy found besides keys it could take as stored:
+    `retired_keys`, keys this version does not know, with their stored values; `defaulted_keys`, keys
+    the document lacks, with the value read for them; `invalid_keys`, keys whose stored value this
+    version would refuse: {"value": as stored, "why": the refusal} (the config keeps the stored value
+    when it is of the key's kind, else the default)."""
+
+    retired_keys: dict[str, Any] = field(default_factory=dict)
+    defaulted_keys: dict[str, Any] = field(default_factory=dict)
+    invalid_keys: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def clean(self) -> bool:
+        """Nothing retired or refused: the document reads as this version would have written it."""
+        return not (self.retired_keys or self.invalid_keys)
 
 
 @dataclass(frozen=True)
@@ -108,6 +134,25 @@ class PolicySection:
         return cls(**values)
 
     @classmethod
+    def read(cls: type[S], data: Mapping[str, Any], found: PolicyFindings) -> S:
+        """The section from a stored document, never refusing: what `parse` would refuse is noted in
+        `found` (a value of the right kind is kept as stored, anything else takes the default)."""
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for spec in fields(cls):
+            if spec.name not in data:
+                absent = spec.metadata["absent"]
+                values[spec.name] = spec.default if absent is MISSING else absent
+                found.defaulted_keys[spec.name] = to_json_value(values[spec.name])
+                continue
+            try:
+                values[spec.name] = _value(spec.name, data[spec.name], hints[spec.name], spec.metadata)
+            except PolicyError as exc:
+                found.invalid_keys[spec.name] = {"value": data[spec.name], "why": exc.message}
+                values[spec.name] = _as_stored(data[spec.name], hints[spec.name], spec.default)
+        return cls(**values)
+
+    @classmethod
     def describe(cls) -> list[PolicyKey]:
         hints = get_type_hints(cls)
         described = []
@@ -132,9 +177,26 @@ class PolicySection:
         return described
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()
-        }
+        return {key: to_json_value(value) for key, value in asdict(self).items()}
+
+
+def to_json_value(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _as_stored(value: Any, annotation: Any, default: Any) -> Any:
+    """A stored value `_value` refuses, kept as stored when it is of the key's kind (a number now out
+    of range, a choice since dropped), else the key's default."""
+    base, nullable = _kind(annotation)
+    if value is None:
+        return None if nullable else default
+    if base in (int, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value if math.isfinite(value) else default
+    if base is str and isinstance(value, str):
+        return value
+    if base is tuple and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return default
 
 
 def _value(key: str, value: Any, annotation: Any, meta: Mapping[str, Any]) -> Any:
@@ -256,3 +318,37 @@ def policy_parse(
     return GatePolicyConfig(
         general=general, layers={name: section.parse(data) for name, section in sections.items()}
     )
+
+
+@dataclass(frozen=True)
+class StoredPolicy:
+    """A stored policy as `policy_read` reads it: the config (what this version acts on) and what
+    the read found (retired, defaulted and invalid keys), for the report, the page and the API."""
+
+    config: GatePolicyConfig
+    found: PolicyFindings
+
+
+def policy_read(
+    data: Mapping[str, Any] | None, *, sections: Mapping[str, type[PolicySection]]
+) -> StoredPolicy:
+    """A stored document against the general keys and the layers' `sections`, never refusing. A
+    required layer this version does not have stays required: a run can never pass without it."""
+    data = dict(data or {})
+    found = PolicyFindings()
+    known = set(GeneralPolicy.key_names())
+    for section in sections.values():
+        known.update(section.key_names())
+    found.retired_keys.update({key: value for key, value in data.items() if key not in known})
+    if "required_layers" not in data:
+        data["required_layers"] = list(sections)
+    general = GeneralPolicy.read(data, found)
+    found.defaulted_keys.pop("required_layers", None)
+    unknown = [layer for layer in general.required_layers if layer not in sections]
+    if unknown:
+        found.invalid_keys["required_layers"] = {
+            "value": list(general.required_layers),
+            "why": f"layers this version does not have: {', '.join(unknown)}",
+        }
+    layers = {name: section.read(data, found) for name, section in sections.items()}
+    return StoredPolicy(config=GatePolicyConfig(general=general, layers=layers), found=found)

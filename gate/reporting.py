@@ -66,6 +66,10 @@ class LayerReport:
     estimates: dict[str, Any]
     cost: LayerCost
     attribution: Attribution | None
+    # Stored detail keys this version does not know (dotted path -> value), and, when the details
+    # could not be read at all, why.
+    retired_keys: dict[str, Any] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,8 +81,15 @@ class SuiteRef:
 
 @dataclass(frozen=True, kw_only=True)
 class PolicyRef:
+    """The policy as the run stored it, and what reading it with this version found: keys it no
+    longer knows (retired), keys the snapshot lacks (read with these values), values it would refuse
+    (kept as stored, with why)."""
+
     name: str | None
     config: dict[str, Any]
+    retired_keys: dict[str, Any] = field(default_factory=dict)
+    defaulted_keys: dict[str, Any] = field(default_factory=dict)
+    invalid_keys: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +107,8 @@ class GateReport:
     finished_at: str | None
     layers: list[LayerReport]
     missing_layers: list[str]
+    # Stored results of layers this version does not have (name -> verdict).
+    retired_layers: dict[str, str] = field(default_factory=dict)
     rule: str = RULE
 
 
@@ -210,6 +223,28 @@ def table_markdown(table: Table) -> list[str]:
     return lines
 
 
+def _stored_policy_markdown(policy: PolicyRef) -> list[str]:
+    """What reading the stored policy found, when it is not as this version would write it."""
+    tables = [
+        Table(
+            title="Retired policy keys (this version no longer knows them and does not apply them)",
+            columns=["key", "stored value"],
+            rows=[[key, value] for key, value in policy.retired_keys.items()],
+        ),
+        Table(
+            title="Stored policy values this version would refuse (shown as stored)",
+            columns=["key", "stored value", "why"],
+            rows=[[key, bad["value"], bad["why"]] for key, bad in policy.invalid_keys.items()],
+        ),
+        Table(
+            title="Policy keys the stored policy lacks",
+            columns=["key", "read as"],
+            rows=[[key, value] for key, value in policy.defaulted_keys.items()],
+        ),
+    ]
+    return [line for table in tables if table.rows for line in [*table_markdown(table), ""]]
+
+
 def gate_report_markdown(report: GateReport) -> str:
     suite = report.suite
     lines = [
@@ -224,6 +259,7 @@ def gate_report_markdown(report: GateReport) -> str:
     ]
     if report.verdict_reasons:
         lines += ["Reasons:", *[f"- {reason}" for reason in report.verdict_reasons], ""]
+    lines += _stored_policy_markdown(report.policy)
     lines += [
         "| layer | verdict | metric | estimate | interval | threshold | seconds | device |",
         "|---|---|---|---|---|---|---|---|",
@@ -236,6 +272,8 @@ def gate_report_markdown(report: GateReport) -> str:
         )
     for name in report.missing_layers:
         lines.append(f"| {name} | **missing** | | | | | | |")
+    for name, verdict in report.retired_layers.items():
+        lines.append(f"| {name} | {verdict} (retired layer) | | | | | | |")
     for layer in report.layers:
         lines += ["", f"## {layer.layer}: {layer.verdict}", "", f"Method: {layer.method}", ""]
         lines += [f"- {reason}" for reason in layer.reasons]
@@ -243,6 +281,10 @@ def gate_report_markdown(report: GateReport) -> str:
             lines += ["", *facts_markdown("Inputs", layer.inputs)]
         if layer.estimates:
             lines += ["", *facts_markdown("Estimates", layer.estimates)]
+        if layer.unreadable:
+            lines += ["", "Details this version cannot read:", *[f"- {why}" for why in layer.unreadable]]
+        if layer.retired_keys:
+            lines += ["", *facts_markdown("Retired keys in the stored details", layer.retired_keys)]
         if layer.attribution is not None:
             lines += ["", "### Attribution"]
             for name, level in layer.attribution.levels():

@@ -11,6 +11,35 @@ slug_validator = RegexValidator(
 )
 
 
+class ModelVersionQuerySet(models.QuerySet):
+    """Bulk writes skip `save()` and its `pre_save` check (`gate.services.clearance`): they never set a
+    status that clears a version for production. Only a release decision does, one version at a time."""
+
+    def _refuse_clearing(self, statuses) -> None:
+        cleared = sorted({str(s) for s in statuses if s in ModelVersion.CLEARED_STATUSES})
+        if cleared or any(not isinstance(s, str) for s in statuses):
+            raise ValueError(
+                f"A bulk write may not set a version's status to {', '.join(cleared) or 'an expression'}: "
+                "only a release decision clears a version for production."
+            )
+
+    def update(self, **kwargs):
+        if "status" in kwargs:
+            self._refuse_clearing([kwargs["status"]])
+        return super().update(**kwargs)
+
+    def bulk_create(self, objs, *args, **kwargs):
+        objs = list(objs)
+        self._refuse_clearing([obj.status for obj in objs if obj.status != ModelVersion.Status.REGISTERED])
+        return super().bulk_create(objs, *args, **kwargs)
+
+    def bulk_update(self, objs, fields, *args, **kwargs):
+        objs = list(objs)
+        if "status" in fields:
+            self._refuse_clearing([obj.status for obj in objs])
+        return super().bulk_update(objs, fields, *args, **kwargs)
+
+
 class ModelVersion(models.Model):
     """One version of a model family, how to reach it, and where it is in its release."""
 
@@ -26,6 +55,9 @@ class ModelVersion(models.Model):
         ROLLED_BACK = "rolled_back"
         # Was serving production, until another version of its family was promoted.
         RETIRED = "retired"
+
+    # Cleared for production: only a release decision puts a version here (`gate.services.clearance`).
+    CLEARED_STATUSES = frozenset({Status.APPROVED, Status.CANARY, Status.PROMOTED})
 
     class BackendKind(models.TextChoices):
         OPENAI = "openai", _("OpenAI-compatible chat endpoint")
@@ -58,6 +90,8 @@ class ModelVersion(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ModelVersionQuerySet.as_manager()
 
     class Meta:
         verbose_name = _("model version")

@@ -18,7 +18,13 @@ from registry.actors import SYSTEM, SystemActor
 from registry.models import ModelVersion
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import api_token_create, user_role_grant
-from registry.services.versions import model_version_backend, model_version_register, model_version_transition
+from registry.services.versions import (
+    model_version_backend,
+    model_version_config_hash,
+    model_version_register,
+    model_version_serving_set,
+    model_version_transition,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -118,11 +124,14 @@ def serve_versions():
                 actor=SYSTEM,
             )
             server = model_server_create(
-                backend=model_version_backend(version=version, cached=False), model_name=version.ref, port=0
+                backend=model_version_backend(version=version, cached=False),
+                model_name=version.ref,
+                config_hash=model_version_config_hash(version=version),
+                port=0,
             )
             threading.Thread(target=server.serve_forever, daemon=True).start()
-            version.serving_url = f"http://127.0.0.1:{server.server_port}/v1"
-            version.save(update_fields=["serving_url"])
+            url = f"http://127.0.0.1:{server.server_port}/v1"
+            model_version_serving_set(version=version, serving_url=url, actor=SYSTEM)
             servers[label] = server
             versions.append(version)
         return versions

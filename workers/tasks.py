@@ -61,18 +61,16 @@ def gate_run_execute_task(self, gate_run_id: int) -> None:
         if self.request.retries >= self.max_retries:
             gate_run_fail(gate_run_id=gate_run_id, status=GateRun.Status.ERROR, reason=f"gave up: {exc}")
             return
-        _release(gate_run_id, worker)
+        _release(gate_run_id, worker, str(exc))
         raise TransientModelError(str(exc)) from exc
     except SoftTimeLimitExceeded:
         gate_run_fail(gate_run_id=gate_run_id, status=GateRun.Status.ERROR, reason="task time limit exceeded")
-    except (OperationalError, InterfaceError):
-        _release(gate_run_id, worker)
+    except (OperationalError, InterfaceError) as exc:
+        _release(gate_run_id, worker, f"database: {exception_text(exc)}")
         raise
     except Exception as exc:
         logger.exception("gate run %s crashed", gate_run_id)
-        gate_run_fail(
-            gate_run_id=gate_run_id, status=GateRun.Status.ERROR, reason=f"{type(exc).__name__}: {exc}"
-        )
+        gate_run_fail(gate_run_id=gate_run_id, status=GateRun.Status.ERROR, reason=exception_text(exc))
 
 
 @app.task(
@@ -95,11 +93,17 @@ def adversarial_set_build_task(self, set_id: int, chunk_size: int) -> bool:
         return False
 
 
-def _release(gate_run_id: int, worker: str) -> None:
-    """Put a run back to queued so the retry can claim it at once."""
+def exception_text(exc: BaseException) -> str:
+    """The exception's type and text (its type alone when it has none): what a run's error names."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _release(gate_run_id: int, worker: str, error: str) -> None:
+    """Put a run back to queued so the retry can claim it at once; `error` says what failed."""
 
     try:
-        gate_run_release(gate_run_id=gate_run_id, worker=worker)
+        gate_run_release(gate_run_id=gate_run_id, worker=worker, error=error)
     except Exception:
         logger.exception("could not release gate run %s; the reaper will", gate_run_id)
 

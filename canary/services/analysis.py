@@ -6,6 +6,9 @@ Per metric (guardrails and minimum samples from the experiment):
 - latency of answers (the last 10 000 per arm): Mann-Whitney U on the medians' ratio;
 - user turns per session: Welch's t-test on sufficient statistics;
 - stress probes (the latest probe run): exact McNemar on the paired results.
+Each metric fails when it is worse than its guardrail and its test is significant at alpha after Holm's
+adjustment across the metrics tested together (`guardrails_holm`), so a healthy candidate is rolled
+back with probability at most alpha in all, not alpha per metric watched.
 Probe traffic never counts as user traffic. Insufficient data never passes. Counts and sums are
 aggregated in SQL, so the cost does not grow with the number of events held in Python.
 
@@ -29,8 +32,10 @@ from canary.services.experiments import (
 )
 from engines.routing import BASELINE, CANDIDATE
 from engines.stats.comparisons import (
+    ComparisonResult,
     analysis_combine,
     error_rate_compare,
+    guardrails_holm,
     latency_compare,
     mean_compare,
     probes_compare,
@@ -110,44 +115,51 @@ def _probe_result(experiment: Experiment, min_probes: int):
     )
 
 
+def _guardrail_results(*, experiment: Experiment) -> list[ComparisonResult]:
+    """Every guardrail metric compared, Holm-adjusted as one family."""
+    guardrails = {**GUARDRAIL_DEFAULTS, **experiment.guardrails}
+    min_requests, min_sessions = int(guardrails["min_requests"]), int(guardrails["min_sessions"])
+    counts = _counts(experiment)
+    turns = _turns_per_session(experiment)
+    return guardrails_holm(
+        [
+            error_rate_compare(
+                candidate=Proportion(successes=counts[CANDIDATE]["errors"], n=counts[CANDIDATE]["n"]),
+                baseline=Proportion(successes=counts[BASELINE]["errors"], n=counts[BASELINE]["n"]),
+                max_increase=guardrails["max_error_rate_increase"],
+                min_n=min_requests,
+            ),
+            rate_compare(
+                metric="fallback_rate",
+                candidate=Proportion(successes=counts[CANDIDATE]["fallbacks"], n=counts[CANDIDATE]["n"]),
+                baseline=Proportion(successes=counts[BASELINE]["fallbacks"], n=counts[BASELINE]["n"]),
+                max_increase=guardrails["max_fallback_rate"],
+                min_n=min_requests,
+            ),
+            latency_compare(
+                candidate=_latencies(experiment, CANDIDATE),
+                baseline=_latencies(experiment, BASELINE),
+                max_ratio=guardrails["max_latency_ratio"],
+                min_n=min_requests,
+            ),
+            mean_compare(
+                candidate=turns[CANDIDATE],
+                baseline=turns[BASELINE],
+                max_increase_ratio=MAX_TURNS_INCREASE,
+                min_n=min_sessions,
+            ),
+            _probe_result(experiment, int(guardrails["min_probes"])),
+        ]
+    )
+
+
 def experiment_analyze(
     *, experiment: Experiment, act: bool = True, actor: Actor = ANALYSIS
 ) -> CanaryAnalysis:
     """Compare the arms now; with `act`, roll back on fail and ramp on pass where the plan allows.
     A person may ask for it (a release manager); what it does is done as the canary analysis."""
     actor_require_role(actor, LIFECYCLE_ROLES, action="analyse an experiment now")
-    guardrails = {**GUARDRAIL_DEFAULTS, **experiment.guardrails}
-    min_requests, min_sessions = int(guardrails["min_requests"]), int(guardrails["min_sessions"])
-    counts = _counts(experiment)
-    turns = _turns_per_session(experiment)
-    results = [
-        error_rate_compare(
-            candidate=Proportion(successes=counts[CANDIDATE]["errors"], n=counts[CANDIDATE]["n"]),
-            baseline=Proportion(successes=counts[BASELINE]["errors"], n=counts[BASELINE]["n"]),
-            max_increase=guardrails["max_error_rate_increase"],
-            min_n=min_requests,
-        ),
-        rate_compare(
-            metric="fallback_rate",
-            candidate=Proportion(successes=counts[CANDIDATE]["fallbacks"], n=counts[CANDIDATE]["n"]),
-            baseline=Proportion(successes=counts[BASELINE]["fallbacks"], n=counts[BASELINE]["n"]),
-            max_increase=guardrails["max_fallback_rate"],
-            min_n=min_requests,
-        ),
-        latency_compare(
-            candidate=_latencies(experiment, CANDIDATE),
-            baseline=_latencies(experiment, BASELINE),
-            max_ratio=guardrails["max_latency_ratio"],
-            min_n=min_requests,
-        ),
-        mean_compare(
-            candidate=turns[CANDIDATE],
-            baseline=turns[BASELINE],
-            max_increase_ratio=MAX_TURNS_INCREASE,
-            min_n=min_sessions,
-        ),
-        _probe_result(experiment, int(guardrails["min_probes"])),
-    ]
+    results = _guardrail_results(experiment=experiment)
     verdict, reasons = analysis_combine(results)
     action = ""
     if act and experiment.status in Experiment.ACTIVE:

@@ -25,6 +25,7 @@ from registry.errors import ApplicationError
 from registry.models import ModelVersion
 from registry.roles import RELEASE_MANAGER
 from registry.services.audit import audit_record
+from registry.services.serving import model_version_serving_verify
 from registry.services.versions import model_version_promote
 from registry.services.webhooks import webhook_send
 
@@ -251,8 +252,24 @@ def _share_cap_check(*, experiment: Experiment, buckets: int, field: str) -> Non
         )
 
 
+def _serving_check(*, experiment: Experiment) -> None:
+    """Both arms serve the models their gate judged: a serving address that answers with another
+    model's config hash refuses the start (409). One that does not answer yet (its server not started)
+    is checked again on the proxy's first call."""
+    for version in (experiment.baseline, experiment.candidate):
+        check = model_version_serving_verify(version=version)
+        if check is not None and check.mismatch:
+            raise ApplicationError(
+                f"Experiment {experiment.name} cannot start: {check.problem}.",
+                code="serving_mismatch",
+                fields={"serving_url": [check.problem]},
+                status_code=409,
+            )
+
+
 def experiment_start(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
     _share_cap_check(experiment=experiment, buckets=experiment.traffic_buckets, field="traffic_percent")
+    _serving_check(experiment=experiment)
     now = timezone.now()
     return _status_set(
         experiment=experiment,
@@ -398,15 +415,18 @@ def experiment_ramp(
     return locked
 
 
-def experiment_horizon_register(*, experiment: Experiment, horizon: dict, actor: Actor) -> Experiment:
-    """Store layer 3's fixed horizon on a running experiment, once (the gate sizes it when the experiment
-    starts: `gate.services.horizons`); audited. A horizon is a commitment made before the data: a second
-    registration is refused (409)."""
+def experiment_horizon_register(
+    *, experiment: Experiment, horizon: dict, actor: Actor, follow_up: dict | None = None
+) -> Experiment:
+    """Store layer 3's plan (`horizon`: its frozen settings and fixed horizon) and layer 2's
+    (`follow_up`) on a running experiment, once (the gate sizes them when the experiment starts:
+    `gate.services.horizons`); audited. A horizon is a commitment made before the data: a second
+    registration is refused (409); replacing the plans is `canary.services.plans.experiment_plans_replace`."""
     actor_require_role(actor, LIFECYCLE_ROLES, action="register an experiment's horizon")
     with transaction.atomic():
         locked = _locked(experiment)
-        if locked.business_horizon:
-            registered = locked.business_horizon.get("registered_at")
+        if locked.business_horizon or locked.follow_up_horizon:
+            registered = (locked.business_horizon or locked.follow_up_horizon).get("registered_at")
             raise ApplicationError(
                 f"Experiment {locked.name} registered its horizon at {registered}.",
                 code="conflict",
@@ -421,8 +441,8 @@ def experiment_horizon_register(*, experiment: Experiment, horizon: dict, actor:
                 status_code=409,
             )
         locked.business_horizon = horizon
-        locked.save(update_fields=["business_horizon"])
-        audit_record(
-            actor=actor, action="experiment.horizon_register", target=locked, before={}, after=horizon
-        )
+        locked.follow_up_horizon = follow_up or {}
+        locked.save(update_fields=["business_horizon", "follow_up_horizon"])
+        after = {**horizon, "follow_up": follow_up} if follow_up else horizon
+        audit_record(actor=actor, action="experiment.horizon_register", target=locked, before={}, after=after)
     return locked

@@ -32,8 +32,10 @@ from engines.routing import CANDIDATE
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
 from registry.outbound import outbound_policy
+from registry.services.serving import model_version_serving_verify
 from registry.services.versions import (
     model_version_api_key,
+    model_version_config_hash,
     model_version_serving_model,
     model_version_serving_url,
 )
@@ -111,10 +113,28 @@ def _validate(body: object) -> list[dict]:
     return messages
 
 
+# (version, serving address, config hash) whose address this process has seen serve that model.
+_verified: set[tuple[int, str, str]] = set()
+
+
+def _serving_verify(*, version: ModelVersion) -> None:
+    """On the first call per process to a version's serving address: refuse (as an upstream error) an
+    address that serves another model than the one its gate judged. Not cached until it answers."""
+    key = (version.pk, version.serving_url, model_version_config_hash(version=version))
+    if key in _verified:
+        return
+    check = model_version_serving_verify(version=version, timeout=settings.EVALHUB_PROXY_TIMEOUT_SECONDS)
+    if check is not None and check.mismatch:
+        raise UpstreamError(check.problem)
+    if check is None or not check.problem:
+        _verified.add(key)
+
+
 def _ask(*, version: ModelVersion, body: dict) -> dict:
     url = model_version_serving_url(version=version)
     if not url:
         raise UpstreamError(f"{version.ref} has no serving URL")
+    _serving_verify(version=version)
     model = model_version_serving_model(version=version)
     try:
         api_key = model_version_api_key(version=version)

@@ -3,6 +3,8 @@ version is registered, so a bad config is refused there and not discovered by a 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -131,3 +133,10 @@ def checkpoint_path_resolve(*, path: str, model_dir: Path) -> Path:
     if not resolved.is_relative_to(root):
         raise BackendConfigError("backend_config.path", f"must be inside the model folder {root}")
     return resolved
+
+
+def backend_config_hash(*, kind: str, config: dict[str, Any]) -> str:
+    """What identifies a version's model: its backend kind and config, hashed (a changed checkpoint
+    path or endpoint is another model). The model server announces it; the gate and the canary check
+    that a serving address announces its version's."""
+    return hashlib.sha256(json.dumps([kind, config], sort_keys=True).encode()).hexdigest()

@@ -25,10 +25,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, TypedDict
 
-from engines.stats.hypothesis import mcnemar_exact, welch_t
+from engines.stats.hypothesis import holm_adjust, mcnemar_exact, welch_t
 from engines.stats.sufficient import MeanStats, Proportion
 
 PASS, MARGINAL, FAIL, INSUFFICIENT_DATA = "pass", "marginal", "fail", "insufficient_data"
@@ -62,6 +62,13 @@ class ComparisonResult:
     alpha: float
     min_n: int
     test: str
+    # Whether the estimate is worse than the threshold (None: not tested), and the verdict when only
+    # one of "worse than the threshold" and "significant" holds (probes: pass).
+    exceeds: bool | None = None
+    partial: str = MARGINAL
+    # The p-value after Holm across the analysis's tested metrics (`guardrails_holm`); the verdict
+    # was decided on it.
+    adjusted_p_value: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (reasons as a list)."""
@@ -182,9 +189,10 @@ def rate_compare(
         z = difference / standard_error
         p_value = float(scipy_stats.norm.sf(z))
         test_reason = f"z={z:.4f} (pooled rate {pooled:.4%}, standard error {standard_error:.6f})"
-    verdict = _verdict_decide(exceeds=difference > max_increase, significant=p_value < alpha)
+    exceeds = difference > max_increase
+    verdict = _verdict_decide(exceeds=exceeds, significant=p_value < alpha)
     reasons = (summary, test_reason, _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha))
-    return ComparisonResult(verdict=verdict, reasons=reasons, p_value=p_value, **common)
+    return ComparisonResult(verdict=verdict, reasons=reasons, p_value=p_value, exceeds=exceeds, **common)
 
 
 def error_rate_compare(
@@ -262,14 +270,17 @@ def latency_compare(
     ratio = candidate_median / baseline_median
     result = scipy_stats.mannwhitneyu(candidate, baseline, alternative="greater")
     p_value = float(result.pvalue)
-    verdict = _verdict_decide(exceeds=ratio > max_ratio, significant=p_value < alpha)
+    exceeds = ratio > max_ratio
+    verdict = _verdict_decide(exceeds=exceeds, significant=p_value < alpha)
     reasons = (
         f"candidate median {candidate_median:.4g} (n={len(candidate)}) vs baseline median "
         f"{baseline_median:.4g} (n={len(baseline)}), ratio {ratio:.4f}, limit {max_ratio:.4f}",
         f"U={float(result.statistic):.1f}",
         _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha),
     )
-    return ComparisonResult(verdict=verdict, reasons=reasons, difference=ratio, p_value=p_value, **common)
+    return ComparisonResult(
+        verdict=verdict, reasons=reasons, difference=ratio, p_value=p_value, exceeds=exceeds, **common
+    )
 
 
 def mean_compare(
@@ -331,7 +342,8 @@ def mean_compare(
         t, df = welch_t(first=candidate, second=baseline)
         p_value = float(scipy_stats.t.sf(t, df))
         test_reason = f"t={t:.4f}, df={df:.2f}"
-    verdict = _verdict_decide(exceeds=relative > max_increase_ratio, significant=p_value < alpha)
+    exceeds = relative > max_increase_ratio
+    verdict = _verdict_decide(exceeds=exceeds, significant=p_value < alpha)
     reasons = (
         f"candidate mean {candidate_mean:.4g} (sd {candidate_sd:.4g}, n={candidate.n}) vs baseline "
         f"mean {baseline_mean:.4g} (sd {baseline_sd:.4g}, n={baseline.n}), relative difference "
@@ -339,7 +351,9 @@ def mean_compare(
         test_reason,
         _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha),
     )
-    return ComparisonResult(verdict=verdict, reasons=reasons, difference=relative, p_value=p_value, **common)
+    return ComparisonResult(
+        verdict=verdict, reasons=reasons, difference=relative, p_value=p_value, exceeds=exceeds, **common
+    )
 
 
 def probes_compare(
@@ -401,7 +415,36 @@ def probes_compare(
         f"{only_baseline_correct}",
         outcome,
     )
-    return ComparisonResult(verdict=verdict, reasons=reasons, p_value=p_value, **common)
+    return ComparisonResult(
+        verdict=verdict, reasons=reasons, p_value=p_value, exceeds=worse, partial=PASS, **common
+    )
+
+
+def guardrails_holm(results: Sequence[ComparisonResult]) -> list[ComparisonResult]:
+    """The family-wise step of an analysis: each tested metric's significance judged on its Holm
+    adjusted p-value across the metrics tested together, so that the chance that a healthy candidate
+    fails any of them (and is rolled back) is at most alpha, however many metrics are watched (Holm
+    needs no independence between them). The raw p-values and the tests' own reasons stay; a verdict
+    the adjustment changes says so."""
+    tested = [index for index, result in enumerate(results) if result.p_value is not None]
+    adjusted = holm_adjust([results[index].p_value or 0.0 for index in tested])
+    out = list(results)
+    for index, p_value in zip(tested, adjusted, strict=True):
+        result = results[index]
+        significant = p_value < result.alpha
+        if result.exceeds and significant:
+            verdict = FAIL
+        else:
+            verdict = result.partial if result.exceeds or significant else PASS
+        reasons = result.reasons
+        if verdict != result.verdict:
+            reasons = (
+                *reasons,
+                f"after Holm across {len(tested)} tested metrics: adjusted p={p_value:.4g} "
+                f"{'<' if significant else '>='} alpha {result.alpha:g}, {result.verdict} becomes {verdict}",
+            )
+        out[index] = replace(result, verdict=verdict, reasons=reasons, adjusted_p_value=p_value)
+    return out
 
 
 def analysis_combine(results: Iterable[ComparisonResult]) -> tuple[str, tuple[str, ...]]:

@@ -123,6 +123,50 @@ def srm_check(*, counts: Sequence[int], expected_shares: Sequence[float], alpha:
     )
 
 
+def clustered_srm_check(
+    *, counts: Sequence[int], sum_squares: float, expected_share: float, alpha: float = 0.001
+) -> SrmResult:
+    """Sample ratio mismatch of events that cluster in the randomisation units: `counts` = (events on
+    arm 0, events on arm 1), `sum_squares` = Σ over units of (the unit's events)², both arms together,
+    `expected_share` the share of units assigned to arm 1.
+
+    When units (users) are assigned independently with probability p and unit i has a_i events, arm 1's
+    total E_1 = Σ a_i·I_i has mean p·Σa_i and variance p(1 − p)·Σa_i² under the intended split, so
+    z = (E_1 − p·Σa_i) / sqrt(p(1 − p)·Σa_i²) is standard normal (a two-sided test, reported as
+    chi_square = z² on 1 df). With one event per unit it is Pearson's chi-square of `srm_check`; with
+    several, the plain chi-square on event counts would be too narrow by the design effect
+    Σa_i²/Σa_i and raise false alarms. No events: error "no units", mismatch False."""
+    from scipy import stats as scipy_stats
+
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha} outside (0, 1)")
+    if len(counts) != 2 or any(count < 0 for count in counts):
+        raise ValueError(f"counts={tuple(counts)} must be two non-negative event counts")
+    if not 0 < expected_share < 1:
+        raise ValueError(f"expected_share={expected_share} outside (0, 1)")
+    total = sum(counts)
+    if not (math.isfinite(sum_squares) and sum_squares >= total):
+        raise ValueError(f"sum_squares={sum_squares} must be at least the events' count {total}")
+    expected = (total * (1 - expected_share), total * expected_share)
+    if total == 0:
+        return SrmResult(
+            counts=tuple(counts), expected_counts=None, chi_square=None, df=1, p_value=None, alpha=alpha,
+            mismatch=False, error=NO_UNITS, method="clustered_z",
+        )  # fmt: skip
+    z = (counts[1] - expected[1]) / math.sqrt(expected_share * (1 - expected_share) * sum_squares)
+    p_value = float(2 * scipy_stats.norm.sf(abs(z)))
+    return SrmResult(
+        counts=tuple(counts),
+        expected_counts=expected,
+        chi_square=z * z,
+        df=1,
+        p_value=p_value,
+        alpha=alpha,
+        mismatch=p_value < alpha,
+        method="clustered_z",
+    )
+
+
 def _check_p_values(p_values: Sequence[float]) -> list[float]:
     values = [float(p) for p in p_values]
     if not all(0 <= p <= 1 for p in values):  # also refuses NaN

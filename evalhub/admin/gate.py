@@ -76,6 +76,7 @@ class LayerResultInline(admin.StackedInline):
 class GateRunAdmin(ReadOnlyAdmin):
     list_display = ["id", "candidate", "baseline", "suite", "status", "progress", "verdict", "created_at"]
     list_filter = ["status", "verdict"]
+    list_select_related = ["candidate", "baseline", "suite"]  # one query for the list, not three a row
     inlines = [LayerResultInline]
 
 

@@ -22,14 +22,15 @@ from canary.selectors import (
 from canary.services import experiments as lifecycle
 from canary.services.assignment import experiment_assign
 from canary.services.events import events_ingest
+from canary.services.plans import experiment_unblind, unblind_permission_require
 from canary.services.probes import probe_runs_request, probe_set_import_jsonl
 from canary.services.proxy import chat_completion_proxy
 from engines.routing import ARMS
 from evalhub.api.common import SlugNameField, StrictSerializer, VersionRefField
 from evalhub.api.schema import ErrorSerializer
-from gate.services.horizons import experiment_start_registered
+from gate.services.horizons import experiment_plans_register_again, experiment_start_registered
 from registry.errors import ApplicationError
-from registry.roles import APP, CI, RELEASE_MANAGER
+from registry.roles import APP, CI, READ_ROLES, RELEASE_MANAGER
 
 APP_ROLES = frozenset({APP, CI, RELEASE_MANAGER})
 
@@ -63,6 +64,17 @@ class LiveSerializer(serializers.Serializer):
     candidate = ArmLiveSerializer()
 
 
+class UnblindedSerializer(serializers.Serializer):
+    """Who unblinded the traffic layers before their looks, when and why (null: blind)."""
+
+    by = serializers.CharField(source="unblinded_by_name")
+    at = serializers.DateTimeField(source="unblinded_at")
+    reason = serializers.CharField(source="unblind_reason")
+
+    def to_representation(self, instance):
+        return None if instance.unblinded_at is None else super().to_representation(instance)
+
+
 class ExperimentOutputSerializer(serializers.Serializer):
     """An experiment with its live figures per arm (users, sessions, questions, answers, errors,
     fallbacks, outcomes; probe traffic apart) and its latest analysis. Serializes `ExperimentLive`."""
@@ -85,8 +97,14 @@ class ExperimentOutputSerializer(serializers.Serializer):
     ended_at = serializers.DateTimeField(source="experiment.ended_at", allow_null=True)
     business_horizon = serializers.DictField(
         source="experiment.business_horizon",
-        help_text="layer 3's fixed horizon, registered at the start: metric, units_per_arm, basis",
+        help_text="layer 3's plan, registered at the start: its frozen settings, units_per_arm, basis, "
+        "counted_from, and its one look once taken",
     )
+    follow_up_horizon = serializers.DictField(
+        source="experiment.follow_up_horizon",
+        help_text="layer 2's plan: its frozen settings, answers_per_arm, basis, and its one look once taken",
+    )
+    unblinded = UnblindedSerializer(source="experiment", allow_null=True)
     live = LiveSerializer(source="arms")
     latest_analysis = AnalysisOutputSerializer(allow_null=True)
 
@@ -171,6 +189,53 @@ class ExperimentActionApi(APIView):
             experiment = experiment_start_registered(**common)
         else:
             experiment = getattr(lifecycle, f"experiment_{action}")(**common)
+        return Response(experiment_output(experiment))
+
+
+class ExperimentPlanApi(APIView):
+    """Register the traffic layers' plans again under the family's policy as it is now (release managers;
+    audited, with a reason): the new settings bind every later run, and the new horizons count units first
+    exposed from now on."""
+
+    write_roles = frozenset({RELEASE_MANAGER})
+
+    class InputSerializer(StrictSerializer):
+        reason = serializers.CharField(max_length=2000)
+
+    @extend_schema(
+        operation_id="experiment_plan_register", request=InputSerializer, responses=ExperimentOutputSerializer
+    )
+    def post(self, request, name: str):
+        experiment = experiment_get(name=name)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        experiment = experiment_plans_register_again(
+            experiment=experiment, actor=request.user, reason=serializer.validated_data["reason"]
+        )
+        return Response(experiment_output(experiment))
+
+
+class ExperimentUnblindApi(APIView):
+    """Unblind the traffic layers before their looks (a user with the permission
+    `canary.unblind_experiment`; audited, with a reason): every output then shows the numbers so far,
+    beside who unblinded, when and why."""
+
+    write_roles = READ_ROLES  # the permission, not a role, decides (the service checks it)
+
+    class InputSerializer(StrictSerializer):
+        reason = serializers.CharField(max_length=2000)
+
+    @extend_schema(
+        operation_id="experiment_unblind", request=InputSerializer, responses=ExperimentOutputSerializer
+    )
+    def post(self, request, name: str):
+        experiment = experiment_get(name=name)
+        unblind_permission_require(request.user)  # before the input: no hint to who may not
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        experiment = experiment_unblind(
+            experiment=experiment, actor=request.user, reason=serializer.validated_data["reason"]
+        )
         return Response(experiment_output(experiment))
 
 

@@ -22,14 +22,14 @@ from evalhub.api.common import (
     paginated,
 )
 from gate.layers.base import to_json
-from gate.layers.registry import LAYER_NAMES
+from gate.layers.registry import LAYER_NAMES, gate_policy_read
 from gate.models import Decision, GateRun, LayerResult
 from gate.reporting import gate_report_markdown
 from gate.selectors.decisions import decision_get, decision_list
 from gate.selectors.gate_runs import gate_run_get, gate_run_list, sample_result_list
 from gate.services.decisions import REASON_MAX_LENGTH, decision_record
 from gate.services.gate_runs import gate_run_start
-from gate.services.progress import gate_run_live
+from gate.services.progress import gate_queue_snapshot, gate_run_live
 from gate.services.report import gate_run_report
 from registry.errors import ApplicationError, NotFoundError
 from registry.roles import RELEASE_MANAGER
@@ -71,6 +71,7 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
     url = serializers.SerializerMethodField()
     html_url = serializers.SerializerMethodField()
     live = serializers.SerializerMethodField()
+    stored_policy = serializers.SerializerMethodField()
 
     class Meta:
         model = GateRun
@@ -83,6 +84,7 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
             "suite",
             "policy",
             "policy_config",
+            "stored_policy",
             "experiment",
             "status",
             "progress",
@@ -107,7 +109,16 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
     def get_live(self, obj) -> dict:
         """Per required layer: state, units done of total; elapsed and ETA (s); for a queued run,
         the runs ahead of it on its queue and why it waits."""
-        return to_json(gate_run_live(run=obj))
+        if obj.status == GateRun.Status.QUEUED and "gate_queue" not in self.context:
+            self.context["gate_queue"] = gate_queue_snapshot()  # once per list, not per row
+        return to_json(gate_run_live(run=obj, waiting=self.context.get("gate_queue")))
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_stored_policy(self, obj) -> dict:
+        """What reading `policy_config` with this version found: `retired_keys` (keys it no longer
+        knows, with their stored values; not applied), `defaulted_keys` (keys the snapshot lacks, with
+        the value read for them), `invalid_keys` (stored values it would refuse, kept, with why)."""
+        return to_json(gate_policy_read(obj.policy_config).found)
 
     def get_html_url(self, obj) -> str:
         """The run's page for people (reports, attribution, decisions)."""
@@ -148,7 +159,8 @@ class GateRunListApi(APIView):
     )
     def get(self, request):
         filters = filter_params(request, self.FilterSerializer)
-        return paginated(request, self, gate_run_list(filters=filters), GateRunOutputSerializer)
+        runs = gate_run_list(filters=filters).prefetch_related("layers")
+        return paginated(request, self, runs, GateRunOutputSerializer)
 
     @extend_schema(
         operation_id="gate_run_start", request=InputSerializer, responses={202: GateRunOutputSerializer}
@@ -339,7 +351,7 @@ class DecisionListApi(ImmutableApi):
             queryset=Decision.objects.all(),
             noun="decision",
             required=False,
-            help_text="override_confirm: the request's id.",
+            help_text="override_confirm, incumbent_confirm: the id of the request it confirms.",
         )
 
     @extend_schema(

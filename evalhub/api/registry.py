@@ -29,7 +29,11 @@ from registry.roles import RELEASE_MANAGER
 from registry.selectors.suites import eval_suite_get, eval_suite_list
 from registry.selectors.versions import model_version_get, model_version_list
 from registry.services.suites import eval_suite_import, suite_items_parse
-from registry.services.versions import model_version_register, model_version_transition
+from registry.services.versions import (
+    model_version_register,
+    model_version_serving_set,
+    model_version_transition,
+)
 
 
 class ModelVersionOutputSerializer(serializers.ModelSerializer):
@@ -99,11 +103,11 @@ def _registration_schema() -> dict:
         "api_key": {"type": "string", "maxLength": 500, "writeOnly": True, "description": "stored encrypted"},
         "baseline": {**VERSION_REF_SCHEMA, "nullable": True},
         "description": {"type": "string"},
-        "status": {"type": "string", "enum": ["registered", "promoted"], "default": "registered"},
         "serving_url": {
             "type": "string",
             "maxLength": 500,
-            "description": "OpenAI-compatible base URL for live traffic",
+            "description": "OpenAI-compatible base URL for live traffic, fixed once the version is "
+            "evaluated; an openai version's must be empty or its base_url",
         },
     }
     return {
@@ -143,7 +147,6 @@ class ModelVersionListApi(APIView):
         api_key = serializers.CharField(required=False, allow_blank=True, write_only=True, max_length=500)
         baseline = VersionRefField(required=False, allow_null=True)
         description = serializers.CharField(required=False, allow_blank=True)
-        status = serializers.ChoiceField(choices=["registered", "promoted"], required=False)
         serving_url = serializers.URLField(
             required=False,
             allow_blank=True,
@@ -210,6 +213,34 @@ class ModelVersionTransitionApi(APIView):
             reason=serializer.validated_data["reason"],
             actor=request.user,
         )
+        return Response(ModelVersionOutputSerializer(version).data)
+
+
+class ModelVersionServingApi(APIView):
+    """Set where live traffic reaches a version (release managers only, audited), until it is
+    evaluated: after that it is part of what its gate judged (409), and serving elsewhere is a new
+    version."""
+
+    write_roles = frozenset({RELEASE_MANAGER})
+
+    class InputSerializer(StrictSerializer):
+        serving_url = serializers.URLField(
+            allow_blank=True,
+            max_length=500,
+            help_text="OpenAI-compatible base URL for live traffic; an openai version's must be its base_url",
+        )
+        reason = serializers.CharField(max_length=2000)
+
+    @extend_schema(
+        operation_id="model_version_serving_set",
+        request=InputSerializer,
+        responses=ModelVersionOutputSerializer,
+    )
+    def post(self, request, ref: str):
+        version = model_version_get(ref=ref)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        version = model_version_serving_set(version=version, actor=request.user, **serializer.validated_data)
         return Response(ModelVersionOutputSerializer(version).data)
 
 

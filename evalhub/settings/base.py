@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -51,6 +52,8 @@ THIRD_PARTY_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    # django-axes, the sign-in throttle: failed password sign-ins per account and per address.
+    "evalhub.apps.SignInThrottleConfig",
 ]
 LOCAL_APPS = [
     "registry.apps.RegistryConfig",
@@ -71,6 +74,13 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: turns a locked-out sign-in into the lockout page (evalhub.throttle.signin_locked_out).
+    "axes.middleware.AxesMiddleware",
+]
+# Axes first: a locked-out account or address is refused before its password is even checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "evalhub.urls"
@@ -144,6 +154,41 @@ LOGOUT_REDIRECT_URL = "home"  # which sends a signed-out visitor on to the sign-
 # closes with EVALHUB_SESSION_EXPIRE_AT_BROWSER_CLOSE=1.
 SESSION_COOKIE_AGE = int(os.environ.get("EVALHUB_SESSION_SECONDS", 12 * 3600))
 SESSION_EXPIRE_AT_BROWSER_CLOSE = env_bool("EVALHUB_SESSION_EXPIRE_AT_BROWSER_CLOSE", False)
+
+# ---------------------------------------------------------------------------------------------
+# Sign-in throttle (django-axes) and the bad-token throttle
+# ---------------------------------------------------------------------------------------------
+# The client's address: REMOTE_ADDR, or with N trusted reverse proxies in front, the address the
+# N-th one (from the right of X-Forwarded-For) saw. Both throttles count per this address.
+EVALHUB_CLIENT_ADDRESS_PROXIES = int(os.environ.get("EVALHUB_CLIENT_ADDRESS_PROXIES", 0))
+# Password sign-in (/login/ and the admin's): after this many failures for one account, or from one
+# address, that account or address is refused for the cool-off; a success clears the account's count.
+AXES_FAILURE_LIMIT = int(os.environ.get("EVALHUB_SIGNIN_FAILURE_LIMIT", 5))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("EVALHUB_SIGNIN_COOLOFF_MINUTES", 15)))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own: per account, per address
+AXES_RESET_ON_SUCCESS = True
+# Attempts during a lockout do not prolong it: the cool-off runs from the lockout.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_CLIENT_IP_CALLABLE = "evalhub.throttle.client_address"
+AXES_LOCKOUT_CALLABLE = "evalhub.throttle.signin_locked_out"
+AXES_USERNAME_FORM_FIELD = "username"
+AXES_VERBOSE = False
+# API tokens: after this many invalid or revoked tokens from one address within the window, that
+# address is answered 429 (with Retry-After) for the cool-off, whatever token it sends.
+EVALHUB_TOKEN_FAILURE_LIMIT = int(os.environ.get("EVALHUB_TOKEN_FAILURE_LIMIT", 20))
+EVALHUB_TOKEN_FAILURE_WINDOW_SECONDS = int(os.environ.get("EVALHUB_TOKEN_FAILURE_WINDOW_SECONDS", 300))
+EVALHUB_TOKEN_COOLOFF_SECONDS = int(os.environ.get("EVALHUB_TOKEN_COOLOFF_SECONDS", 900))
+# The bad-token counts live in this cache: Redis (EVALHUB_CACHE_URL, by default the Celery broker
+# when it is Redis) so every web process counts together; else each process counts on its own.
+_broker = os.environ.get("CELERY_BROKER_URL", "")
+EVALHUB_CACHE_URL = os.environ.get("EVALHUB_CACHE_URL", _broker if _broker.startswith("redis") else "")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": EVALHUB_CACHE_URL}
+        if EVALHUB_CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 
 # ---------------------------------------------------------------------------------------------
 # REST API
@@ -279,7 +324,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # each task a worker takes and each beat tick) is off by default, so the console shows what matters;
 # EVALHUB_LOG_REQUESTS=1 turns them on (bin/run-local passes it to gunicorn's access log too).
 EVALHUB_LOG_REQUESTS = env_bool("EVALHUB_LOG_REQUESTS", False)
-PER_CALL_LOGGERS = ("httpx", "httpcore", "celery.app.trace", "celery.worker.strategy", "celery.beat")
+PER_CALL_LOGGERS = ("httpx", "httpcore", "celery.app.trace", "celery.worker.strategy", "celery.beat", "axes")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

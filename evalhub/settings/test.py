@@ -49,6 +49,11 @@ CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "memory://"
 CELERY_BROKER_TRANSPORT_OPTIONS = {}
 EVALHUB_TELEMETRY_REDIS_URL = os.environ.get("EVALHUB_TELEMETRY_REDIS_URL", "")
 EVALHUB_TELEMETRY_STREAM = "evalhub:test:canary:turns"
+# Tests sign in a lot: throttles far above what any test does, so none locks another out (the
+# throttle tests set their own limits); the bad-token counts in this process's memory, not in Redis.
+AXES_FAILURE_LIMIT = 1000
+EVALHUB_TOKEN_FAILURE_LIMIT = 1000
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # Tests change tokens, roles and experiments between requests: no reuse (tested on its own).
 EVALHUB_AUTH_CACHE_SECONDS = 0
 EVALHUB_CANARY_CACHE_SECONDS = 0

@@ -4,6 +4,7 @@ lifecycle actions (release managers only; every action through the audited servi
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -11,6 +12,8 @@ from django.views.decorators.http import require_POST
 
 from canary.selectors import experiment_get, experiment_overview_list
 from canary.services import experiments as lifecycle
+from canary.services import plans
+from canary.services.plans import UNBLIND_PERMISSION, unblind_permission_require
 from evalhub.permissions import error_text, reader_required, roles_required
 from evalhub.terms import term_label
 from gate.layers.base import to_json
@@ -34,6 +37,7 @@ def experiment_detail(request: HttpRequest, name: str) -> HttpResponse:
         "dashboard": dashboard,
         "charts_json": [to_json(chart) for chart in dashboard.charts],
         "can_act": RELEASE_MANAGER in user_roles(request.user),
+        "can_unblind": request.user.has_perm(UNBLIND_PERMISSION) and experiment.unblinded_at is None,
     }
     return render(request, "canary/experiment_detail.html", context)
 
@@ -77,5 +81,27 @@ def experiment_action(request: HttpRequest, name: str, action: str) -> HttpRespo
                 "status": term_label(changed.status),
                 "share": f"{changed.traffic_percent:g}",
             },
+        )
+    return redirect("canary:experiment-detail", name=experiment.name)
+
+
+@reader_required
+@require_POST
+def experiment_unblind(request: HttpRequest, name: str) -> HttpResponse:
+    """Unblind the traffic layers before their looks (the permission canary.unblind_experiment, a reason;
+    audited); what the service refuses is shown on the page."""
+    experiment = experiment_get(name=name)
+    try:
+        unblind_permission_require(request.user)
+        plans.experiment_unblind(
+            experiment=experiment, actor=request.user, reason=request.POST.get("reason", "")
+        )
+    except ApplicationError as exc:
+        if exc.status_code == 403:
+            raise PermissionDenied(exc.message) from None
+        messages.error(request, error_text(exc))
+    else:
+        messages.success(
+            request, _("Unblinded: the numbers before the horizon are shown, with your name and reason.")
         )
     return redirect("canary:experiment-detail", name=experiment.name)

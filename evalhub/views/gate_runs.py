@@ -15,7 +15,7 @@ from gate.layers.base import to_json
 from gate.selectors.gate_runs import gate_run_get, wrong_answer_filters, wrong_answer_list
 from gate.services.charts import gate_run_charts
 from gate.services.progress import gate_run_live
-from gate.services.report import gate_run_layers
+from gate.services.report import gate_run_layers, gate_run_policy_findings, gate_run_retired_layers
 
 WRONG_PER_PAGE = 50
 CANDIDATE, BASELINE = "candidate", "baseline"
@@ -63,6 +63,8 @@ def gate_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "run": run,
         "layers": layers,
         "live": gate_run_live(run=run),
+        "policy_found": gate_run_policy_findings(run=run),
+        "retired_layers": gate_run_retired_layers(run=run),
         "charts": charts,
         "charts_json": [to_json(chart) for chart in charts],
         "form": form,

@@ -12,13 +12,14 @@ from gate.selectors.decisions import (
     decision_get,
     decision_list,
     gate_run_latest_finished,
+    incumbent_request_open,
     override_request_open,
 )
 from gate.selectors.gate_runs import gate_run_get, gate_run_list
 from gate.services.decisions import decision_record
 from registry.errors import ApplicationError
 from registry.roles import RELEASE_MANAGER, RELEASE_ROLES, user_roles
-from registry.selectors.versions import model_version_get, model_version_list
+from registry.selectors.versions import model_version_get, model_version_in_production, model_version_list
 
 
 @reader_required
@@ -38,6 +39,10 @@ def version_detail(request, ref: str):
         "can_decide": RELEASE_MANAGER in user_roles(request.user),
         "decided_run": gate_run_latest_finished(version=version),
         "open_request": override_request_open(version=version),
+        # Before its family has a production version, this one may be declared the incumbent.
+        "may_be_incumbent": version.status == version.Status.REGISTERED
+        and model_version_in_production(family=version.family) is None,
+        "open_incumbent_request": incumbent_request_open(version=version),
     }
     return render(request, "evalhub/version_detail.html", context)
 

@@ -181,6 +181,70 @@ def _mean_reduction(results: list[dict[str, BusinessValueResult | bool]]) -> flo
     return float(np.mean(reductions))
 
 
+def rerun_false_pass_rates(
+    *, runs: int, seed: int, horizon: int = 200, reruns: int = 11, alpha: float = 0.05
+) -> dict[str, float]:
+    """A/A false-pass rates when the gate is run `reruns` times as the experiment grows from the
+    registered `horizon` H to 2H units per arm (the approval reads the latest run, so one passing run is
+    enough), with and without CUPED:
+
+    - `rerun_stored_look`: the layer since issue 18: the first run at or after H judges the first H units
+      per arm, and when that look decides it is stored; every later run returns it (`gate.layers.
+      business_value.business_value_assess`, here on sufficient statistics instead of the database);
+    - `rerun_grown_window`: the layer before it: every run judges the grown window afresh, the horizon
+      only a floor (peeking: above alpha);
+    - `single_look`: the fixed-horizon test once at H, for comparison.
+
+    The layer at H and the simulation take the same first H units of each arm (users arriving in order)."""
+    if runs < 1 or reruns < 2 or horizon < 2:
+        raise ValueError(f"need runs >= 1, reruns >= 2 and horizon >= 2, got {runs}, {reruns}, {horizon}")
+    cumulative = _simulate(rng=np.random.default_rng(seed), runs=runs, users=2 * horizon)
+    sizes = [horizon + round(horizon * k / (reruns - 1)) for k in range(reruns)]
+    fixed = FixedHorizon(units_per_arm=horizon, basis="registered at the start")
+    counts = dict.fromkeys(
+        (
+            f"{name}{suffix}"
+            for name in ("rerun_stored_look", "rerun_grown_window", "single_look")
+            for suffix in ("", "_cuped")
+        ),
+        0,
+    )
+    for run in range(runs):
+        for suffix in ("", "_cuped"):
+
+            def judged(size: int, run: int = run, suffix: str = suffix) -> BusinessValueResult:
+                arms = [_arm(cumulative[:, run, arm, size - 1], size) for arm in (0, 1)]
+                control, treatment = (arms[0], arms[1]) if suffix else (arms[0].post, arms[1].post)
+                return business_value_judge(
+                    baseline=control,
+                    candidate=treatment,
+                    direction=DECREASE,
+                    alpha=alpha,
+                    min_units=2,
+                    horizon=fixed,
+                )
+
+            stored: BusinessValueResult | None = None  # the plan's look
+            latest_passes = []
+            for size in sizes:
+                if stored is None:
+                    look = judged(horizon)  # the first H units per arm, whenever the run comes
+                    stored = look if look.verdict in (PASS, "fail") else None
+                latest_passes.append(judged(size).verdict == PASS)
+            assert stored is not None
+            counts[f"rerun_stored_look{suffix}"] += stored.verdict == PASS
+            counts[f"single_look{suffix}"] += judged(horizon).verdict == PASS
+            counts[f"rerun_grown_window{suffix}"] += any(latest_passes)
+    return {
+        "runs": runs,
+        "seed": seed,
+        "horizon": horizon,
+        "reruns": reruns,
+        "alpha": alpha,
+        **{name: count / runs for name, count in counts.items()},
+    }
+
+
 def planning_sd(*, seed: int, users: int = 100_000) -> float:
     """The per-user standard deviation of the linearised metric in this population (what the layer
     measures over the pre-window before a start to size the horizon), from one large simulated arm."""
@@ -222,3 +286,78 @@ def power_rates(
         **{name: sum(bool(result[name]) for result in results) / runs for name in names},
         "cuped_variance_reduction": _mean_reduction(results),
     }
+
+
+def follow_up_rerun_rates(
+    *,
+    runs: int,
+    seed: int,
+    candidate_rate: float,
+    baseline_rate: float,
+    horizon: int = 2000,
+    reruns: int = 11,
+    max_rate: float = 0.18,
+    margin: float = 0.01,
+    confidence: float = 0.95,
+    tau: float = 0.02,
+) -> dict[str, float]:
+    """Layer 2 at the boundary of its null: pass rates over `reruns` gate runs as each arm grows from the
+    registered `horizon` of answered questions to twice it (answers independent, each followed up with its
+    arm's rate; the observed rate judged, as with `follow_up_correction: none`):
+
+    - `rerun_stored_look`: the layer since issue 18: the first H answers per arm judged once and stored;
+    - `rerun_grown_window`: every run judging the grown window afresh (the layer before: peeking);
+    - `sequential_looks`: the always-valid option (`follow_up_sequential_tau`), judged at every run from
+      H/10 to 2H, any pass counted.
+
+    With the candidate at the bar (`candidate_rate` = `max_rate`), or worse than the baseline by exactly
+    the margin, every pass is false: each rate should be at most the one-sided (1 − confidence)/2."""
+    from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
+
+    if runs < 1 or reruns < 2 or horizon < 10:
+        raise ValueError(f"need runs >= 1, reruns >= 2 and horizon >= 10, got {runs}, {reruns}, {horizon}")
+    rng = np.random.default_rng(seed)
+    size = (runs, 2 * horizon)
+    follow_ups = (
+        np.cumsum(rng.random(size) < baseline_rate, axis=1),
+        np.cumsum(rng.random(size) < candidate_rate, axis=1),
+    )
+    sizes = [horizon + round(horizon * k / (reruns - 1)) for k in range(reruns)]
+    looks = [round(2 * horizon * k / (2 * reruns)) for k in range(1, 2 * reruns + 1)]
+
+    def judged(run: int, n: int, **settings: object) -> str:
+        arms = [FollowUpCounts(answered=n, follow_ups=int(counts[run, n - 1])) for counts in follow_ups]
+        return follow_up_rate_judge(
+            candidate=arms[1],
+            baseline=arms[0],
+            max_rate=max_rate,
+            margin=margin,
+            min_answered=2,
+            confidence=confidence,
+            **settings,  # type: ignore[arg-type]
+        ).verdict
+
+    passed = {"rerun_stored_look": 0, "rerun_grown_window": 0, "sequential_looks": 0}
+    for run in range(runs):
+        passed["rerun_stored_look"] += judged(run, horizon) == PASS  # stored at H, returned by every run
+        passed["rerun_grown_window"] += any(judged(run, n) == PASS for n in sizes)
+        passed["sequential_looks"] += any(judged(run, n, sequential_tau=tau) == PASS for n in looks)
+    return {
+        "runs": runs,
+        "seed": seed,
+        "horizon": horizon,
+        "alpha": round((1 - confidence) / 2, 12),
+        **{name: count / runs for name, count in passed.items()},
+    }
+
+
+def cuped_reduction(*, seed: int, users: int = 100_000) -> float:
+    """The variance reduction CUPED gives in this population, measured as `gate.services.horizons`
+    measures it on a family's history: one large simulated arm with its pre-period, θ pooled."""
+    from engines.stats.effects import ratio_cuped_adjust
+
+    cumulative = _simulate(rng=np.random.default_rng(seed), runs=1, users=users)
+    arm = _arm(cumulative[:, 0, 0, -1], users)
+    reduction = ratio_cuped_adjust(control=arm, treatment=arm).variance_reduction
+    assert reduction is not None
+    return reduction

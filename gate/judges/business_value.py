@@ -42,6 +42,13 @@ estimate: n·(z₁₋α·se/(estimate − min_effect))² at a fixed horizon, the
 half-width shrinks to estimate − min_effect when sequential (the variance of the difference falls as
 1/n); at a registered horizon it is a fail (the horizon was the one look). Invalid settings raise
 ValueError naming the argument.
+
+Blind: under a registered horizon every verdict but pass or fail (before the horizon, no horizon, a
+sample ratio mismatch, degenerate statistics) comes as a blind result: the units per arm, the
+sample-ratio check and the horizon, and no estimate, interval, p-value, lift or per-arm value, so that
+nothing downstream can show what the one look has not decided yet (`business_value_blind`). With
+`unblinded` (a person with the permission chose to see them, `gate.judges.plan.Unblinding`) the numbers
+so far come back beside the undecided verdict, naming who and why.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ from engines.stats.effects import (
 from engines.stats.hypothesis import SrmResult, srm_check
 from engines.stats.intervals import z_for
 from engines.stats.sufficient import MIN_UNITS, MeanStats, RatioCupedStats, RatioStats, pseudo_units
+from gate.judges.plan import LookRecord, Unblinding
 from gate.judges.traffic import TrafficInputs
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
 from gate.policy import PolicySection, setting
@@ -69,6 +77,9 @@ from gate.reporting import Attribution
 DECREASE, INCREASE = "decrease", "increase"
 BUSINESS_DIRECTIONS = (DECREASE, INCREASE)
 PER = ("user", "outcome")
+# Which fixed horizon registers: the plain delta method's, or one shrunk by CUPED's measured reduction.
+PLAIN, CUPED = "plain", "cuped"
+HORIZON_SIZINGS = (PLAIN, CUPED)
 
 
 @dataclass(frozen=True)
@@ -124,6 +135,12 @@ class BusinessValuePolicy(PolicySection):
     )
     business_cuped_pre_days: int = setting(
         14, low=1, high=365, help="the pre-window, in days before a unit's first exposure (and the start)"
+    )
+    business_horizon_sizing: str = setting(
+        PLAIN,
+        choices=HORIZON_SIZINGS,
+        help="which size registers: plain (the delta method's), or cuped (shrunk by the CUPED variance "
+        "reduction measured on the family's history before the start); both are reported",
     )
 
 
@@ -213,6 +230,9 @@ class BusinessValueResult:
     sequential: bool
     horizon: FixedHorizon | None = None
     cuped: CupedSummary | None = None
+    # Blind: before the look (see `business_value_judge`), no number a reader could act on.
+    blind: bool = False
+    unblinded: Unblinding | None = None
 
 
 def _check_settings(
@@ -341,6 +361,126 @@ def _fixed_effect(
     return mean_effect(control=baseline, treatment=candidate, confidence=confidence), None
 
 
+def _srm(*, assigned_units: tuple[int, int] | None, share: float | None, alpha: float) -> SrmResult | None:
+    if assigned_units is None or share is None:
+        return None
+    return srm_check(
+        counts=[int(units) for units in assigned_units], expected_shares=(1 - share, share), alpha=alpha
+    )
+
+
+PEEKING = (
+    "the fixed-horizon test is judged once, at the horizon; set business_sequential_tau (fixed before "
+    "the experiment) for an interval that may be judged at every look"
+)
+
+
+def _undecided_reasons(
+    *,
+    baseline: Stats,
+    candidate: Stats,
+    min_units: int,
+    srm: SrmResult | None,
+    assigned_units: tuple[int, int] | None,
+    share: float | None,
+    horizon: FixedHorizon | None,
+    effect: Effect,
+) -> tuple[str, list[str]] | None:
+    """(verdict, reasons) when the data cannot decide: a sample ratio mismatch (error), no registered
+    horizon or before it, too few units, an effect that cannot be estimated; None when they can."""
+    if srm is not None and srm.mismatch:
+        assert assigned_units is not None  # srm is only checked on assigned units
+        test = f"chi-square {srm.chi_square:.2f}" if srm.chi_square is not None else "exact binomial test"
+        reason = (
+            f"sample ratio mismatch: {assigned_units[0]} baseline and {assigned_units[1]} candidate units "
+            f"assigned against an expected candidate share {share:g} ({test}, "
+            f"p = {srm.p_value:.3g} < {srm.alpha:g}): the assignment or logging is broken, the effect is "
+            "not trusted"
+        )
+        return ERROR, [reason]
+    if horizon is not None and horizon.units_per_arm is None:
+        return INSUFFICIENT, [f"no fixed horizon was registered: {horizon.basis}; {PEEKING}"]
+    too_few = [
+        f"{arm} has {stats.n} units, the policy needs at least {min_units}"
+        for arm, stats in (("baseline", baseline), ("candidate", candidate))
+        if stats.n < min_units
+    ]
+    if horizon is not None and horizon.units_per_arm and min(baseline.n, candidate.n) < horizon.units_per_arm:
+        reason = (
+            f"before the registered horizon of {horizon.units_per_arm} units per arm "
+            f"({baseline.n} baseline and {candidate.n} candidate units so far; {horizon.basis}): {PEEKING}"
+        )
+        return INSUFFICIENT, [reason, *too_few]
+    if too_few:
+        return INSUFFICIENT, too_few
+    if effect.error is not None:
+        return INSUFFICIENT, [f"the effect cannot be estimated: {effect.error}"]
+    return None
+
+
+def _improvement(
+    *, baseline: Stats, candidate: Stats, effect: Effect, direction: str, alpha: float, tau: float | None
+) -> Improvement | str:
+    """The decision interval as "better is positive" (the always-valid one with `tau`), or why the
+    sequential interval cannot be computed."""
+    confidence = 1 - 2 * alpha
+    decision: Effect = effect
+    if tau is not None:
+        baseline_units, candidate_units = _per_unit(baseline, candidate)
+        decision = sequential_interval(
+            control=baseline_units, treatment=candidate_units, tau=tau, confidence=confidence
+        )
+        if decision.error is not None:
+            return f"the sequential interval cannot be computed: {decision.error}"
+    assert decision.estimate is not None and decision.ci_low is not None and decision.ci_high is not None
+    if direction == DECREASE:
+        estimate, low, high = -decision.estimate, -decision.ci_high, -decision.ci_low
+    else:
+        estimate, low, high = decision.estimate, decision.ci_low, decision.ci_high
+    return Improvement(
+        estimate=estimate, ci_low=low, ci_high=high, confidence=confidence, one_sided_level=1 - alpha
+    )
+
+
+def business_value_blind(result: BusinessValueResult) -> BusinessValueResult:
+    """The result without a number a reader could act on before the look: the units per arm, the
+    sample-ratio check and the horizon stay."""
+    effect = result.effect
+    return replace(
+        result,
+        improvement=None,
+        effect=Effect(method=effect.method, n_control=effect.n_control, n_treatment=effect.n_treatment),
+        baseline=ArmValue(units=result.baseline.units, value=None),
+        candidate=ArmValue(units=result.candidate.units, value=None),
+        cuped=None,
+        blind=True,
+    )
+
+
+def _interim(
+    result: BusinessValueResult, *, unblinded: Unblinding, baseline: Stats, candidate: Stats
+) -> BusinessValueResult:
+    """Before the look, unblinded: the numbers so far beside the undecided verdict, with who unblinded."""
+    reason = f"{unblinded.note}; interim numbers, not a decision"
+    if result.verdict == INSUFFICIENT and result.effect.error is None and min(baseline.n, candidate.n) >= 2:
+        improvement = _improvement(
+            baseline=baseline,
+            candidate=candidate,
+            effect=result.effect,
+            direction=result.direction,
+            alpha=result.alpha,
+            tau=None,
+        )
+        if isinstance(improvement, Improvement):
+            result = replace(result, improvement=improvement)
+            reason += (
+                f": improvement ({result.direction} is better) {improvement.estimate:.4g}, "
+                f"{improvement.confidence * 100:g} % interval [{improvement.ci_low:.4g}, "
+                f"{improvement.ci_high:.4g}], read before the horizon"
+            )
+    return replace(result, reasons=[*result.reasons, reason], unblinded=unblinded)
+
+
 def business_value_judge(
     *,
     baseline: Stats,
@@ -355,6 +495,7 @@ def business_value_judge(
     sequential_tau: float | None = None,
     horizon: FixedHorizon | None = None,
     cuped_pre_days: int = 0,
+    unblinded: Unblinding | None = None,
 ) -> BusinessValueResult:
     """Pass when the candidate's improvement over baseline is at least `min_effect` with one-sided
     confidence 1 − alpha (fixed horizon, or always valid with `sequential_tau`); see the module docstring.
@@ -364,10 +505,12 @@ def business_value_judge(
     given (an all-or-nothing split has no share to check: pass None and `srm` is None).
 
     `horizon` (fixed-horizon test only): the registered units per arm. Until both arms reach it the
-    verdict is insufficient data stating it, with no estimate in the reasons; at it the test decides
-    pass or fail once (no "more units would show it": that advice is peeking). Without a horizon the
-    caller stands for judging one look chosen in advance. RatioCupedStats arms are judged CUPED-adjusted
-    (`cuped_pre_days` only labels the report)."""
+    verdict is insufficient data stating it and the result is blind (`blind`: no estimate, interval,
+    p-value or per-arm value, only the units per arm and the sample-ratio check), as is any other
+    undecided verdict under a horizon; `unblinded` shows the numbers so far beside that verdict, with who
+    unblinded and why. At the horizon the test decides pass or fail once (no "more units would show it":
+    that advice is peeking). Without a horizon the caller stands for judging one look chosen in advance.
+    RatioCupedStats arms are judged CUPED-adjusted (`cuped_pre_days` only labels the report)."""
     _check_settings(
         baseline=baseline,
         candidate=candidate,
@@ -380,98 +523,75 @@ def business_value_judge(
         srm_alpha=srm_alpha,
         sequential_tau=sequential_tau,
     )
-    confidence = 1 - 2 * alpha
-    level = f"{confidence * 100:g} %"
-    effect, cuped = _fixed_effect(baseline=baseline, candidate=candidate, confidence=confidence)
+    effect, cuped = _fixed_effect(baseline=baseline, candidate=candidate, confidence=1 - 2 * alpha)
     if cuped is not None:
         cuped = replace(cuped, pre_days=cuped_pre_days)
-    srm = None
-    if assigned_units is not None and expected_candidate_share is not None:
-        srm = srm_check(
-            counts=[int(units) for units in assigned_units],
-            expected_shares=(1 - expected_candidate_share, expected_candidate_share),
-            alpha=srm_alpha,
-        )
+    srm = _srm(assigned_units=assigned_units, share=expected_candidate_share, alpha=srm_alpha)
     sequential = sequential_tau is not None
     if sequential:
         horizon = None  # the always-valid interval may be read at any look
-    method = "normal_mixture_sequential" if sequential else effect.method
-
-    def result(
-        verdict: str, reasons: list[str], improvement: Improvement | None = None
-    ) -> BusinessValueResult:
-        return BusinessValueResult(
-            verdict=verdict,
-            reasons=reasons,
-            method=method,
-            direction=direction,
-            min_effect=min_effect,
-            alpha=alpha,
-            improvement=improvement,
-            effect=effect,
-            baseline=ArmValue(units=baseline.n, value=_value(baseline)),
-            candidate=ArmValue(units=candidate.n, value=_value(candidate)),
-            srm=srm,
-            sequential=sequential,
-            horizon=horizon,
-            cuped=cuped,
-        )
-
-    if srm is not None and srm.mismatch:
-        assert assigned_units is not None  # srm is only checked on assigned units
-        test = f"chi-square {srm.chi_square:.2f}" if srm.chi_square is not None else "exact binomial test"
-        reason = (
-            f"sample ratio mismatch: {assigned_units[0]} baseline and {assigned_units[1]} candidate units "
-            f"assigned against an expected candidate share {expected_candidate_share:g} ({test}, "
-            f"p = {srm.p_value:.3g} < {srm_alpha:g}): the assignment or logging is broken, the effect is "
-            "not trusted"
-        )
-        return result(ERROR, [reason])
-    peeking = (
-        "the fixed-horizon test is judged once, at the horizon; set business_sequential_tau (fixed before "
-        "the experiment) for an interval that may be judged at every look"
+    result = BusinessValueResult(
+        verdict=INSUFFICIENT,
+        reasons=[],
+        method="normal_mixture_sequential" if sequential else effect.method,
+        direction=direction,
+        min_effect=min_effect,
+        alpha=alpha,
+        improvement=None,
+        effect=effect,
+        baseline=ArmValue(units=baseline.n, value=_value(baseline)),
+        candidate=ArmValue(units=candidate.n, value=_value(candidate)),
+        srm=srm,
+        sequential=sequential,
+        horizon=horizon,
+        cuped=cuped,
     )
-    if horizon is not None and horizon.units_per_arm is None:
-        return result(INSUFFICIENT, [f"no fixed horizon was registered: {horizon.basis}; {peeking}"])
-    too_few = [
-        f"{arm} has {stats.n} units, the policy needs at least {min_units}"
-        for arm, stats in (("baseline", baseline), ("candidate", candidate))
-        if stats.n < min_units
-    ]
-    if horizon is not None and horizon.units_per_arm and min(baseline.n, candidate.n) < horizon.units_per_arm:
-        reason = (
-            f"before the registered horizon of {horizon.units_per_arm} units per arm "
-            f"({baseline.n} baseline and {candidate.n} candidate units so far; {horizon.basis}): {peeking}"
-        )
-        return result(INSUFFICIENT, [reason, *too_few])
-    if too_few:
-        return result(INSUFFICIENT, too_few)
-    if effect.error is not None:
-        return result(INSUFFICIENT, [f"the effect cannot be estimated: {effect.error}"])
-
-    decision: Effect = effect
-    if sequential_tau is not None:
-        baseline_units, candidate_units = _per_unit(baseline, candidate)
-        decision = sequential_interval(
-            control=baseline_units, treatment=candidate_units, tau=sequential_tau, confidence=confidence
-        )
-        if decision.error is not None:
-            reason = f"the sequential interval cannot be computed: {decision.error}"
-            return result(INSUFFICIENT, [reason])
-    assert decision.estimate is not None and decision.ci_low is not None and decision.ci_high is not None
-
-    # Turn "candidate − baseline" into "improvement": positive is better.
-    if direction == DECREASE:
-        estimate, low, high = -decision.estimate, -decision.ci_high, -decision.ci_low
+    undecided = _undecided_reasons(
+        baseline=baseline,
+        candidate=candidate,
+        min_units=min_units,
+        srm=srm,
+        assigned_units=assigned_units,
+        share=expected_candidate_share,
+        horizon=horizon,
+        effect=effect,
+    )
+    if undecided is None:
+        result = _decide(result, baseline=baseline, candidate=candidate, tau=sequential_tau)
     else:
-        estimate, low, high = decision.estimate, decision.ci_low, decision.ci_high
-    improvement = Improvement(
-        estimate=estimate, ci_low=low, ci_high=high, confidence=confidence, one_sided_level=1 - alpha
+        result = replace(result, verdict=undecided[0], reasons=undecided[1])
+    if horizon is None or result.verdict in (PASS, FAIL):
+        return result
+    if unblinded is None:
+        return business_value_blind(result)
+    return _interim(result, unblinded=unblinded, baseline=baseline, candidate=candidate)
+
+
+def _decide(
+    result: BusinessValueResult, *, baseline: Stats, candidate: Stats, tau: float | None
+) -> BusinessValueResult:
+    """Pass or fail on the decision interval (or, without a horizon, "not shown yet" with the units
+    that would show it when the estimate clears the bar but the bound does not)."""
+    direction, alpha, min_effect, horizon = result.direction, result.alpha, result.min_effect, result.horizon
+    improvement = _improvement(
+        baseline=baseline,
+        candidate=candidate,
+        effect=result.effect,
+        direction=direction,
+        alpha=alpha,
+        tau=tau,
     )
+    if isinstance(improvement, str):
+        return replace(result, verdict=INSUFFICIENT, reasons=[improvement])
+    estimate, low, high = improvement.estimate, improvement.ci_low, improvement.ci_high
+    result = replace(result, improvement=improvement)
     passed = low >= min_effect if min_effect > 0 else low > 0
-    interval = f"{level} {'always-valid ' if sequential else ''}interval [{low:.4g}, {high:.4g}]"
-    summary = f"improvement ({direction} is better) {estimate:.4g}, {interval}"
-    if cuped is not None:
+    always = "always-valid " if result.sequential else ""
+    summary = (
+        f"improvement ({direction} is better) {estimate:.4g}, "
+        f"{improvement.confidence * 100:g} % {always}interval [{low:.4g}, {high:.4g}]"
+    )
+    if result.cuped is not None:
         summary = f"CUPED-adjusted {summary}"
     at_horizon = f" at the registered horizon of {horizon.units_per_arm} units per arm" if horizon else ""
     if passed:
@@ -479,8 +599,7 @@ def business_value_judge(
         reason = (
             f"{summary}{at_horizon}: lower bound {low:.4g} {comparison} (one-sided test at alpha {alpha:g})"
         )
-        return result(PASS, [reason], improvement)
-
+        return replace(result, verdict=PASS, reasons=[reason])
     target = f"the minimum effect {min_effect:g}" if min_effect > 0 else "0"
     shortfall = f"is below {target}" if min_effect > 0 else "is not above 0 (no improvement shown)"
     reasons = [f"{summary}{at_horizon}: lower bound {low:.4g} {shortfall}"]
@@ -489,17 +608,17 @@ def business_value_judge(
             variance=_difference_variance(baseline, candidate),
             gap=estimate - min_effect,
             alpha=alpha,
-            tau=sequential_tau,
+            tau=tau,
         )
         needed = {"baseline": math.ceil(baseline.n * factor), "candidate": math.ceil(candidate.n * factor)}
-        improvement = replace(improvement, units_needed=needed)
         reasons.append(
             f"not shown yet: the estimate clears {target} but the bound does not; about "
             f"{needed['baseline']} baseline and {needed['candidate']} candidate units would show it if the "
             "effect held at its estimate"
         )
-        return result(INSUFFICIENT, reasons, improvement)
-    return result(FAIL, reasons, improvement)
+        improvement = replace(improvement, units_needed=needed)
+        return replace(result, verdict=INSUFFICIENT, reasons=reasons, improvement=improvement)
+    return replace(result, verdict=FAIL, reasons=reasons)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -520,3 +639,7 @@ class BusinessValueDetails:
     judged: BusinessValueResult | None = None
     timings: dict[str, float] = field(default_factory=dict)
     attribution: Attribution | None = None
+    # The one look at the horizon this result is: taken by this run (`look_taken_now`), or stored by an
+    # earlier run and returned unchanged. None before the look, and for the sequential test.
+    look: LookRecord | None = None
+    look_taken_now: bool = False

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from engines.follow_up.correction import (
     CorrectedDifference,
@@ -45,11 +45,14 @@ from engines.follow_up.correction import (
     rate_correct,
 )
 from engines.follow_up.live_rates import LanguageErrorRates
-from engines.stats.intervals import newcombe_interval, wilson_interval, z_for
+from engines.stats.effects import sequential_half_width
+from engines.stats.hypothesis import SrmResult, clustered_srm_check
+from engines.stats.intervals import newcombe_interval, wilson_interval
 from engines.stats.sufficient import MeanStats
 from gate.judges.follow_up_review import LiveAgreement, LiveAgreementPolicy
+from gate.judges.plan import LookRecord, Unblinding
 from gate.judges.traffic import TrafficInputs
-from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
+from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
 from gate.policy import setting
 from gate.reporting import Attribution
 
@@ -91,6 +94,32 @@ class FollowUpRatePolicy(LiveAgreementPolicy):
         choices=FOLLOW_UP_CORRECTIONS,
         help="rogan_gladen: judge the rate corrected for the detector's measured error rates per language; "
         "none: the observed rate",
+    )
+    follow_up_power: float = setting(
+        0.8,
+        low=0.5,
+        high=0.999,
+        help="the horizon's power: a candidate as good as the baseline passes both checks with it",
+    )
+    follow_up_planning_rate: float | None = setting(
+        None,
+        low=0.0,
+        high=1.0,
+        help="the baseline's follow-up rate that sizes the horizon when the family has fewer than "
+        "follow_up_min_answered answers in the follow_up_pre_days before the start",
+    )
+    follow_up_pre_days: int = setting(
+        14, low=1, high=365, help="the days before the start over which the family's rate is measured"
+    )
+    follow_up_srm_alpha: float = setting(
+        0.001, low=1e-9, high=0.1, help="sample-ratio check of the answered questions per arm"
+    )
+    follow_up_sequential_tau: float | None = setting(
+        None,
+        low=1e-9,
+        high=1.0,
+        help="set (> 0, a rate, fixed before the experiment) for always-valid bounds that may be judged "
+        "at every run, instead of the one look at the horizon",
     )
 
 
@@ -158,11 +187,11 @@ class ArmFollowUps:
     answers, the sd below two sessions)."""
 
     rate: float | None
-    ci_low: float
-    ci_high: float
+    ci_low: float | None
+    ci_high: float | None
     answered: int
-    follow_ups: int
-    deepening: int
+    follow_ups: int | None
+    deepening: int | None
     deepening_rate: float | None
     sessions: int
     turns_per_session_mean: float | None
@@ -175,11 +204,11 @@ class ArmFollowUps:
         return self.corrected.estimate if self.corrected else self.rate
 
     @property
-    def judged_low(self) -> float:
+    def judged_low(self) -> float | None:
         return self.corrected.ci_low if self.corrected else self.ci_low
 
     @property
-    def judged_high(self) -> float:
+    def judged_high(self) -> float | None:
         return self.corrected.ci_high if self.corrected else self.ci_high
 
 
@@ -206,6 +235,27 @@ class FollowUpChecks:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AnswerHorizon:
+    """The answered questions per arm at which the one look is taken, registered when the experiment
+    started (`answers_per_arm` None: none could be sized, `basis` says why)."""
+
+    answers_per_arm: int | None
+    basis: str
+    registered_at: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnswerSplit:
+    """Answered questions per arm and Σ over units (users, or sessions without a user) of the unit's
+    answers squared, for the sample-ratio check against the candidate's share (None: nothing to check)."""
+
+    baseline: int
+    candidate: int
+    sum_squares: float
+    candidate_share: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
 class FollowUpRateResult:
     """The layer's verdict and its report.
 
@@ -225,6 +275,13 @@ class FollowUpRateResult:
     unjudged: int = 0
     correction: str = NO_CORRECTION
     detector_version: str | None = None
+    # The registered horizon the one look waits for (None: a look the caller chose, or always valid).
+    horizon: AnswerHorizon | None = None
+    srm: SrmResult | None = None
+    sequential: bool = False
+    # Blind: before the look (see `follow_up_rate_judge`), no rate, interval or follow-up count.
+    blind: bool = False
+    unblinded: Unblinding | None = None
     # Per language, the error rates corrected by and where each comes from (live reviews or shipped).
     error_rates: dict[str, LanguageErrorRates] = field(default_factory=dict)
 
@@ -272,69 +329,6 @@ def _check_settings(
         raise ValueError(f"confidence={confidence} outside (0, 1)")
 
 
-def _answers_needed(
-    *,
-    candidate: ArmFollowUps,
-    baseline: ArmFollowUps | None,
-    difference: RateDifference | None,
-    checks: FollowUpChecks,
-    max_rate: float,
-    margin: float,
-    confidence: float,
-) -> str | None:
-    """When every failed check passes on its point estimate: about how many candidate answers would
-    show it if the rates held (normal approximation: z·se below the gap; with the correction, the part
-    of the variance that the detector's error rates bring does not shrink with traffic). None when a
-    failed check fails on its point estimate too (then the verdict is a fail)."""
-    z = z_for(confidence)
-    rate = candidate.judged_rate
-    assert rate is not None
-    needs = []
-    detector_bound = (
-        "the detector's measured error rates alone leave the interval wider than the gap: it needs "
-        "measuring on more labelled pairs, not more traffic"
-    )
-    if checks.bar is False:
-        if rate >= max_rate:
-            return None
-        gap = max_rate - rate
-        if candidate.corrected is None:
-            needs.append(math.ceil(z * z * rate * (1 - rate) / gap**2))
-        else:
-            room = (gap / z) ** 2 - candidate.corrected.error_variance
-            if room <= 0:
-                return detector_bound
-            needs.append(math.ceil(candidate.answered * candidate.corrected.sampling_variance / room))
-    if checks.non_inferiority is False:
-        assert difference is not None and baseline is not None and baseline.rate is not None
-        gap = margin - difference.estimate
-        if gap <= 0:
-            return None
-        fixed = (
-            (difference.corrected.error_variance, difference.corrected.baseline_sampling_variance)
-            if difference.corrected
-            else (0.0, baseline.rate * (1 - baseline.rate) / baseline.answered)
-        )
-        if difference.corrected and (gap / z) ** 2 <= fixed[0]:
-            return detector_bound
-        room = (gap / z) ** 2 - sum(fixed)
-        if room <= 0:
-            return (
-                f"the point estimates pass, but the baseline's {baseline.answered} answers alone leave "
-                "the interval of the difference wider than the margin: both arms need more answers"
-            )
-        per_answer = (
-            candidate.answered * (difference.corrected.sampling_variance - fixed[1])
-            if difference.corrected
-            else rate * (1 - rate)
-        )
-        needs.append(math.ceil(per_answer / room))
-    return (
-        f"the point estimates pass the bounds' checks; about {max(needs)} answered questions on the "
-        f"candidate (it has {candidate.answered}) would show it if the rates held"
-    )
-
-
 def _percent(confidence: float) -> str:
     return f"{confidence * 100:g} %"
 
@@ -371,6 +365,161 @@ def _insufficient_reasons(
     return reasons
 
 
+def _difference(
+    *,
+    candidate: FollowUpCounts,
+    baseline: FollowUpCounts | None,
+    margin: float,
+    confidence: float,
+    correcting: DetectorAccuracy | None,
+) -> RateDifference | None:
+    """candidate − baseline: Newcombe's interval of the observed rates, or the corrected difference."""
+    if baseline is None or not candidate.answered or not baseline.answered:
+        return None
+    if correcting is None:
+        estimate, low, high = newcombe_interval(
+            successes_1=candidate.follow_ups,
+            n_1=candidate.answered,
+            successes_2=baseline.follow_ups,
+            n_2=baseline.answered,
+            confidence=confidence,
+        )
+        return RateDifference(
+            estimate=estimate, ci_low=low, ci_high=high, confidence=confidence, margin=margin
+        )
+    corrected = corrected_difference(
+        candidate=(candidate.answered, candidate.judged_by_language, candidate.uncorrected),
+        baseline=(baseline.answered, baseline.judged_by_language, baseline.uncorrected),
+        errors=correcting.errors,
+        confidence=confidence,
+    )
+    return RateDifference(
+        estimate=corrected.estimate,
+        ci_low=corrected.ci_low,
+        ci_high=corrected.ci_high,
+        confidence=confidence,
+        margin=margin,
+        method=corrected.method,
+        corrected=corrected,
+    )
+
+
+def _plug_in_variance(follow_ups: int, answered: int) -> float:
+    """A rate's variance for the always-valid bound, with half a follow-up added (and a whole answer) so
+    that a rate of 0 or 1 does not claim to be certain."""
+    rate = (follow_ups + 0.5) / (answered + 1)
+    return rate * (1 - rate) / answered
+
+
+def _sequential_bounds(
+    *,
+    arm: ArmFollowUps,
+    counts: FollowUpCounts,
+    difference: RateDifference | None,
+    other: FollowUpCounts | None,
+    tau: float,
+    confidence: float,
+) -> tuple[float, float | None]:
+    """The always-valid upper bounds (rate, difference): the normal-mixture confidence sequence
+    (`engines.stats.effects.sequential_half_width`, Howard et al. 2021) around the judged estimate with
+    its plug-in variance (Waudby-Smith et al., asymptotic confidence sequences): for the observed rate
+    p(1 − p)/n, for the corrected one the sampling and the error rates' parts."""
+    rate = arm.judged_rate
+    assert rate is not None
+    if arm.corrected is not None:
+        variance = arm.corrected.sampling_variance + arm.corrected.error_variance
+    else:
+        variance = _plug_in_variance(counts.follow_ups, counts.answered)
+    upper = rate + sequential_half_width(variance=max(variance, 1e-12), tau=tau, confidence=confidence)
+    if difference is None or other is None:
+        return upper, None
+    if difference.corrected is not None:
+        spread = difference.corrected.sampling_variance + difference.corrected.error_variance
+    else:
+        spread = _plug_in_variance(counts.follow_ups, counts.answered) + _plug_in_variance(
+            other.follow_ups, other.answered
+        )
+    half = sequential_half_width(variance=max(spread, 1e-12), tau=tau, confidence=confidence)
+    return upper, difference.estimate + half
+
+
+def _srm(split: AnswerSplit | None, alpha: float) -> SrmResult | None:
+    if split is None or split.candidate_share is None:
+        return None
+    return clustered_srm_check(
+        counts=(split.baseline, split.candidate),
+        sum_squares=split.sum_squares,
+        expected_share=split.candidate_share,
+        alpha=alpha,
+    )
+
+
+def _undecided(
+    *,
+    arms: dict[str, FollowUpCounts],
+    min_answered: int,
+    detector: DetectorAccuracy | None,
+    srm: SrmResult | None,
+    split: AnswerSplit | None,
+    horizon: AnswerHorizon | None,
+) -> tuple[str, list[str]] | None:
+    """(verdict, reasons) when the data cannot decide: a sample ratio mismatch of the answered questions
+    (error), no registered horizon or before it, or what `_insufficient_reasons` finds; None when they can."""
+    if srm is not None and srm.mismatch:
+        assert split is not None and srm.p_value is not None
+        return ERROR, [
+            f"sample ratio mismatch: {split.baseline} baseline and {split.candidate} candidate answered "
+            f"questions against an expected candidate share {split.candidate_share:g} (clustered by user, "
+            f"p = {srm.p_value:.3g} < {srm.alpha:g}): the assignment or logging is broken, the rate is not "
+            "trusted"
+        ]
+    if horizon is not None and horizon.answers_per_arm is None:
+        return INSUFFICIENT, [f"no horizon of answered questions was registered: {horizon.basis}"]
+    reasons = _insufficient_reasons(arms=arms, min_answered=min_answered, detector=detector)
+    if horizon is not None and horizon.answers_per_arm is not None:
+        short = min(counts.answered for counts in arms.values())
+        if short < horizon.answers_per_arm:
+            counted = " and ".join(f"{counts.answered} {name}" for name, counts in reversed(arms.items()))
+            reasons.insert(
+                0,
+                f"before the registered horizon of {horizon.answers_per_arm} answered questions per arm "
+                f"({counted} so far; {horizon.basis}): the rate is judged once, at the horizon",
+            )
+    return (INSUFFICIENT, reasons) if reasons else None
+
+
+def follow_up_rate_blind(result: FollowUpRateResult) -> FollowUpRateResult:
+    """The result without a number a reader could act on before the look: the answered questions and
+    sessions per arm, the sample-ratio check and the horizon stay."""
+
+    def arm(report: ArmFollowUps | None) -> ArmFollowUps | None:
+        if report is None:
+            return None
+        return ArmFollowUps(
+            rate=None,
+            ci_low=None,
+            ci_high=None,
+            answered=report.answered,
+            follow_ups=None,
+            deepening=None,
+            deepening_rate=None,
+            sessions=report.sessions,
+            turns_per_session_mean=None,
+            turns_per_session_sd=None,
+        )
+
+    candidate = arm(result.candidate)
+    assert candidate is not None
+    return replace(
+        result,
+        candidate=candidate,
+        baseline=arm(result.baseline),
+        difference=None,
+        checks=FollowUpChecks(),
+        blind=True,
+    )
+
+
 def follow_up_rate_judge(
     *,
     candidate: FollowUpCounts,
@@ -381,10 +530,23 @@ def follow_up_rate_judge(
     min_answered: int = 200,
     confidence: float = 0.95,
     detector: DetectorAccuracy | None = None,
+    horizon: AnswerHorizon | None = None,
+    split: AnswerSplit | None = None,
+    srm_alpha: float = 0.001,
+    sequential_tau: float | None = None,
+    unblinded: Unblinding | None = None,
 ) -> FollowUpRateResult:
     """Pass when the candidate's follow-up rate is under the bar and not worse than the baseline's by more
     than `margin` (both on the interval's upper bound by default); with `detector`, the rates judged are
-    corrected for its error rates (see the module docstring)."""
+    corrected for its error rates (see the module docstring).
+
+    `split`: the answered questions per arm for the sample-ratio check (clustered by unit). `horizon`: the
+    registered answered questions per arm; until both arms reach it the verdict is insufficient data and
+    the result blind (only answered questions and sessions per arm, the check, the horizon), as is any
+    undecided verdict under a horizon; `unblinded` shows the numbers so far beside it. At the horizon the
+    one look decides: a bound over the bar or the margin is a fail (no "more answers would show it": that
+    is peeking). `sequential_tau` judges always-valid bounds instead, at any run: there a bound that does
+    not clear yet while the estimates do is insufficient data."""
     _check_settings(
         max_rate=max_rate,
         decide_on=decide_on,
@@ -392,8 +554,11 @@ def follow_up_rate_judge(
         min_answered=min_answered,
         confidence=confidence,
     )
+    if sequential_tau is not None and not (math.isfinite(sequential_tau) and sequential_tau > 0):
+        raise ValueError(f"sequential_tau={sequential_tau} must be positive and finite")
+    if sequential_tau is not None:
+        horizon = None  # always valid: judged at every run
     arms = {"candidate": candidate} if baseline is None else {"candidate": candidate, "baseline": baseline}
-    insufficient = _insufficient_reasons(arms=arms, min_answered=min_answered, detector=detector)
     # Without informative error rates nothing can be corrected: report the observed rates only.
     correcting = (
         detector
@@ -404,105 +569,130 @@ def follow_up_rate_judge(
         name: _arm_report(counts=counts, confidence=confidence, detector=correcting)
         for name, counts in arms.items()
     }
-    difference = None
-    if baseline is not None and candidate.answered and baseline.answered:
-        estimate, low, high = newcombe_interval(
-            successes_1=candidate.follow_ups,
-            n_1=candidate.answered,
-            successes_2=baseline.follow_ups,
-            n_2=baseline.answered,
-            confidence=confidence,
-        )
-        difference = RateDifference(
-            estimate=estimate, ci_low=low, ci_high=high, confidence=confidence, margin=margin
-        )
-        if correcting is not None:
-            corrected = corrected_difference(
-                candidate=(candidate.answered, candidate.judged_by_language, candidate.uncorrected),
-                baseline=(baseline.answered, baseline.judged_by_language, baseline.uncorrected),
-                errors=correcting.errors,
-                confidence=confidence,
-            )
-            difference = RateDifference(
-                estimate=corrected.estimate,
-                ci_low=corrected.ci_low,
-                ci_high=corrected.ci_high,
-                confidence=confidence,
-                margin=margin,
-                method=corrected.method,
-                corrected=corrected,
-            )
     unjudged = candidate.unjudged + (baseline.unjudged if baseline else 0)
-    user_turns = candidate.user_turns_sum + (baseline.user_turns_sum if baseline else 0.0)
-
-    def result(verdict: str, reasons: list[str], checks: FollowUpChecks) -> FollowUpRateResult:
-        if verdict != INSUFFICIENT and user_turns and unjudged / user_turns > MAX_UNJUDGED_SHARE:
-            verdict = INSUFFICIENT
-            reasons = [
-                *reasons,
-                f"the detector still owes {unjudged} of {user_turns:g} user turns (their answers are not "
-                "stored yet); run the gate again in a few minutes",
-            ]
-        return FollowUpRateResult(
-            verdict=verdict,
-            reasons=reasons,
-            candidate=reports["candidate"],
-            baseline=reports.get("baseline"),
-            difference=difference,
-            checks=checks,
-            threshold=max_rate,
-            decide_on=decide_on,
+    srm = _srm(split, srm_alpha)
+    result = FollowUpRateResult(
+        verdict=INSUFFICIENT,
+        reasons=[],
+        candidate=reports["candidate"],
+        baseline=reports.get("baseline"),
+        difference=_difference(
+            candidate=candidate,
+            baseline=baseline,
+            margin=margin,
             confidence=confidence,
-            min_answered=min_answered,
-            unjudged=unjudged,
-            correction=ROGAN_GLADEN if correcting is not None else NO_CORRECTION,
-            detector_version=detector.version if detector is not None else None,
-        )
+            correcting=correcting,
+        ),
+        checks=FollowUpChecks(),
+        threshold=max_rate,
+        decide_on=decide_on,
+        confidence=confidence,
+        min_answered=min_answered,
+        unjudged=unjudged,
+        correction=ROGAN_GLADEN if correcting is not None else NO_CORRECTION,
+        detector_version=detector.version if detector is not None else None,
+        horizon=horizon,
+        srm=srm,
+        sequential=sequential_tau is not None,
+    )
+    undecided = _undecided(
+        arms=arms, min_answered=min_answered, detector=detector, srm=srm, split=split, horizon=horizon
+    )
+    if undecided is None:
+        result = _decide(result, arms=arms, correcting=correcting, tau=sequential_tau)
+    else:
+        result = replace(result, verdict=undecided[0], reasons=undecided[1])
+    result = _owed(
+        result, user_turns=candidate.user_turns_sum + (baseline.user_turns_sum if baseline else 0.0)
+    )
+    if horizon is None or result.verdict in (PASS, FAIL):
+        return result
+    if unblinded is None:
+        return follow_up_rate_blind(result)
+    return replace(
+        result,
+        reasons=[*result.reasons, f"{unblinded.note}; interim numbers, not a decision"],
+        unblinded=unblinded,
+    )
 
-    if insufficient:
-        return result(INSUFFICIENT, insufficient, FollowUpChecks())
 
-    use_bound = decide_on == UPPER_BOUND
-    level = _percent(confidence)
-    arm = reports["candidate"]
+def _owed(result: FollowUpRateResult, *, user_turns: float) -> FollowUpRateResult:
+    """Insufficient data while the detector still owes more than MAX_UNJUDGED_SHARE of the user turns."""
+    if (
+        result.verdict in (INSUFFICIENT, ERROR)
+        or not user_turns
+        or result.unjudged / user_turns <= MAX_UNJUDGED_SHARE
+    ):
+        return result
+    reason = (
+        f"the detector still owes {result.unjudged} of {user_turns:g} user turns (their answers are not "
+        "stored yet); run the gate again in a few minutes"
+    )
+    return replace(result, verdict=INSUFFICIENT, reasons=[*result.reasons, reason])
+
+
+def _decide(
+    result: FollowUpRateResult,
+    *,
+    arms: dict[str, FollowUpCounts],
+    correcting: DetectorAccuracy | None,
+    tau: float | None,
+) -> FollowUpRateResult:
+    """The two checks on the bounds (always-valid with `tau`) or the estimates."""
+    use_bound, confidence = result.decide_on == UPPER_BOUND, result.confidence
+    max_rate, level = result.threshold, _percent(confidence)
+    arm, counts, difference = result.candidate, arms["candidate"], result.difference
     rate = arm.judged_rate
     assert arm.rate is not None and rate is not None  # answered >= min_answered >= 1
-    judged = arm.judged_high if use_bound else rate
+    upper, difference_upper = arm.judged_high, difference.ci_high if difference else None
+    if tau is not None:
+        upper, difference_upper = _sequential_bounds(
+            arm=arm,
+            counts=counts,
+            difference=difference,
+            other=arms.get("baseline"),
+            tau=tau,
+            confidence=confidence,
+        )
+    assert upper is not None
+    judged = upper if use_bound else rate
     bar_passed = judged <= max_rate
+    always = "always-valid " if tau is not None else ""
     if arm.corrected is not None:
         described = (
             f"corrected rate {rate:.3f}, {level} CI [{arm.judged_low:.3f}, {arm.judged_high:.3f}] by "
             f"Rogan–Gladen per language for detector {correcting.version if correcting else ''}; observed "
-            f"{arm.rate:.3f}, {candidate.follow_ups} follow-ups of {candidate.answered} answers"
+            f"{arm.rate:.3f}, {counts.follow_ups} follow-ups of {counts.answered} answers"
         )
     else:
         described = (
             f"rate {arm.rate:.3f}, {level} CI [{arm.ci_low:.3f}, {arm.ci_high:.3f}], "
-            f"{candidate.follow_ups} follow-ups of {candidate.answered} answers"
+            f"{counts.follow_ups} follow-ups of {counts.answered} answers"
         )
-    # (passed, reason) per check: a fail gives the failed checks' reasons, a pass every check's.
+    bound = f"{always}upper bound " if use_bound else ""
     outcomes = [
         (
             bar_passed,
-            f"follow-up rate {'upper bound ' if use_bound else ''}{judged:.3f} {'<=' if bar_passed else '>'} "
-            f"bar {max_rate:g} ({described})",
+            f"follow-up rate {bound}{judged:.3f} {'<=' if bar_passed else '>'} bar {max_rate:g} "
+            f"({described})",
         )
     ]
     notes = []
+    non_inferior = None
     if difference is None:
-        non_inferior = None
         notes.append("no baseline arm: non-inferiority not checked, the verdict rests on the bar alone")
     else:
-        other = reports["baseline"]
-        assert other.rate is not None and other.judged_rate is not None
-        judged = difference.ci_high if use_bound else difference.estimate
-        non_inferior = judged <= margin
+        other = result.baseline
+        assert other is not None and other.rate is not None and other.judged_rate is not None
+        assert difference_upper is not None
+        judged = difference_upper if use_bound else difference.estimate
+        non_inferior = judged <= difference.margin
         how = "Rogan–Gladen corrected, delta method" if difference.corrected else "Newcombe's hybrid score"
         outcomes.append(
             (
                 non_inferior,
-                f"difference from the baseline {'upper bound ' if use_bound else ''}{judged:+.3f} "
-                f"{'<=' if non_inferior else '>'} margin {margin:g} (difference "
+                f"difference from the baseline {bound}{judged:+.3f} "
+                f"{'<=' if non_inferior else '>'} margin {difference.margin:g} (difference "
                 f"{difference.estimate:+.3f}, {level} CI [{difference.ci_low:+.3f}, "
                 f"{difference.ci_high:+.3f}] by {how}; baseline rate "
                 f"{other.judged_rate:.3f}, {other.follow_ups} follow-ups of {other.answered} answers)",
@@ -510,23 +700,111 @@ def follow_up_rate_judge(
         )
     checks = FollowUpChecks(bar=bar_passed, non_inferiority=non_inferior)
     failed = [reason for passed, reason in outcomes if not passed]
-    if failed and use_bound:
-        needed = _answers_needed(
-            candidate=reports["candidate"],
-            baseline=reports.get("baseline"),
-            difference=difference,
-            checks=checks,
+    if not failed:
+        return replace(
+            result, verdict=PASS, reasons=[reason for _, reason in outcomes] + notes, checks=checks
+        )
+    points = rate <= max_rate and (difference is None or difference.estimate <= difference.margin)
+    if tau is not None and use_bound and points:
+        # Always valid: the bounds may still clear at a later run; nothing is decided yet.
+        reason = "not shown yet: the estimates clear the bar and the margin, the always-valid bounds not yet"
+        return replace(result, verdict=INSUFFICIENT, reasons=[*failed, *notes, reason], checks=checks)
+    return replace(result, verdict=FAIL, reasons=failed + notes, checks=checks)
+
+
+MAX_HORIZON = 10**9
+
+
+def _planning_variances(rate: float, errors: ErrorRates | None) -> tuple[float, float]:
+    """Per answered question, the judged rate's sampling variance, and the part of its variance the error
+    rates bring (which does not shrink with traffic): for the observed rate π(1 − π) and 0; corrected
+    (Rogan–Gladen, as `engines.follow_up.correction`), p(1 − p)/J² with p = π·Se + (1 − π)(1 − Sp) the
+    rate the detector would report and J = Se + Sp − 1, and (π/J)²·Se(1 − Se)/P + ((1 − π)/J)²·Sp(1 − Sp)/N
+    for error rates measured on P follow-ups and N other pairs."""
+    if errors is None:
+        return rate * (1 - rate), 0.0
+    se, sp, j = errors.sensitivity, errors.specificity, errors.youden
+    assert se is not None and sp is not None and j is not None and j > 0
+    observed = rate * se + (1 - rate) * (1 - sp)
+    error = (rate / j) ** 2 * se * (1 - se) / errors.positives + ((1 - rate) / j) ** 2 * sp * (
+        1 - sp
+    ) / errors.negatives
+    return observed * (1 - observed) / (j * j), error
+
+
+def follow_up_horizon_power(
+    *,
+    answers: int,
+    rate: float,
+    max_rate: float,
+    margin: float,
+    alpha: float,
+    decide_on: str,
+    errors: ErrorRates | None = None,
+) -> float:
+    """The chance that a candidate whose follow-up rate equals the baseline's (`rate`, on the judged scale)
+    passes both checks at `answers` answered questions per arm, in the normal approximation: the bar's
+    statistic (π̂_c − π)/sd_b and the margin's (d̂ − 0)/sd_d are bivariate normal, sd_b² = v/n + e (v, e from
+    `_planning_variances`), sd_d² = 2v/n (at equal rates both arms' error-rate parts cancel), with
+    correlation (v/n)/(sd_b·sd_d); the checks pass when each upper bound, estimate + z₁₋α·sd, is under its
+    line (z = 0 when `decide_on` is "point"): P = Φ₂((bar − π)/sd_b − z, margin/sd_d − z; ρ)."""
+    from scipy import stats as scipy_stats
+
+    z = float(scipy_stats.norm.ppf(1 - alpha)) if decide_on == UPPER_BOUND else 0.0
+    per_answer, error = _planning_variances(rate, errors)
+    sampling = per_answer / answers
+    bar_sd, margin_sd = math.sqrt(sampling + error), math.sqrt(2 * sampling)
+    if bar_sd == 0 or margin_sd == 0:  # a rate of 0 or 1, observed without error: certain
+        return float(max_rate > rate and margin > 0)
+    rho = sampling / (bar_sd * margin_sd)
+    limits = [(max_rate - rate) / bar_sd - z, margin / margin_sd - z]
+    return float(scipy_stats.multivariate_normal(mean=[0, 0], cov=[[1, rho], [rho, 1]]).cdf(limits))
+
+
+def follow_up_horizon_answers(
+    *,
+    rate: float,
+    max_rate: float,
+    margin: float,
+    alpha: float,
+    power: float,
+    decide_on: str,
+    errors: ErrorRates | None = None,
+) -> int | str:
+    """The answered questions per arm at which a candidate as good as the baseline (both at `rate`)
+    passes the bar and the non-inferiority margin with probability `power` (`follow_up_horizon_power`):
+    the smallest such n, or why there is none (the rate not under the bar, no margin, or the error rates'
+    own uncertainty wider than the gap at any traffic)."""
+    if not 0 <= rate < max_rate:
+        return f"the planning rate {rate:g} is not under the bar {max_rate:g}"
+    if margin <= 0 and decide_on == UPPER_BOUND:
+        return "a margin of 0 cannot be shown for a candidate as good as the baseline"
+
+    def passes(n: int) -> bool:
+        chance = follow_up_horizon_power(
+            answers=n,
+            rate=rate,
             max_rate=max_rate,
             margin=margin,
-            confidence=confidence,
+            alpha=alpha,
+            decide_on=decide_on,
+            errors=errors,
         )
-        if needed is not None:
-            # Every check that failed passes on its point estimate: the data are short, not the model.
-            reasons = [*failed, *notes, f"not shown yet: {needed}"]
-            return result(INSUFFICIENT, reasons, checks)
-    if failed:
-        return result(FAIL, failed + notes, checks)
-    return result(PASS, [reason for _, reason in outcomes] + notes, checks)
+        return chance >= power
+
+    high = 2
+    while not passes(high):
+        if high >= MAX_HORIZON:
+            return (
+                "the detector's measured error rates alone leave the bar's bound wider than the gap at any "
+                "traffic: measure it on more labelled pairs"
+            )
+        high *= 2
+    low = high // 2
+    while high - low > 1:  # the chance grows with n: the first n that passes
+        middle = (low + high) // 2
+        low, high = (low, middle) if passes(middle) else (middle, high)
+    return high
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -551,3 +829,7 @@ class FollowUpRateDetails:
     labelled_now: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     attribution: Attribution | None = None
+    # The one look at the horizon this result is: taken by this run (`look_taken_now`), or stored by an
+    # earlier run and returned unchanged. None before the look, and for the always-valid option.
+    look: LookRecord | None = None
+    look_taken_now: bool = False

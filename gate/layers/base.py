@@ -12,7 +12,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -111,6 +111,32 @@ def to_json(value: object) -> Any:
     return _adapter(kind).dump_python(value, mode="json")
 
 
+@dataclass(frozen=True, kw_only=True)
+class StoredDetails:
+    """A layer's stored details as this version reads them: the dataclass (None when absent or
+    unreadable), the stored keys it does not know (path -> value) and, when unreadable, why."""
+
+    details: Any
+    retired_keys: dict[str, Any] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)
+
+
+def _unread(stored: Any, read: Any, prefix: str = "") -> dict[str, Any]:
+    """The keys of `stored` (a JSON document) missing from `read` (it as read back), as dotted paths."""
+    found: dict[str, Any] = {}
+    if isinstance(stored, dict) and isinstance(read, dict):
+        for key, value in stored.items():
+            path = f"{prefix}{key}"
+            if key not in read:
+                found[path] = value
+            else:
+                found.update(_unread(value, read[key], f"{path}."))
+    elif isinstance(stored, list) and isinstance(read, list) and len(stored) == len(read):
+        for index, (value, again) in enumerate(zip(stored, read, strict=True)):
+            found.update(_unread(value, again, f"{prefix}{index}."))
+    return found
+
+
 class GateLayer(ABC, Generic[D]):
     name: ClassVar[str]
     title: ClassVar[str]
@@ -138,13 +164,20 @@ class GateLayer(ABC, Generic[D]):
     def details(self, result: LayerResult) -> D | None:
         """The stored details as the layer's dataclass; None when they are not there (yet) or were
         stored in a shape this version does not read (the report then says so)."""
+        return self.details_read(result).details
+
+    def details_read(self, result: LayerResult) -> StoredDetails:
+        """The stored details read leniently: keys this version does not know are set aside (and
+        named), missing ones with a default take it; what cannot be read at all is named."""
         if not result.details:
-            return None
+            return StoredDetails(details=None)
         try:
-            return _adapter(self.details_type).validate_python(result.details)
+            details = _adapter(self.details_type).validate_python(result.details)
         except ValidationError as exc:
             logger.warning("%s of run %s: details unreadable: %s", self.name, result.gate_run_id, exc)
-            return None
+            problems = [f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors()]
+            return StoredDetails(details=None, unreadable=problems[:10])
+        return StoredDetails(details=details, retired_keys=_unread(result.details, to_json(details)))
 
     def begin(
         self, *, run: GateRun, setup: D, same: tuple[str, ...], threshold: float | None
@@ -207,6 +240,27 @@ class GateLayer(ABC, Generic[D]):
                 },
             )
         return result
+
+
+def layer_error_store(*, layer: GateLayer[Any], run: GateRun, reasons: list[str]) -> LayerResult:
+    """`layer` not computed for a reason outside it (its model is not the one that serves): `error`,
+    with what failed, no details."""
+    with transaction.atomic():
+        gate_run_assert_held(run)
+        result, _ = LayerResult.objects.update_or_create(
+            gate_run=run,
+            layer=layer.name,
+            defaults={
+                "verdict": GateRun.Verdict.ERROR,
+                "metric": layer.metric,
+                "estimate": None,
+                "ci_low": None,
+                "ci_high": None,
+                "reasons": reasons,
+                "details": {},
+            },
+        )
+    return result
 
 
 def estimates_of(value: object, *, without: tuple[str, ...] = ("verdict", "reasons")) -> dict[str, Any]:

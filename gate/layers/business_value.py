@@ -4,14 +4,22 @@ baseline, users as the unit, with the sample-ratio check against the split the w
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from functools import partial
 from typing import Any
+
+from django.utils import timezone
+from pydantic import TypeAdapter
 
 from canary.models import Experiment
 from canary.selectors import (
     TrafficWindow,
     assigned_units_by_arm,
     outcome_cuped_stats_by_arm,
+    outcome_look_progress,
+    outcome_look_stats,
     outcome_stats_by_arm,
     outcomes_by_arm_sql,
     outcomes_by_hour,
@@ -19,6 +27,7 @@ from canary.selectors import (
     outcomes_worst_sql,
     traffic_window_get,
 )
+from canary.services.plans import experiment_look_store
 from engines.routing import BASELINE, CANDIDATE
 from engines.stats.sufficient import MeanStats, RatioCupedStats, RatioStats
 from gate.judges.business_value import (
@@ -28,13 +37,25 @@ from gate.judges.business_value import (
     BusinessValuePolicy,
     BusinessValueResult,
     FixedHorizon,
+    business_value_blind,
     business_value_judge,
 )
-from gate.judges.verdict import ERROR, INSUFFICIENT, PASS
+from gate.judges.plan import LookRecord, Unblinding, moment, not_registered_reason, settings_differences
+from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
 from gate.layers.base import GateLayer, LayerContext, LayerKind, ReportPart, estimates_of, to_json
-from gate.layers.traffic import EXAMPLES, no_experiment_reason, probe_table, system_level, traffic_inputs
+from gate.layers.traffic import (
+    BLIND_LEVEL,
+    EXAMPLES,
+    no_experiment_reason,
+    plan_counted_since,
+    probe_table,
+    system_level,
+    traffic_inputs,
+    unblinding_of,
+)
 from gate.models import GateRun, LayerResult
 from gate.reporting import Attribution, AttributionLevel, Table
+from registry.actors import SystemActor
 
 
 def outcome_stats(
@@ -55,34 +76,18 @@ def cuped_applies(policy: BusinessValuePolicy) -> bool:
     return policy.business_cuped and policy.business_per == "user"
 
 
-def registered_horizon(*, experiment: Experiment, policy: BusinessValuePolicy) -> FixedHorizon:
-    """The fixed horizon a run judges `experiment` by: the one registered at its start, when it was
-    sized for the metric and unit the run's policy judges."""
-    plan = experiment.business_horizon
-    if not plan:
-        return FixedHorizon(
-            units_per_arm=None,
-            basis=f"experiment {experiment.name} started without one; start a new experiment to register it",
-        )
-    metric, per = policy.business_metric, policy.business_per
-    if (plan.get("metric"), plan.get("per")) != (metric, per):
-        return FixedHorizon(
-            units_per_arm=None,
-            basis=f"the horizon registered at the start is for {plan.get('metric')} per {plan.get('per')}, "
-            f"this policy judges {metric} per {per}",
-            registered_at=plan.get("registered_at"),
-        )
-    return FixedHorizon(
-        units_per_arm=plan.get("units_per_arm"), basis=plan["basis"], registered_at=plan.get("registered_at")
-    )
-
-
 def business_value_measure(
-    *, window: TrafficWindow, policy: BusinessValuePolicy, metric: str, units: dict[str, int]
+    *,
+    window: TrafficWindow,
+    policy: BusinessValuePolicy,
+    metric: str,
+    units: dict[str, int],
+    horizon: FixedHorizon | None = None,
 ) -> BusinessValueResult:
-    """Layer 3's judgement of `metric` over a window, with the policy's direction, minimum effect and
-    tau, CUPED when it applies, the horizon registered at the experiment's start, and the split checked
-    on `units` (`assigned_units_by_arm`). The layer and the dashboards call it."""
+    """`metric` judged over the whole window with the policy's direction, minimum effect and tau, CUPED
+    when it applies, and the split checked on `units` (`assigned_units_by_arm`), at one look the caller
+    stands for (`horizon` None) or against `horizon`. The dashboard's metrics that no plan gates, its
+    charts and the benches call it; the gated metric goes through `business_value_assess`."""
     baseline: RatioStats | MeanStats | RatioCupedStats
     candidate: RatioStats | MeanStats | RatioCupedStats
     if cuped_applies(policy):
@@ -93,9 +98,29 @@ def business_value_measure(
         baseline, candidate = RatioCupedStats(**stats[BASELINE]), RatioCupedStats(**stats[CANDIDATE])
     else:
         baseline, candidate = outcome_stats(window=window, policy=policy, metric=metric)
+    return _judge(
+        window=window, policy=policy, arms=(baseline, candidate), units=units, horizon=horizon, unblinded=None
+    )
+
+
+Arms = tuple[RatioStats | MeanStats | RatioCupedStats, RatioStats | MeanStats | RatioCupedStats]
+
+
+def _judge(
+    *,
+    window: TrafficWindow,
+    policy: BusinessValuePolicy,
+    arms: Arms,
+    units: dict[str, int],
+    horizon: FixedHorizon | None,
+    unblinded: Unblinding | None,
+    sequential: bool = True,
+) -> BusinessValueResult:
+    """The judge with the policy's settings (its tau only when `sequential`: a tau no plan fixed before
+    the data is not the always-valid test)."""
     return business_value_judge(
-        baseline=baseline,
-        candidate=candidate,
+        baseline=arms[0],
+        candidate=arms[1],
         direction=policy.business_direction,
         min_effect=policy.business_min_effect,
         alpha=policy.business_alpha,
@@ -103,13 +128,177 @@ def business_value_measure(
         assigned_units=(units[BASELINE], units[CANDIDATE]),
         expected_candidate_share=window.candidate_share,
         srm_alpha=policy.business_srm_alpha,
-        sequential_tau=policy.business_sequential_tau,
-        horizon=registered_horizon(experiment=window.experiment, policy=policy),
+        sequential_tau=policy.business_sequential_tau if sequential else None,
+        horizon=horizon,
         cuped_pre_days=policy.business_cuped_pre_days,
+        unblinded=unblinded,
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class BusinessAssessment:
+    """Layer 3 on an experiment under its registered plan: the result, and the one look it is (stored
+    earlier: `look` set, `new_look` False; taken now and still to store: `new_look` True)."""
+
+    result: BusinessValueResult
+    look: LookRecord | None = None
+    new_look: bool = False
+
+
+def _plan_horizon(experiment: Experiment, plan: dict[str, Any], min_units: int) -> FixedHorizon:
+    """The plan's horizon (at least `min_units`: a plan registered before horizons were raised to it
+    could otherwise never decide)."""
+    if not plan:
+        return FixedHorizon(
+            units_per_arm=None,
+            basis=f"experiment {experiment.name} started without one; register a plan to count from now on",
+        )
+    units = plan.get("units_per_arm")
+    return FixedHorizon(
+        units_per_arm=max(int(units), min_units) if isinstance(units, int) else None,
+        basis=str(plan.get("basis", "")),
+        registered_at=plan.get("registered_at"),
+    )
+
+
+def _arms_of(stats: dict[str, dict[str, Any]], kind: type) -> Arms:
+    # The stats class's keyword arguments: `n` (and `pre_units`) ints, the sums numbers.
+    return kind(**stats[BASELINE]), kind(**stats[CANDIDATE])
+
+
+def _look_arms(
+    *,
+    window: TrafficWindow,
+    policy: BusinessValuePolicy,
+    since: datetime,
+    cutoff: datetime,
+    limit: int | None,
+) -> Arms:
+    """The arms' statistics of the counted units (the first `limit`, or all) up to `cutoff`."""
+    metric = policy.business_metric
+    assert metric is not None
+    cuped = cuped_applies(policy)
+    stats = outcome_look_stats(
+        window=window,
+        metric=metric,
+        per=policy.business_per,
+        since=since,
+        cutoff=cutoff,
+        limit=limit,
+        cuped_pre_days=policy.business_cuped_pre_days if cuped else None,
+    )
+    kind = RatioCupedStats if cuped else RatioStats if policy.business_per == "user" else MeanStats
+    return _arms_of(stats, kind)
+
+
+def stored_look(plan: dict[str, Any]) -> tuple[BusinessValueResult, LookRecord] | None:
+    """The plan's stored look, as the layer's types (None: none stored)."""
+    look = plan.get("look")
+    if not look:
+        return None
+    result = TypeAdapter(BusinessValueResult).validate_python(look["result"])
+    return result, TypeAdapter(LookRecord).validate_python(look["record"])
+
+
+def _stored_note(result: BusinessValueResult, record: LookRecord) -> BusinessValueResult:
+    note = (
+        f"the registered look, taken at {moment(record.taken_at)} by gate run {record.gate_run}: every later "
+        "run returns it unchanged"
+    )
+    return replace(result, reasons=[*result.reasons, note])
+
+
+def business_value_assess(
+    *,
+    window: TrafficWindow,
+    policy: BusinessValuePolicy,
+    units: dict[str, int],
+    take_look: bool,
+    gate_run: int | None = None,
+) -> BusinessAssessment:
+    """Layer 3 under the experiment's registered plan (`gate.judges.plan`): an error when `policy` is
+    not the registered test; the stored look when there is one; at the horizon the one look, on the first
+    units per arm (`outcome_look_progress`), returned to store when it decides (`take_look`; otherwise,
+    as on the dashboard, blind until a gate run takes it); before it the units counted so far, blind
+    unless the experiment was unblinded; under a registered tau, the always-valid test at every run."""
+    experiment = window.experiment
+    plan = dict(experiment.business_horizon or {})
+    unblinded = unblinding_of(experiment)
+    horizon = _plan_horizon(experiment, plan, policy.business_min_units)
+    since = plan_counted_since(window=window, plan=plan)
+    differences = settings_differences(plan=plan, effective=policy.as_dict()) if plan else []
+    so_far = _look_arms(window=window, policy=policy, since=since, cutoff=window.end, limit=None)
+    judge = partial(
+        _judge, window=window, policy=policy, units=units, unblinded=unblinded, sequential=bool(plan)
+    )
+    if differences:
+        reason = not_registered_reason(differences=differences, registered_at=plan.get("registered_at"))
+        blind = business_value_blind(judge(arms=so_far, horizon=None))
+        return BusinessAssessment(result=replace(blind, verdict=ERROR, reasons=[reason], horizon=horizon))
+    if plan and policy.business_sequential_tau is not None:
+        return BusinessAssessment(result=judge(arms=so_far, horizon=None))
+    stored = stored_look(plan)
+    if stored is not None:
+        return BusinessAssessment(result=_stored_note(*stored), look=stored[1])
+    if horizon.units_per_arm is None:
+        return BusinessAssessment(result=judge(arms=so_far, horizon=horizon))
+    return _at_horizon(
+        window=window,
+        policy=policy,
+        judge=judge,
+        so_far=so_far,
+        horizon=horizon,
+        since=since,
+        take_look=take_look,
+        gate_run=gate_run,
+    )
+
+
+def _at_horizon(
+    *,
+    window: TrafficWindow,
+    policy: BusinessValuePolicy,
+    judge: Callable[..., BusinessValueResult],
+    so_far: Arms,
+    horizon: FixedHorizon,
+    since: datetime,
+    take_look: bool,
+    gate_run: int | None,
+) -> BusinessAssessment:
+    """Before the horizon the units so far (blind); at it the one look on the first units per arm."""
+    metric, units = policy.business_metric, horizon.units_per_arm
+    assert metric is not None and units is not None
+    progress = outcome_look_progress(
+        window=window, metric=metric, per=policy.business_per, since=since, units=units
+    )
+    if progress.cutoff is None:
+        return BusinessAssessment(result=judge(arms=so_far, horizon=horizon))
+    arms = _look_arms(window=window, policy=policy, since=since, cutoff=progress.cutoff, limit=units)
+    result = judge(arms=arms, horizon=horizon)
+    if result.verdict not in (PASS, FAIL):
+        return BusinessAssessment(result=result)  # undecided at the horizon: blind, nothing stored
+    if not take_look:
+        reason = (
+            f"the registered horizon of {units} units per arm is reached: the next gate run takes the "
+            "one look"
+        )
+        blind = business_value_blind(result)
+        return BusinessAssessment(result=replace(blind, verdict=INSUFFICIENT, reasons=[reason]))
+    record = LookRecord(
+        taken_at=timezone.now().isoformat(timespec="seconds"),
+        gate_run=gate_run,
+        counted_from=since.isoformat(),
+        cutoff=progress.cutoff.isoformat(),
+        units_per_arm=units,
+    )
+    return BusinessAssessment(result=result, look=record, new_look=True)
+
+
 def attribution_build(*, window: TrafficWindow, metric: str, result: BusinessValueResult) -> Attribution:
+    """Why the layer did not pass: the metric by hour and the candidate's worst units, or, while the
+    result is blind, no figure of the metric at all (the system level shows each arm's path)."""
+    if result.blind:  # the reasons above say why; the levels show nothing of the metric
+        return Attribution(phenomenon=BLIND_LEVEL, data=BLIND_LEVEL, system=system_level(window))
     hours = outcomes_by_hour(window=window, metric=metric)
     highest = result.direction == DECREASE  # the worst values for the metric's direction
     worst = outcomes_worst(window=window, metric=metric, arm=CANDIDATE, highest=highest, limit=EXAMPLES)
@@ -191,10 +380,17 @@ class BusinessValueLayer(GateLayer[BusinessValueDetails]):
             )
         mark = time.perf_counter()
         units = assigned_units_by_arm(window=window)
-        result = business_value_measure(window=window, policy=section, metric=metric, units=units)
+        assessment = business_value_assess(
+            window=window, policy=section, units=units, take_look=True, gate_run=run.pk
+        )
+        result, look, taken_now = self._look_keep(run=run, experiment=experiment, assessment=assessment)
         sql_seconds = time.perf_counter() - mark  # the judge itself takes milliseconds
         details = BusinessValueDetails(
-            inputs=replace(inputs, assigned_units=units), judged=result, timings={"aggregation": sql_seconds}
+            inputs=replace(inputs, assigned_units=units),
+            judged=result,
+            timings={"aggregation": sql_seconds},
+            look=look,
+            look_taken_now=taken_now,
         )
         if result.verdict != PASS:
             details = replace(
@@ -214,6 +410,35 @@ class BusinessValueLayer(GateLayer[BusinessValueDetails]):
             ci_high=improvement.ci_high if improvement else None,
             metric=metric,
         )
+
+    def _look_keep(
+        self, *, run: GateRun, experiment: Experiment, assessment: BusinessAssessment
+    ) -> tuple[BusinessValueResult, LookRecord | None, bool]:
+        """Store a look taken now in the plan (once: a run that comes second gets the first run's), and
+        the result, look and whether this run took it."""
+        result, look = assessment.result, assessment.look
+        if not assessment.new_look or look is None:
+            return result, look, False
+        plan = experiment.business_horizon or {}
+        kept = experiment_look_store(
+            experiment=experiment,
+            layer=self.name,
+            sequence=int(plan.get("sequence", 1)),
+            look={"record": to_json(look), "result": to_json(result)},
+            actor=SystemActor(f"gate run {run.pk}"),
+        )
+        if kept is None:
+            reason = "the plan was registered again while this run judged it: run the gate again"
+            return replace(business_value_blind(result), verdict=INSUFFICIENT, reasons=[reason]), None, False
+        stored = stored_look({"look": kept})
+        assert stored is not None
+        if stored[1].gate_run != run.pk:  # another run took the look first: return it as stored
+            return _stored_note(*stored), stored[1], False
+        note = (
+            f"the one look at the registered horizon, taken now (data up to {moment(look.cutoff)}): every "
+            "later run returns it unchanged"
+        )
+        return replace(result, reasons=[*result.reasons, note]), look, True
 
     def report(
         self, *, run: GateRun, result: LayerResult, details: BusinessValueDetails | None

@@ -6,10 +6,21 @@ turns where there are enough of them, else on its test split (stored beside its 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
 
+from django.utils import timezone
+from pydantic import TypeAdapter
+
+from canary.models import Experiment
 from canary.selectors import (
     TrafficWindow,
+    answers_look_counts,
+    answers_look_progress,
+    answers_split,
     follow_up_counts_by_arm,
     follow_up_examples,
     follow_up_examples_sql,
@@ -19,36 +30,54 @@ from canary.selectors import (
     traffic_window_get,
 )
 from canary.services.follow_ups import follow_up_thresholds_get, follow_ups_label
+from canary.services.plans import experiment_look_store
 from engines.follow_up.classifier import TrainedDetector, detector_load, error_rates
 from engines.follow_up.correction import ErrorRates
 from engines.follow_up.live_rates import LanguageErrorRates
 from engines.routing import BASELINE, CANDIDATE
 from gate.judges.follow_up_rate import (
     ROGAN_GLADEN,
+    AnswerHorizon,
+    AnswerSplit,
     DetectorAccuracy,
     FollowUpCounts,
     FollowUpInputs,
     FollowUpRateDetails,
     FollowUpRatePolicy,
     FollowUpRateResult,
+    follow_up_rate_blind,
     follow_up_rate_judge,
 )
-from gate.judges.verdict import INSUFFICIENT, PASS
+from gate.judges.follow_up_review import LiveAgreement, live_agreement_apply
+from gate.judges.plan import LookRecord, moment, not_registered_reason, settings_differences
+from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
 from gate.layers.base import GateLayer, LayerContext, LayerKind, ReportPart, estimates_of, to_json
 from gate.layers.follow_up_review import (
     follow_up_error_rates_measure,
+    follow_up_live_agreement_measure,
     follow_up_rate_with_error_rates,
-    follow_up_rate_with_live_agreement,
 )
-from gate.layers.traffic import EXAMPLES, no_experiment_reason, probe_table, system_level, traffic_inputs
+from gate.layers.traffic import (
+    BLIND_LEVEL,
+    EXAMPLES,
+    no_experiment_reason,
+    plan_counted_since,
+    probe_table,
+    system_level,
+    traffic_inputs,
+    unblinding_of,
+)
 from gate.models import GateRun, LayerResult
 from gate.policy import GatePolicyConfig
 from gate.reporting import Attribution, AttributionLevel, Table
+from registry.actors import SystemActor
 
 METHOD = (
     "follow-ups / answered questions per arm, corrected per language for the detector's measured "
     "sensitivity and specificity (Rogan–Gladen, delta-method interval with the error rates' uncertainty); "
     "non-inferiority on the corrected difference; observed rates with Wilson and Newcombe intervals beside; "
+    "judged once, on the first answered questions per arm at the horizon registered when the experiment "
+    "started (or always valid with follow_up_sequential_tau); clustered sample-ratio check of the answers; "
     "probe traffic excluded"
 )
 
@@ -68,6 +97,15 @@ def detector_accuracy(*, detector: TrainedDetector, kinds: tuple[str, ...]) -> D
     return DetectorAccuracy(version=detector.version, errors=errors)
 
 
+def follow_up_detector_accuracy(*, policy: GatePolicyConfig) -> DetectorAccuracy | None:
+    """The error rates layer 2 corrects by under `policy` (None: it does not correct). The dashboard
+    shows them beside the corrected rates, so each interval can be recomputed from the page."""
+    section = policy.section(FollowUpRatePolicy)
+    if section.follow_up_correction != ROGAN_GLADEN:
+        return None
+    return detector_accuracy(detector=detector_load(), kinds=tuple(section.follow_up_kinds))
+
+
 def follow_up_rate_measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> FollowUpRateResult:
     """Layer 2's judgement of a window from the stored detector labels (it labels nothing). The layer
     and the dashboards call it."""
@@ -79,13 +117,15 @@ def _measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> tuple[Follow
     section = policy.section(FollowUpRatePolicy)
     kinds = tuple(section.follow_up_kinds)
     counts = follow_up_counts_by_arm(window=window, kinds=kinds)
-    detector = None
     versions: list[str] = []
     judged: dict[str, dict[str, tuple[int, int]]] = {CANDIDATE: {}, BASELINE: {}}
     rates: dict[str, LanguageErrorRates] = {}
-    if section.follow_up_correction == ROGAN_GLADEN:
+    detector = follow_up_detector_accuracy(policy=policy)
+    if detector is not None:
         judged, versions = follow_ups_judged_by_language(window=window, kinds=kinds)
-        detector, rates = _error_rates(window=window, judged=judged, kinds=kinds, policy=policy)
+        detector, rates = _error_rates(
+            experiment=window.experiment, judged=judged, shipped=detector, policy=policy
+        )
     result = follow_up_rate_judge(
         candidate=FollowUpCounts(**counts[CANDIDATE], judged_by_language=judged[CANDIDATE]),
         baseline=FollowUpCounts(**counts[BASELINE], judged_by_language=judged[BASELINE]),
@@ -103,19 +143,209 @@ def _measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> tuple[Follow
 
 def _error_rates(
     *,
-    window: TrafficWindow,
+    experiment: Experiment,
     judged: dict[str, dict[str, tuple[int, int]]],
-    kinds: tuple[str, ...],
+    shipped: DetectorAccuracy,
     policy: GatePolicyConfig,
 ) -> tuple[DetectorAccuracy, dict[str, LanguageErrorRates]]:
-    """The detector's error rates per judged language, live from the experiment's reviews where
-    there are enough, else shipped (measured on its test split), and where each comes from."""
-    shipped = detector_accuracy(detector=detector_load(), kinds=kinds)
+    """The detector's error rates per judged language (`judged`: arm -> language -> (judged, called)),
+    live from the experiment's reviews where there are enough, else `shipped` (measured on its test
+    split), and where each comes from."""
     languages = sorted({language for arm in judged.values() for language, (n, _) in arm.items() if n})
     rates = follow_up_error_rates_measure(
-        experiment=window.experiment, shipped=shipped, languages=languages, policy=policy
+        experiment=experiment, shipped=shipped, languages=languages, policy=policy
     )
     return replace(shipped, errors={language: r.used for language, r in rates.items()}), rates
+
+
+def follow_up_plan_settings(policy: GatePolicyConfig) -> dict[str, Any]:
+    """What layer 2's plan freezes: its section, and the confidence its intervals are at."""
+    return {**policy.section(FollowUpRatePolicy).as_dict(), "confidence": policy.general.confidence}
+
+
+@dataclass(frozen=True, kw_only=True)
+class FollowUpAssessment:
+    """Layer 2 on an experiment under its registered plan: the result, and the one look it is (stored
+    earlier: `look` set, `new_look` False; taken now and still to store: `new_look` True)."""
+
+    result: FollowUpRateResult
+    live: LiveAgreement
+    look: LookRecord | None = None
+    new_look: bool = False
+
+
+def _horizon(experiment: Experiment, plan: dict[str, Any]) -> AnswerHorizon:
+    if not plan:
+        return AnswerHorizon(
+            answers_per_arm=None,
+            basis=f"experiment {experiment.name} started without one; register a plan to count from now on",
+        )
+    return AnswerHorizon(
+        answers_per_arm=plan.get("answers_per_arm"),
+        basis=str(plan.get("basis", "")),
+        registered_at=plan.get("registered_at"),
+    )
+
+
+def _stored(plan: dict[str, Any]) -> tuple[FollowUpRateResult, LookRecord] | None:
+    look = plan.get("look")
+    if not look:
+        return None
+    result = TypeAdapter(FollowUpRateResult).validate_python(look["result"])
+    return result, TypeAdapter(LookRecord).validate_python(look["record"])
+
+
+def _stored_note(result: FollowUpRateResult, record: LookRecord) -> FollowUpRateResult:
+    note = (
+        f"the registered look, taken at {moment(record.taken_at)} by gate run {record.gate_run}: every later "
+        "run returns it unchanged"
+    )
+    return replace(result, reasons=[*result.reasons, note])
+
+
+def follow_up_rate_assess(
+    *,
+    window: TrafficWindow,
+    policy: GatePolicyConfig,
+    take_look: bool,
+    gate_run: int | None = None,
+    settle_seconds: float = 0.0,
+) -> FollowUpAssessment:
+    """Layer 2 under the experiment's registered plan, as `gate.layers.business_value.
+    business_value_assess` for layer 3: an error when `policy` is not the registered test; the stored
+    look when there is one (returned as stored); at the horizon the one look on the first answered
+    questions per arm, once `settle_seconds` (the detector's follow-up window) have passed since the later
+    arm's last of them; before it the answers so far, blind unless unblinded; under a registered tau,
+    always valid. The live agreement with reviewers applies to every judgement but a stored one."""
+    experiment = window.experiment
+    plan = dict(experiment.follow_up_horizon or {})
+    section = policy.section(FollowUpRatePolicy)
+    since = plan_counted_since(window=window, plan=plan)
+    live = follow_up_live_agreement_measure(experiment=experiment, policy=policy)
+    stored = _stored(plan)
+    if stored is not None and not settings_differences(plan=plan, effective=follow_up_plan_settings(policy)):
+        return FollowUpAssessment(result=_stored_note(*stored), live=live, look=stored[1])
+    arms = _arms_counted(window=window, kinds=section.follow_up_kinds, since=since, limit=None)
+    detector = follow_up_detector_accuracy(policy=policy)
+    rates: dict[str, LanguageErrorRates] = {}
+    if detector is not None:
+        judged = {name: counts.judged_by_language for name, counts in arms.items()}
+        detector, rates = _error_rates(experiment=experiment, judged=judged, shipped=detector, policy=policy)
+    judge = _judge_with(window=window, policy=policy, since=since, detector=detector)
+    horizon = _horizon(experiment, plan)
+    result, look = _assess(
+        judge=judge,
+        arms=arms,
+        plan=plan,
+        policy=policy,
+        horizon=horizon,
+        window=window,
+        since=since,
+        take_look=take_look,
+        gate_run=gate_run,
+        settle_seconds=settle_seconds,
+    )
+    if rates and result.verdict != ERROR:
+        result = follow_up_rate_with_error_rates(result=result, rates=rates)
+    verdict, reasons = live_agreement_apply(verdict=result.verdict, reasons=result.reasons, live=live)
+    result = replace(result, verdict=verdict, reasons=reasons)
+    if result.horizon is not None and verdict not in (PASS, FAIL):
+        look = None  # undecided at the horizon (the live agreement too low): nothing stored, blind
+        if result.unblinded is None:
+            result = follow_up_rate_blind(result)
+    return FollowUpAssessment(result=result, live=live, look=look, new_look=look is not None)
+
+
+def _judge_with(
+    *, window: TrafficWindow, policy: GatePolicyConfig, since: datetime, detector: DetectorAccuracy | None
+) -> Callable[..., FollowUpRateResult]:
+    """Layer 2's judge with the policy's settings, the detector's error rates when it corrects (live
+    or shipped, `_error_rates`), the clustered sample-ratio check of the counted answers, and who
+    unblinded the experiment."""
+    section = policy.section(FollowUpRatePolicy)
+    split = answers_split(window=window, since=since)
+    return partial(
+        follow_up_rate_judge,
+        max_rate=section.follow_up_max,
+        decide_on=section.follow_up_decide_on,
+        margin=section.follow_up_margin,
+        min_answered=section.follow_up_min_answered,
+        confidence=policy.general.confidence,
+        detector=detector,
+        split=AnswerSplit(
+            baseline=int(split["baseline"]),
+            candidate=int(split["candidate"]),
+            sum_squares=float(split["sum_squares"]),
+            candidate_share=window.candidate_share,
+        ),
+        srm_alpha=section.follow_up_srm_alpha,
+        unblinded=unblinding_of(window.experiment),
+    )
+
+
+def _arms_counted(
+    *, window: TrafficWindow, kinds: tuple[str, ...], since: datetime, limit: int | None
+) -> dict[str, FollowUpCounts]:
+    counts, judged = answers_look_counts(window=window, since=since, kinds=kinds, limit=limit)
+    return {
+        name: FollowUpCounts(**counts[arm], judged_by_language=judged[arm])
+        for name, arm in (("candidate", CANDIDATE), ("baseline", BASELINE))
+    }
+
+
+def _assess(
+    *,
+    judge: Callable[..., FollowUpRateResult],
+    arms: dict[str, FollowUpCounts],
+    plan: dict[str, Any],
+    policy: GatePolicyConfig,
+    horizon: AnswerHorizon,
+    window: TrafficWindow,
+    since: datetime,
+    take_look: bool,
+    gate_run: int | None,
+    settle_seconds: float,
+) -> tuple[FollowUpRateResult, LookRecord | None]:
+    """The judgement before the live agreement applies, and the look taken now (None: none)."""
+    section = policy.section(FollowUpRatePolicy)
+    differences = settings_differences(plan=plan, effective=follow_up_plan_settings(policy)) if plan else []
+    if differences:
+        reason = not_registered_reason(differences=differences, registered_at=plan.get("registered_at"))
+        blind = follow_up_rate_blind(judge(**arms, horizon=horizon))
+        return replace(blind, verdict=ERROR, reasons=[reason]), None
+    if plan and section.follow_up_sequential_tau is not None:
+        return judge(**arms, sequential_tau=section.follow_up_sequential_tau), None
+    if horizon.answers_per_arm is None:
+        return judge(**arms, horizon=horizon), None
+    progress = answers_look_progress(window=window, since=since, answers=horizon.answers_per_arm)
+    if progress.cutoff is None:
+        return judge(**arms, horizon=horizon), None
+    settled = progress.cutoff + timedelta(seconds=settle_seconds)
+    if not take_look or timezone.now() < settled:
+        when = (
+            f"the one look is taken once the follow-ups of its last answers are in, from "
+            f"{moment(settled.isoformat())}"
+            if take_look
+            else "the next gate run takes the one look"
+        )
+        reason = (
+            f"the registered horizon of {horizon.answers_per_arm} answered questions per arm is reached: "
+            f"{when}"
+        )
+        blind = follow_up_rate_blind(judge(**arms, horizon=horizon))
+        return replace(blind, verdict=INSUFFICIENT, reasons=[reason]), None
+    look = _arms_counted(
+        window=window, kinds=section.follow_up_kinds, since=since, limit=horizon.answers_per_arm
+    )
+    record = LookRecord(
+        taken_at=timezone.now().isoformat(timespec="seconds"),
+        gate_run=gate_run,
+        counted_from=since.isoformat(),
+        cutoff=progress.cutoff.isoformat(),
+        units_per_arm=horizon.answers_per_arm,
+    )
+    result = judge(**look, horizon=horizon)
+    return result, record if result.verdict in (PASS, FAIL) else None
 
 
 def _rate_phrase(result: FollowUpRateResult) -> str:
@@ -136,6 +366,11 @@ def _rate_phrase(result: FollowUpRateResult) -> str:
 def attribution_build(
     *, window: TrafficWindow, kinds: tuple[str, ...], result: FollowUpRateResult
 ) -> Attribution:
+    """Why the layer did not pass: follow-ups by hour and the candidate's worst hours and latest
+    follow-ups, or, while the result is blind, no figure of the rate at all (the system level shows each
+    arm's path)."""
+    if result.blind:  # the reasons above say why; the levels show nothing of the metric
+        return Attribution(phenomenon=BLIND_LEVEL, data=BLIND_LEVEL, system=system_level(window))
     hours = follow_ups_by_hour(window=window, kinds=kinds)
     worst = sorted(
         (h for h in hours if h.arm == CANDIDATE and h.rate is not None),
@@ -206,15 +441,21 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
         labelled = follow_ups_label(experiment=experiment, until=window.end)
         label_seconds = time.perf_counter() - mark
         mark = time.perf_counter()
-        result, versions = _measure(window=window, policy=ctx.policy)
-        result, live = follow_up_rate_with_live_agreement(
-            result=result, experiment=experiment, policy=ctx.policy
+        thresholds = follow_up_thresholds_get(family=experiment.family)
+        assessment = follow_up_rate_assess(
+            window=window,
+            policy=ctx.policy,
+            take_look=True,
+            gate_run=run.pk,
+            settle_seconds=thresholds.window_seconds,
         )
+        result, look, taken_now = self._look_keep(run=run, experiment=experiment, assessment=assessment)
+        _, versions = follow_ups_judged_by_language(window=window, kinds=tuple(section.follow_up_kinds))
         sql_seconds = time.perf_counter() - mark
         inputs = FollowUpInputs(
             **vars(traffic_inputs(window)),
             counted_kinds=list(section.follow_up_kinds),
-            detector_thresholds=follow_up_thresholds_get(family=experiment.family).as_dict(),
+            detector_thresholds=thresholds.as_dict(),
             unjudged_turns=result.unjudged,
             detector_version=detector_load().version,
             detector_versions_in_traffic=versions,
@@ -223,9 +464,11 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
             inputs=inputs,
             method=METHOD,
             judged=result,
-            live_agreement=live,
+            live_agreement=assessment.live,
             labelled_now=labelled,
             timings={"labelling": label_seconds, "aggregation": sql_seconds},
+            look=look,
+            look_taken_now=taken_now,
         )
         if result.verdict != PASS:
             attribution = attribution_build(window=window, kinds=section.follow_up_kinds, result=result)
@@ -241,6 +484,35 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
             ci_low=result.candidate.judged_low,
             ci_high=result.candidate.judged_high,
         )
+
+    def _look_keep(
+        self, *, run: GateRun, experiment: Experiment, assessment: FollowUpAssessment
+    ) -> tuple[FollowUpRateResult, LookRecord | None, bool]:
+        """Store a look taken now in the plan (once: a run that comes second gets the first run's), and
+        the result, look and whether this run took it."""
+        result, look = assessment.result, assessment.look
+        if not assessment.new_look or look is None:
+            return result, look, False
+        plan = experiment.follow_up_horizon or {}
+        kept = experiment_look_store(
+            experiment=experiment,
+            layer=self.name,
+            sequence=int(plan.get("sequence", 1)),
+            look={"record": to_json(look), "result": to_json(result)},
+            actor=SystemActor(f"gate run {run.pk}"),
+        )
+        if kept is None:
+            reason = "the plan was registered again while this run judged it: run the gate again"
+            return replace(follow_up_rate_blind(result), verdict=INSUFFICIENT, reasons=[reason]), None, False
+        stored = _stored({"look": kept})
+        assert stored is not None
+        if stored[1].gate_run != run.pk:  # another run took the look first: return it as stored
+            return _stored_note(*stored), stored[1], False
+        note = (
+            f"the one look at the registered horizon, taken now (answers up to {moment(look.cutoff)}): every "
+            "later run returns it unchanged"
+        )
+        return replace(result, reasons=[*result.reasons, note]), look, True
 
     def report(self, *, run: GateRun, result: LayerResult, details: FollowUpRateDetails | None) -> ReportPart:
         if details is None:

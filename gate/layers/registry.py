@@ -13,7 +13,7 @@ from gate.layers.business_value import BusinessValueLayer
 from gate.layers.clean_accuracy import CleanAccuracyLayer
 from gate.layers.follow_up_rate import FollowUpRateLayer
 from gate.layers.robustness import RobustnessLayer
-from gate.policy import GatePolicyConfig, PolicySection, policy_parse
+from gate.policy import GatePolicyConfig, PolicySection, StoredPolicy, policy_parse, policy_read
 
 LAYERS: tuple[GateLayer[Any], ...] = (
     CleanAccuracyLayer(),
@@ -31,5 +31,11 @@ def layer_get(name: str) -> GateLayer[Any] | None:
 
 
 def gate_policy_parse(data: dict[str, Any] | None) -> GatePolicyConfig:
-    """A policy document checked against every layer's section (PolicyError names the bad key)."""
+    """Input (a new run's policy and overrides, a policy edit) checked strictly against every layer's
+    section (PolicyError names the bad key). A stored document is read with `gate_policy_read`."""
     return policy_parse(data, sections=SECTIONS)
+
+
+def gate_policy_read(data: dict[str, Any] | None) -> StoredPolicy:
+    """A stored policy (a run's snapshot) read leniently: never refuses (see `gate.policy.policy_read`)."""
+    return policy_read(data, sections=SECTIONS)

@@ -49,7 +49,7 @@ from registry.dispatch import Task, task_send
 from registry.errors import ApplicationError
 from registry.models import EvalItem, ModelVersion
 from registry.selectors.versions import model_version_get
-from registry.services.versions import model_version_backend
+from registry.services.versions import model_version_backend, model_version_config_hash
 
 LANGUAGES = ("en", "zh", "mixed")
 SCORING_BACKENDS = ("hf", "builtin")
@@ -60,12 +60,6 @@ logger = logging.getLogger(__name__)
 
 def _language(item: EvalItem) -> str:
     return item.language if item.language in LANGUAGES else language_of(item.input)
-
-
-def _config_hash(version: ModelVersion) -> str:
-    return hashlib.sha256(
-        json.dumps([version.backend_kind, version.backend_config], sort_keys=True).encode()
-    ).hexdigest()
 
 
 def _reference(ctx: LayerContext, transfer_from: str | None) -> ModelVersion | None:
@@ -165,7 +159,7 @@ def _set_get(*, ctx: LayerContext, version: ModelVersion, item_ids: list[str]) -
     aset, _ = AdversarialSet.objects.get_or_create(
         suite=ctx.run.suite,
         version=version,
-        version_config_hash=_config_hash(version),
+        version_config_hash=model_version_config_hash(version=version),
         recipe=section.robustness_recipe,
         seed=section.robustness_seed,
         samples=section.robustness_samples,

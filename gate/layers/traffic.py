@@ -3,6 +3,10 @@ record about it, and the parts of their attribution that look at probes and each
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
+from canary.models import Experiment
 from canary.selectors import (
     TrafficWindow,
     answer_paths_by_arm,
@@ -10,6 +14,7 @@ from canary.selectors import (
     probe_findings,
     probe_run_latest,
 )
+from gate.judges.plan import Unblinding
 from gate.judges.traffic import TrafficInputs
 from gate.models import GateRun
 from gate.reporting import AttributionLevel, Table
@@ -29,6 +34,32 @@ def traffic_inputs(window: TrafficWindow) -> TrafficInputs:
         window_start=window.start.isoformat(),
         window_end=window.end.isoformat(),
     )
+
+
+def plan_counted_since(*, window: TrafficWindow, plan: dict[str, Any]) -> datetime:
+    """Units first exposed before this never count for a plan's look: the later of the plan's
+    registration (`counted_from`) and the window's start (a ramp or a resume starts a new window, and the
+    units it finds already exposed are not new)."""
+    counted = plan.get("counted_from")
+    counted_from = datetime.fromisoformat(counted) if isinstance(counted, str) else window.start
+    return max(window.start, counted_from)
+
+
+def unblinding_of(experiment: Experiment) -> Unblinding | None:
+    """Who unblinded the experiment's traffic layers before their looks, if anyone did."""
+    if experiment.unblinded_at is None:
+        return None
+    return Unblinding(
+        by=experiment.unblinded_by_name or "?",
+        at=experiment.unblinded_at.isoformat(timespec="seconds"),
+        reason=experiment.unblind_reason,
+    )
+
+
+# What an attribution shows of the judged metric before its look: no per-arm figures of it.
+BLIND_LEVEL = AttributionLevel(
+    summary="blind until the one look at the registered horizon: no per-arm figures of the metric"
+)
 
 
 def no_experiment_reason(run: GateRun) -> str:

@@ -8,6 +8,7 @@ from registry.models import ModelVersion
 from registry.selectors import pk_like
 
 FINISHED = (GateRun.Status.SUCCEEDED, GateRun.Status.FAILED, GateRun.Status.ERROR)
+ACTIVE = (GateRun.Status.QUEUED, GateRun.Status.RUNNING)
 
 
 def decision_list(*, filters: dict | None = None) -> QuerySet[Decision]:
@@ -36,6 +37,11 @@ def gate_run_latest_finished(*, version: ModelVersion) -> GateRun | None:
     )
 
 
+def gate_run_active(*, version: ModelVersion) -> GateRun | None:
+    """The oldest gate run of `version` still queued or running: a decision to approve waits for it."""
+    return GateRun.objects.filter(candidate=version, status__in=ACTIVE).order_by("pk").first()
+
+
 def override_request_open(*, version: ModelVersion) -> Decision | None:
     """The override request waiting for a second release manager: unconfirmed, and about the
     version's latest finished gate run (a request about an older run is stale, not open)."""
@@ -43,5 +49,15 @@ def override_request_open(*, version: ModelVersion) -> Decision | None:
     return (
         decision_list(filters={"version": version, "action": Decision.Action.OVERRIDE_REQUEST})
         .filter(confirmation__isnull=True, gate_run=latest)
+        .first()
+    )
+
+
+def incumbent_request_open(*, version: ModelVersion) -> Decision | None:
+    """The request to declare `version` its family's production incumbent, waiting for a second
+    release manager (moot, though still shown, once the family has a promoted version)."""
+    return (
+        decision_list(filters={"version": version, "action": Decision.Action.INCUMBENT_REQUEST})
+        .filter(confirmation__isnull=True)
         .first()
     )

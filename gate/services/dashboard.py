@@ -6,6 +6,14 @@ business metric judged as layer 3 would, the sample-ratio check, and a "watch it
 always-valid intervals (normal-mixture confidence sequence), cumulative from the window's start to
 the end of each day, so a manager may look every day without inflating the false-positive rate. The
 numbers come from canary's selectors and the gate's own layer measurements.
+
+The gated metrics (layer 2's follow-up rate, and layer 3's registered metric) go through the layers'
+own assessment under the experiment's plan (`follow_up_rate_assess`, `business_value_assess`), so the
+page is blind where the layers are: before a layer's stored look (unless the experiment was unblinded,
+or its plan is the always-valid test) it shows counts, the sample-ratio check and the progress to the
+horizon, and no rate, interval, p-value or per-arm value of that metric, in its panel, its daily table,
+its charts or the per-window "first answer accepted". Nothing here writes: a look that could be taken
+now waits for the next gate run.
 """
 
 from __future__ import annotations
@@ -34,18 +42,22 @@ from canary.selectors import (
     traffic_window_get,
 )
 from canary.services.experiments import GUARDRAIL_DEFAULTS, experiment_actions_allowed
+from engines.follow_up.correction import ErrorRates
 from engines.routing import BASELINE, CANDIDATE
 from engines.stats.effects import sequential_interval
 from engines.stats.hypothesis import SrmResult, srm_check
-from engines.stats.intervals import wilson_interval
+from engines.stats.intervals import newcombe_interval, wilson_interval
 from engines.stats.sufficient import RatioStats
 from gate.charts import Cell, Chart, LineSeries, bars_chart
 from gate.judges.business_value import BUSINESS_DIRECTIONS, DECREASE, BusinessValuePolicy, BusinessValueResult
-from gate.judges.follow_up_rate import ArmFollowUps, FollowUpRatePolicy, FollowUpRateResult
+from gate.judges.follow_up_rate import ROGAN_GLADEN, ArmFollowUps, FollowUpRatePolicy, FollowUpRateResult
 from gate.judges.follow_up_review import LiveAgreement
-from gate.layers.business_value import business_value_measure, outcome_stats
-from gate.layers.follow_up_rate import follow_up_rate_measure
-from gate.layers.follow_up_review import follow_up_rate_with_live_agreement
+from gate.layers.business_value import business_value_assess, business_value_measure, outcome_stats
+from gate.layers.follow_up_rate import (
+    follow_up_detector_accuracy,
+    follow_up_rate_assess,
+    follow_up_rate_measure,
+)
 from gate.layers.registry import gate_policy_parse
 from gate.models import GateRun
 from gate.policy import GatePolicyConfig
@@ -65,12 +77,33 @@ class ArmRow:
 
 
 @dataclass(frozen=True)
+class CorrectionRow:
+    """One language of the correction for the detector's errors: the error rates it used, and per arm
+    (in the arms' order) the turns the detector judged and those it called follow-ups."""
+
+    language: str
+    rates: ErrorRates
+    arms: list[tuple[int, int]]
+
+
+@dataclass(frozen=True)
 class FollowUpPanel:
     result: FollowUpRateResult
     arms: list[ArmRow]
     kinds: list[str]
     unjudged: int
     live_agreement: LiveAgreement
+    # Whether the judged rates are corrected for the detector's errors, and what from (shown, so
+    # that each interval can be recomputed from the page).
+    corrected: bool
+    corrections: list[CorrectionRow]
+    # The observed candidate − baseline with its Newcombe interval (the corrected one is the result's).
+    observed_difference: tuple[float, float, float] | None
+    plan: dict
+
+    @property
+    def blind(self) -> bool:
+        return self.result.blind
 
 
 @dataclass(frozen=True)
@@ -100,6 +133,10 @@ class MetricPanel:
     daily: list[DailyRow]
     daily_skipped: str
 
+    @property
+    def blind(self) -> bool:
+        return self.result.blind
+
 
 @dataclass(frozen=True)
 class BusinessPanel:
@@ -109,6 +146,7 @@ class BusinessPanel:
     expected_share: float | None
     srm: SrmResult | None
     metrics: list[MetricPanel]
+    plan: dict
 
 
 @dataclass(frozen=True)
@@ -239,6 +277,13 @@ def experiment_dashboard(
     probe_rows = probe_findings(run=probe_run) if probe_run else []
     follow_up = _follow_up(window=window, policy=policy)
     business_panel = _business(window=window, policy=business, direction=direction)
+    figures = [
+        WindowFigures(share=share, arms=arm_figures(window=share.window)) for share in reversed(windows)
+    ]
+    if follow_up.blind:  # "first answer accepted" is read from the follow-ups: blind with them
+        figures = [
+            replace(w, arms=[replace(arm, first_answer_accepted=None) for arm in w.arms]) for w in figures
+        ]
     return ExperimentDashboard(
         window=window,
         hours=(window.end - window.start).total_seconds() / 3600,
@@ -255,13 +300,12 @@ def experiment_dashboard(
         probe_rows=probe_rows,
         gate_runs=list(gate_run_list().filter(experiment=experiment)[:20]),
         actions=experiment_actions_allowed(experiment=experiment),
-        windows=[
-            WindowFigures(share=share, arms=arm_figures(window=share.window)) for share in reversed(windows)
-        ],
+        windows=figures,
         history=experiment_history(experiment=experiment),
         charts=experiment_charts(
             window=window,
             policy=policy,
+            follow_up=follow_up,
             business=business_panel,
             windows=windows,
             probe_rows=probe_rows,
@@ -275,19 +319,58 @@ def experiment_dashboard(
 # ---------------------------------------------------------------------------------------------
 def _follow_up(*, window: TrafficWindow, policy: GatePolicyConfig) -> FollowUpPanel:
     section = policy.section(FollowUpRatePolicy)
-    result, live = follow_up_rate_with_live_agreement(
-        result=follow_up_rate_measure(window=window, policy=policy),
-        experiment=window.experiment,
-        policy=policy,
-    )
+    assessment = follow_up_rate_assess(window=window, policy=policy, take_look=False)
+    result = assessment.result
     reports = {CANDIDATE: result.candidate, BASELINE: result.baseline}
+    arms = [ArmRow(arm=name, figures=report) for name, report in reports.items() if report is not None]
+    candidate, baseline = result.candidate, result.baseline
+    observed = None
+    if not result.blind and baseline is not None and candidate.answered and baseline.answered:
+        observed = newcombe_interval(
+            successes_1=candidate.follow_ups,
+            n_1=candidate.answered,
+            successes_2=baseline.follow_ups,
+            n_2=baseline.answered,
+            confidence=result.confidence,
+        )
     return FollowUpPanel(
         result=result,
-        arms=[ArmRow(arm=name, figures=report) for name, report in reports.items() if report is not None],
+        arms=arms,
         kinds=list(section.follow_up_kinds),
         unjudged=result.unjudged,
-        live_agreement=live,
+        live_agreement=assessment.live,
+        corrected=result.correction == ROGAN_GLADEN,
+        corrections=[] if result.blind else _corrections(result=result, arms=arms, policy=policy),
+        observed_difference=None if result.blind else observed,
+        plan=window.experiment.follow_up_horizon or {},
     )
+
+
+def _corrections(
+    *, result: FollowUpRateResult, arms: list[ArmRow], policy: GatePolicyConfig
+) -> list[CorrectionRow]:
+    detector = follow_up_detector_accuracy(policy=policy) if result.correction == ROGAN_GLADEN else None
+    if detector is None:
+        return []
+    # The rates the correction used: live from the experiment's reviews where there were enough.
+    detector = replace(
+        detector, errors={**detector.errors, **{lang: r.used for lang, r in result.error_rates.items()}}
+    )
+    judged = [
+        {c.language: (c.judged, c.detected) for c in row.figures.corrected.languages}
+        if row.figures.corrected
+        else {}
+        for row in arms
+    ]
+    languages = sorted({language for per_arm in judged for language in per_arm})
+    return [
+        CorrectionRow(
+            language=language,
+            rates=detector.errors[language],
+            arms=[per_arm.get(language, (0, 0)) for per_arm in judged],
+        )
+        for language in languages
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,6 +386,8 @@ def _business(*, window: TrafficWindow, policy: BusinessValuePolicy, direction: 
             expected_shares=(1 - expected_share, expected_share),
             alpha=policy.business_srm_alpha,
         )
+    plan = window.experiment.business_horizon or {}
+    gated = plan.get("metric") if plan else policy.business_metric
     return BusinessPanel(
         direction=direction,
         per=policy.business_per,
@@ -310,10 +395,37 @@ def _business(*, window: TrafficWindow, policy: BusinessValuePolicy, direction: 
         expected_share=expected_share,
         srm=srm,
         metrics=[
-            _metric(window=window, policy=policy, metric=metric, direction=direction, units=units)
+            _gated_metric(window=window, policy=policy, metric=metric, units=units)
+            if metric == gated
+            else _metric(window=window, policy=policy, metric=metric, direction=direction, units=units)
             for metric in outcome_metrics(experiment=window.experiment)
         ],
+        plan=plan,
     )
+
+
+BLIND_DAILY = "blind until the one look at the registered horizon (or the experiment is unblinded)"
+
+
+def _gated_metric(
+    *, window: TrafficWindow, policy: BusinessValuePolicy, metric: str, units: dict[str, int]
+) -> MetricPanel:
+    """The metric layer 3 judges, as it would judge it now under the plan (blind before its look; the
+    registered direction, whatever the page's): its daily table only where its numbers may be read."""
+    result = business_value_assess(window=window, policy=policy, units=units, take_look=False).result
+    if result.blind:
+        return MetricPanel(
+            metric=metric,
+            gated=True,
+            result=result,
+            min_effect=policy.business_min_effect,
+            confidence=1 - 2 * policy.business_alpha,
+            tau=policy.business_sequential_tau,
+            daily=[],
+            daily_skipped=BLIND_DAILY,
+        )
+    panel = _metric(window=window, policy=policy, metric=metric, direction=result.direction, units=units)
+    return replace(panel, gated=True, result=result)
 
 
 def _metric(
@@ -491,9 +603,14 @@ def _business_charts(*, window: TrafficWindow, policy: GatePolicyConfig, panel: 
         values[BASELINE].append((stamp, result.baseline.value))
         values[CANDIDATE].append((stamp, result.candidate.value))
         improvement = result.improvement
-        if improvement is None and result.effect is not None and result.effect.estimate is not None:
-            # No always-valid tau and no horizon reached: the estimate alone, with no interval to
-            # read a decision from (the fixed-horizon interval is for the one look at the horizon).
+        fixed = judged_as.business_sequential_tau is None
+        if (
+            (improvement is None or fixed)
+            and result.effect is not None
+            and result.effect.estimate is not None
+        ):
+            # No always-valid tau: the estimate alone, with no interval to read a decision from (the
+            # fixed-horizon interval is for the one look at the horizon, not for a curve watched daily).
             sign = -1 if result.direction == DECREASE else 1
             lift.append((stamp, sign * result.effect.estimate))
             low.append(None)
@@ -564,6 +681,7 @@ def experiment_charts(
     *,
     window: TrafficWindow,
     policy: GatePolicyConfig,
+    follow_up: FollowUpPanel,
     business: BusinessPanel,
     windows: list[ShareWindow],
     probe_rows: list[ProbeFinding],
@@ -571,9 +689,10 @@ def experiment_charts(
 ) -> list[Chart]:
     """The dashboard's charts, those with data: follow-up rate per arm over time, each business
     metric (the gate's first) per arm and its improvement over time, the share's history and the
-    probes' pass rates per weakness."""
-    charts = [_follow_up_chart(window=window, policy=policy)]
+    probes' pass rates per weakness; not those of a gated metric that is blind."""
+    charts = [] if follow_up.blind else [_follow_up_chart(window=window, policy=policy)]
     for panel in sorted(business.metrics, key=lambda panel: not panel.gated):
-        charts += _business_charts(window=window, policy=policy, panel=panel)
+        if not panel.blind:
+            charts += _business_charts(window=window, policy=policy, panel=panel)
     charts += [_share_chart(windows=windows), _probe_chart(rows=probe_rows)]
     return [chart for chart in charts if chart.has_data]

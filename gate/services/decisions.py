@@ -1,6 +1,8 @@
-"""Release decisions by release managers: approve or reject a version, or approve one whose gate
-did not pass through an override that two different release managers sign. Decisions are
-immutable; each one is audited and announced by a signed webhook in its own transaction."""
+"""Release decisions by release managers: approve or reject a version, approve one whose gate did
+not pass through an override that two different release managers sign, or declare (two of them
+again) the version that serves production when its family starts. Nothing else clears a version
+for production (`gate.services.clearance`). Decisions are immutable; each one is audited and
+announced by a signed webhook in its own transaction."""
 
 from __future__ import annotations
 
@@ -8,14 +10,20 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from engines.input_checks import text_problem
-from gate.layers.registry import LAYER_NAMES, gate_policy_parse
+from gate.layers.registry import LAYER_NAMES, gate_policy_read
 from gate.models import Decision, GateRun
-from gate.selectors.decisions import gate_run_latest_finished, override_request_open
+from gate.selectors.decisions import (
+    gate_run_active,
+    gate_run_latest_finished,
+    incumbent_request_open,
+    override_request_open,
+)
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
 from registry.roles import RELEASE_MANAGER, user_roles
+from registry.selectors.versions import model_version_in_production
 from registry.services.audit import audit_record
-from registry.services.versions import TRANSITIONS, model_version_transition
+from registry.services.versions import TRANSITIONS, model_version_incumbent_promote, model_version_transition
 from registry.services.webhooks import webhook_send
 
 Action = Decision.Action
@@ -28,9 +36,13 @@ TARGET_STATUS = {
     Action.REJECT: VersionStatus.REJECTED,
     Action.OVERRIDE_REQUEST: VersionStatus.APPROVED,
     Action.OVERRIDE_CONFIRM: VersionStatus.APPROVED,
+    Action.INCUMBENT_REQUEST: VersionStatus.PROMOTED,
+    Action.INCUMBENT_CONFIRM: VersionStatus.PROMOTED,
 }
+# Declaring the version already in production when its family starts (`_incumbent_check`).
+INCUMBENT_ACTIONS = frozenset({Action.INCUMBENT_REQUEST, Action.INCUMBENT_CONFIRM})
 # Acts the version's registrant may not take while EVALHUB_DECISIONS_FORBID_SELF_APPROVAL is on.
-SELF_APPROVAL_ACTIONS = {Action.APPROVE, Action.OVERRIDE_REQUEST, Action.OVERRIDE_CONFIRM}
+SELF_APPROVAL_ACTIONS = {Action.APPROVE, Action.OVERRIDE_REQUEST, Action.OVERRIDE_CONFIRM, *INCUMBENT_ACTIONS}
 
 
 def _refuse(message: str, *, field: str, code: str = "invalid", status_code: int = 400) -> ApplicationError:
@@ -40,7 +52,7 @@ def _refuse(message: str, *, field: str, code: str = "invalid", status_code: int
 def gate_run_weakened(*, gate_run: GateRun) -> list[str]:
     """How a run fell short of the full sandwich: layers its policy did not require, and values it
     overrode. Only a pass of the full gate under the policy as named approves without an override."""
-    required = gate_policy_parse(gate_run.policy_config).general.required_layers
+    required = gate_policy_read(gate_run.policy_config).config.general.required_layers
     weakened = [f"layer {layer} not required" for layer in LAYER_NAMES if layer not in required]
     if gate_run.policy_overrides:
         weakened.append(f"policy overridden: {', '.join(sorted(gate_run.policy_overrides))}")
@@ -66,19 +78,23 @@ def _gate_run_resolve(*, version: ModelVersion, gate_run: GateRun | None) -> Gat
     return gate_run
 
 
-def _override_confirm_check(*, version: ModelVersion, request: Decision | None, actor, gate_run) -> None:
+def _confirm_check(*, version: ModelVersion, action: str, request: Decision | None, actor, gate_run) -> None:
+    """A confirmation's request: of this version, of the kind it confirms, open, and filed by someone
+    else (an override's also about the latest finished gate run)."""
+    kind = Decision.CONFIRMS[action]
+    noun = "Override request" if kind == Action.OVERRIDE_REQUEST else "Incumbent request"
     if request is None:
-        raise _refuse("Name the override request to confirm.", field="confirms")
-    if request.action != Action.OVERRIDE_REQUEST or request.version_id != version.pk:
-        raise _refuse(f"Decision {request.pk} is not an override request of {version.ref}.", field="confirms")
+        raise _refuse(f"Name the {kind} to confirm.", field="confirms")
+    if request.action != kind or request.version_id != version.pk:
+        raise _refuse(f"Decision {request.pk} is not an {kind} of {version.ref}.", field="confirms")
     if Decision.objects.filter(confirms=request).exists():
         raise _refuse(
-            f"Override request {request.pk} is already confirmed.",
+            f"{noun} {request.pk} is already confirmed.",
             field="confirms",
             code="already_confirmed",
             status_code=409,
         )
-    if request.gate_run_id != (gate_run.pk if gate_run else None):
+    if kind == Action.OVERRIDE_REQUEST and request.gate_run_id != (gate_run.pk if gate_run else None):
         raise _refuse(
             f"Override request {request.pk} is stale: a newer gate run of {version.ref} has finished "
             "since; file a new request.",
@@ -88,25 +104,17 @@ def _override_confirm_check(*, version: ModelVersion, request: Decision | None, 
         )
     if request.decided_by_id == actor.pk:
         raise _refuse(
-            "An override needs a second release manager: you filed the request.",
+            "An override needs a second release manager: you filed the request."
+            if kind == Action.OVERRIDE_REQUEST
+            else "A declaration needs a second release manager: you filed the request.",
             field="decided_by",
             code="second_release_manager_required",
             status_code=403,
         )
 
 
-@transaction.atomic
-def decision_record(
-    *,
-    version: ModelVersion,
-    action: str,
-    reason: str,
-    actor,
-    gate_run: GateRun | None = None,
-    confirms: Decision | None = None,
-) -> Decision:
-    """Record one decision on `version` and apply it to its status; refuses what the release rules
-    forbid. The version row stays locked to the end, so two confirmations cannot both land."""
+def _decision_input_check(*, action: str, reason: str, actor, confirms: Decision | None) -> str:
+    """Who decides and what they wrote, before the version is looked at; returns the reason stripped."""
     if RELEASE_MANAGER not in user_roles(actor):
         raise _refuse(
             "Only a release manager may decide on a version.",
@@ -123,9 +131,142 @@ def decision_record(
         raise _refuse(f"The reason {problem}.", field="reason")
     if action not in Action.values:
         raise _refuse(f"Unknown action {action!r}; one of {', '.join(Action.values)}.", field="action")
-    if confirms is not None and action != Action.OVERRIDE_CONFIRM:
-        raise _refuse("Only an override_confirm names an override request.", field="confirms")
+    if confirms is not None and action not in Decision.CONFIRMS:
+        raise _refuse("Only an override_confirm or an incumbent_confirm names a request.", field="confirms")
+    return reason
 
+
+def _finished_run_check(*, version: ModelVersion) -> None:
+    """Approving, by override too, is a decision on a finished gate run: refused (409, naming the
+    reason once) while a run is queued or running, and before any has finished. A rejection never
+    waits."""
+    if (active := gate_run_active(version=version)) is not None:
+        raise _refuse(
+            f"Gate run {active.pk} of {version.ref} is still {active.status}: approving waits for a "
+            "finished run; rejecting is possible now.",
+            field="gate_run",
+            code="gate_run_active",
+            status_code=409,
+        )
+    if gate_run_latest_finished(version=version) is None:
+        raise _refuse(
+            f"No gate run of {version.ref} has finished: approving, by override too, needs a finished "
+            "run; rejecting is possible now.",
+            field="gate_run",
+            code="no_finished_gate_run",
+            status_code=409,
+        )
+
+
+def _release_check(*, version: ModelVersion, action: str, actor, gate_run, confirms) -> tuple:
+    """An approval, rejection or override on `version`: the gate run it is about (the latest finished
+    one), its verdict and how its gate was weakened; refuses what the release rules forbid."""
+    target = TARGET_STATUS[action]
+    if action != Action.REJECT:
+        _finished_run_check(version=version)
+    if version.status == VersionStatus.PROMOTED and action == Action.REJECT:
+        raise _refuse(
+            f"{version.ref} serves production: it leaves when its replacement is promoted (it is then "
+            "retired), never by a rejection.",
+            field="version",
+            code="illegal_transition",
+            status_code=409,
+        )
+    if target not in TRANSITIONS[version.status]:
+        raise _refuse(
+            f"{version.ref} is {version.status}: it cannot be {target} now.",
+            field="version",
+            code="illegal_transition",
+            status_code=409,
+        )
+    gate_run = _gate_run_resolve(version=version, gate_run=gate_run)
+    verdict = gate_run.verdict if gate_run else ""
+    weakened = gate_run_weakened(gate_run=gate_run) if gate_run else []
+    passed = verdict == GateRun.Verdict.PASS and not weakened
+    if action == Action.APPROVE and not passed:
+        why = f"passed a weakened gate ({'; '.join(weakened)})" if weakened else f"did not pass ({verdict})"
+        raise _refuse(
+            f"{version.ref} {why}: approving it is an override; file an override_request for a second "
+            "release manager to confirm.",
+            field="action",
+            code="override_required",
+            status_code=409,
+        )
+    if action == Action.OVERRIDE_REQUEST:
+        if passed:
+            raise _refuse(
+                "The gate passed: approve instead.", field="action", code="gate_passed", status_code=409
+            )
+        if (open_request := override_request_open(version=version)) is not None:
+            raise _refuse(
+                f"Override request {open_request.pk} on {version.ref} is already waiting for confirmation.",
+                field="action",
+                code="override_request_open",
+                status_code=409,
+            )
+    if action == Action.OVERRIDE_CONFIRM:
+        _confirm_check(version=version, action=action, request=confirms, actor=actor, gate_run=gate_run)
+    return gate_run, verdict, weakened
+
+
+def _incumbent_check(*, version: ModelVersion, action: str, actor, gate_run, confirms) -> None:
+    """Declaring the version that serves production when its family starts: a registered version of
+    a family with no promoted one, about no gate run, requested by one release manager and confirmed
+    by another."""
+    if gate_run is not None:
+        raise _refuse("An incumbent declaration is about no gate run.", field="gate_run")
+    if version.status != VersionStatus.REGISTERED:
+        raise _refuse(
+            f"{version.ref} is {version.status}: only a registered version is declared its family's "
+            "production incumbent.",
+            field="version",
+            code="illegal_transition",
+            status_code=409,
+        )
+    serving = model_version_in_production(family=version.family)
+    if serving is not None:
+        raise _refuse(
+            f"{serving.ref} serves {version.family} in production already: a new version gets there by "
+            "approval and promotion.",
+            field="version",
+            code="incumbent_exists",
+            status_code=409,
+        )
+    if action == Action.INCUMBENT_REQUEST:
+        if (open_request := incumbent_request_open(version=version)) is not None:
+            raise _refuse(
+                f"Incumbent request {open_request.pk} on {version.ref} is already waiting for confirmation.",
+                field="action",
+                code="incumbent_request_open",
+                status_code=409,
+            )
+    else:
+        _confirm_check(version=version, action=action, request=confirms, actor=actor, gate_run=None)
+
+
+def _decision_apply(*, version: ModelVersion, action: str, actor, reason: str) -> None:
+    """Move the version as the decision says (a request leaves it where it is)."""
+    if action in (Action.OVERRIDE_REQUEST, Action.INCUMBENT_REQUEST):
+        return
+    if action == Action.INCUMBENT_CONFIRM:
+        model_version_incumbent_promote(version=version, actor=actor, reason=reason)
+    else:
+        model_version_transition(version=version, to_status=TARGET_STATUS[action], actor=actor, reason=reason)
+
+
+@transaction.atomic
+def decision_record(
+    *,
+    version: ModelVersion,
+    action: str,
+    reason: str,
+    actor,
+    gate_run: GateRun | None = None,
+    confirms: Decision | None = None,
+) -> Decision:
+    """Record one decision on `version` and apply it to its status; refuses what the release rules
+    forbid. The version row stays locked to the end, so two confirmations cannot both land."""
+    reason = _decision_input_check(action=action, reason=reason, actor=actor, confirms=confirms)
     version = ModelVersion.objects.select_for_update().get(pk=version.pk)
     if (
         settings.EVALHUB_DECISIONS_FORBID_SELF_APPROVAL
@@ -139,49 +280,12 @@ def decision_record(
             code="self_approval",
             status_code=403,
         )
-    target = TARGET_STATUS[action]
-    if target not in TRANSITIONS[version.status]:
-        raise _refuse(
-            f"{version.ref} is {version.status}: it cannot be {target} now.",
-            field="version",
-            code="illegal_transition",
-            status_code=409,
-        )
-    gate_run = _gate_run_resolve(version=version, gate_run=gate_run)
-    verdict = gate_run.verdict if gate_run else ""
-    weakened = gate_run_weakened(gate_run=gate_run) if gate_run else []
-    passed = verdict == GateRun.Verdict.PASS and not weakened
-    if action == Action.APPROVE and not passed:
-        why = (
-            f"passed a weakened gate ({'; '.join(weakened)})"
-            if weakened
-            else f"did not pass ({verdict or 'no finished run'})"
-        )
-        raise _refuse(
-            f"{version.ref} {why}: approving it is an override; file an override_request for a second "
-            "release manager to confirm.",
-            field="action",
-            code="override_required",
-            status_code=409,
-        )
-    if action == Action.OVERRIDE_REQUEST:
-        if passed:
-            raise _refuse(
-                "The gate passed: approve instead.",
-                field="action",
-                code="gate_passed",
-                status_code=409,
-            )
-        if (open_request := override_request_open(version=version)) is not None:
-            raise _refuse(
-                f"Override request {open_request.pk} on {version.ref} is already waiting for confirmation.",
-                field="action",
-                code="override_request_open",
-                status_code=409,
-            )
-    if action == Action.OVERRIDE_CONFIRM:
-        _override_confirm_check(version=version, request=confirms, actor=actor, gate_run=gate_run)
-
+    check = {"version": version, "action": action, "actor": actor, "gate_run": gate_run, "confirms": confirms}
+    if action in INCUMBENT_ACTIONS:
+        _incumbent_check(**check)
+        verdict, weakened = "", []
+    else:
+        gate_run, verdict, weakened = _release_check(**check)
     status_before = version.status
     try:
         with transaction.atomic():
@@ -197,38 +301,57 @@ def decision_record(
     except IntegrityError:  # the one-to-one `confirms`: another confirmation got there first
         assert confirms is not None
         raise _refuse(
-            f"Override request {confirms.pk} is already confirmed.",
+            f"{'Override' if action == Action.OVERRIDE_CONFIRM else 'Incumbent'} request {confirms.pk} is "
+            "already confirmed.",
             field="confirms",
             code="already_confirmed",
             status_code=409,
         ) from None
-    if action != Action.OVERRIDE_REQUEST:
-        model_version_transition(version=version, to_status=target, actor=actor, reason=reason)
+    _decision_apply(version=version, action=action, actor=actor, reason=reason)
+    _decision_announce(decision=decision, status_before=status_before, weakened=weakened)
+    return decision
+
+
+def _decision_announce(*, decision: Decision, status_before: str, weakened: list[str]) -> None:
+    """The decision's audit row and its webhook `decision.recorded`."""
+    version, actor = decision.version, decision.decided_by
     facts = {
         "decision": decision.pk,
         "version": version.ref,
-        "action": action,
-        "gate_run": gate_run.pk if gate_run else None,
-        "gate_verdict": verdict,
+        "action": decision.action,
+        "gate_run": decision.gate_run_id,
+        "gate_verdict": decision.gate_verdict,
         "gate_weakened": weakened,
-        "confirms": confirms.pk if confirms else None,
+        "confirms": decision.confirms_id,
     }
     audit_record(
         actor=actor,
-        action=f"decision.{action}",
+        action=f"decision.{decision.action}",
         target=version,
         before={"status": status_before},
         after={**facts, "status": version.status},
-        reason=reason,
+        reason=decision.reason,
     )
     webhook_send(
         event="decision.recorded",
         payload={
             **facts,
             "version_id": version.pk,
-            "reason": reason,
+            "reason": decision.reason,
             "by": actor.get_username(),
             "status": version.status,
         },
     )
-    return decision
+
+
+def model_version_incumbent_declare(*, version: ModelVersion, actor, reason: str) -> Decision:
+    """Ask to declare `version` the production version its family already runs (the first of two
+    signatures; `model_version_incumbent_confirm` is the second, by another release manager)."""
+    return decision_record(version=version, action=Action.INCUMBENT_REQUEST, reason=reason, actor=actor)
+
+
+def model_version_incumbent_confirm(*, request: Decision, actor, reason: str) -> Decision:
+    """Confirm another release manager's incumbent request: its version becomes `promoted`."""
+    return decision_record(
+        version=request.version, action=Action.INCUMBENT_CONFIRM, reason=reason, actor=actor, confirms=request
+    )

@@ -16,9 +16,11 @@ from django.utils import timezone
 from canary.selectors import experiment_for_gate
 from engines.backends.base import BackendError
 from gate.judges.verdict import gate_verdict
-from gate.layers.base import ClaimLost, LayerContext, Progress
-from gate.layers.registry import LAYERS, gate_policy_parse
+from gate.layers.base import ClaimLost, LayerContext, LayerKind, Progress, layer_error_store
+from gate.layers.registry import LAYERS, gate_policy_read
 from gate.models import GateRun
+from gate.policy import PolicyFindings
+from gate.services.horizons import plan_overrides_check
 from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor, SystemActor, actor_name, actor_require_role, actor_user
 from registry.dispatch import Task, task_send
@@ -26,6 +28,7 @@ from registry.errors import ApplicationError
 from registry.models import EvalSuite, ModelVersion
 from registry.roles import WRITE_ROLES
 from registry.services.audit import audit_record
+from registry.services.serving import model_version_serving_verify
 from registry.services.suites import eval_suite_lock
 from registry.services.versions import model_version_offline_gate_record, model_version_transition
 from registry.services.webhooks import webhook_send
@@ -59,6 +62,7 @@ def gate_run_start(
         name=policy_name, overrides=policy_overrides, family=candidate.family
     )
     experiment = experiment_for_gate(candidate=candidate, baseline=baseline, name=experiment_name)
+    plan_overrides_check(experiment=experiment, config=config, overrides=policy_overrides)
     with transaction.atomic():
         run = GateRun.objects.create(
             candidate=candidate,
@@ -131,11 +135,16 @@ def gate_run_claim(*, gate_run_id: int, worker: str) -> GateRun | None:
     )
 
 
-def gate_run_release(*, gate_run_id: int, worker: str) -> None:
-    """Give a run back to the queue (before a retry of a transient failure)."""
-    GateRun.objects.filter(pk=gate_run_id, status=Status.RUNNING, worker=worker).update(
-        status=Status.QUEUED, worker=""
-    )
+def gate_run_release(*, gate_run_id: int, worker: str, error: str = "") -> None:
+    """Give a run back to the queue (before a retry of a transient failure). `error`, what failed,
+    is kept as the run's error message meanwhile, so the page says why it waits and a later give-up
+    says what failed."""
+    fields = {"status": Status.QUEUED, "worker": "", **({"error_message": error} if error else {})}
+    GateRun.objects.filter(pk=gate_run_id, status=Status.RUNNING, worker=worker).update(**fields)
+
+
+def _with_last_error(reason: str, run: GateRun) -> str:
+    return f"{reason}; last error: {run.error_message}" if run.error_message else reason
 
 
 def gate_run_heartbeat(*, run: GateRun, progress: int, detail: dict | None = None) -> None:
@@ -159,9 +168,15 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
         return None
     if run.attempts > settings.EVALHUB_GATE_RUN_MAX_ATTEMPTS:
         return gate_run_fail(
-            gate_run_id=run.pk, status=Status.ERROR, reason=f"gave up after {run.attempts - 1} attempts"
+            gate_run_id=run.pk,
+            status=Status.ERROR,
+            reason=_with_last_error(f"gave up after {run.attempts - 1} attempts", run),
         )
-    policy = gate_policy_parse(run.policy_config)
+    stored = gate_policy_read(run.policy_config)
+    if not stored.found.clean:
+        # Queued under an older version: running it would judge by rules it did not ask for.
+        return gate_run_fail(gate_run_id=run.pk, status=Status.ERROR, reason=_policy_unrunnable(stored.found))
+    policy = stored.config
     baseline = [run.baseline] if run.baseline and policy.general.run_baseline else []
     finished = set(run.layers.exclude(verdict=GateRun.Verdict.PENDING).values_list("layer", flat=True))
     todo = [layer for layer in LAYERS if policy.requires(layer.name) and layer.name not in finished]
@@ -171,10 +186,14 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
         report=lambda percent, detail: gate_run_heartbeat(run=run, progress=percent, detail=detail),
     )
     ctx = LayerContext(run=run, policy=policy, items=items, versions=versions, progress=progress)
+    serving = _serving_problems(run=run) if any(layer.kind == LayerKind.MODEL for layer in todo) else []
     try:
         for layer in todo:
             progress.begin(layer.name)
             gate_run_heartbeat(run=run, progress=run.progress, detail=progress.detail())
+            if serving and layer.kind == LayerKind.MODEL:
+                layer_error_store(layer=layer, run=run, reasons=serving)
+                continue
             layer.run(ctx)
     except BackendError as exc:
         if exc.transient:
@@ -190,9 +209,27 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
         return gate_run_finish(run=run)
 
 
+def _policy_unrunnable(found: PolicyFindings) -> str:
+    """Why a run queued under an older version is not run (its page lists each key and why)."""
+    keys = ", ".join(sorted([*found.retired_keys, *found.invalid_keys]))
+    return f"the stored policy has keys this version cannot run: {keys}; start a new run"
+
+
+def _serving_problems(*, run: GateRun) -> list[str]:
+    """Why the model layers would judge another model than the one that serves: a serving address of
+    the candidate or the baseline that answers with another model's config hash. An address that does
+    not answer is checked again when a canary starts and on the proxy's first call."""
+    problems = []
+    for version in (run.candidate, run.baseline):
+        check = model_version_serving_verify(version=version) if version is not None else None
+        if check is not None and check.mismatch:
+            problems.append(f"not the model that serves: {check.problem}")
+    return problems
+
+
 def gate_run_finish(*, run: GateRun) -> GateRun:
     """Combine the stored layers into the verdict and close the run."""
-    policy = gate_policy_parse(run.policy_config)
+    policy = gate_policy_read(run.policy_config).config
     layer_verdicts = dict(run.layers.values_list("layer", "verdict"))
     verdict, reasons = gate_verdict(
         required_layers=policy.general.required_layers, layer_verdicts=layer_verdicts
@@ -200,9 +237,13 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
     run.status = Status.SUCCEEDED
     run.verdict = verdict
     run.verdict_reasons = reasons
+    # An earlier attempt's transient failure is no longer the story; a layer's error is.
+    run.error_message = _layer_errors(run=run) if verdict == GateRun.Verdict.ERROR else ""
     run.progress = 100
     run.finished_at = timezone.now()
-    run.save(update_fields=["status", "verdict", "verdict_reasons", "progress", "finished_at"])
+    run.save(
+        update_fields=["status", "verdict", "verdict_reasons", "error_message", "progress", "finished_at"]
+    )
     audit_record(
         actor=SystemActor(f"worker {run.worker}"),
         action="gate_run.finish",
@@ -217,6 +258,14 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
         model_version_offline_gate_record(version=run.candidate, gate_run_id=run.pk, actor=GATE)
     _verdict_announce(run=run, layer_verdicts=layer_verdicts)
     return run
+
+
+def _layer_errors(*, run: GateRun) -> str:
+    """What failed in the layers that ended in error (their stored reasons), or why none did: a
+    required layer with no result, or one left pending."""
+    errors = run.layers.filter(verdict=GateRun.Verdict.ERROR).order_by("id")
+    parts = [f"{row.layer} error: {'; '.join(row.reasons) or 'no reason stored'}" for row in errors]
+    return "; ".join(parts) or "; ".join(run.verdict_reasons)
 
 
 def _verdict_announce(*, run: GateRun, layer_verdicts: dict[str, str]) -> None:
@@ -284,12 +333,11 @@ def gate_run_reap_stale(*, now=None) -> dict[str, int]:
     counts = {"requeued": 0, "errored": 0, "reenqueued": 0}
     for run in GateRun.objects.filter(status=Status.RUNNING, heartbeat_at__lt=stale_before):
         if run.attempts >= settings.EVALHUB_GATE_RUN_MAX_ATTEMPTS:
-            gate_run_fail(
-                gate_run_id=run.pk,
-                status=Status.ERROR,
-                reason=f"worker {run.worker or '?'} stopped reporting at "
-                f"{run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC after {run.attempts} attempt(s)",
+            stopped = (
+                f"worker {run.worker or '?'} stopped reporting at "
+                f"{run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC after {run.attempts} attempt(s)"
             )
+            gate_run_fail(gate_run_id=run.pk, status=Status.ERROR, reason=_with_last_error(stopped, run))
             counts["errored"] += 1
             continue
         requeued = GateRun.objects.filter(

@@ -12,20 +12,35 @@ starts under a policy that sizes one.
 
 from __future__ import annotations
 
+import json
 import math
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from canary.models import Experiment
-from canary.selectors import outcome_stats_of_family
+from canary.selectors import (
+    follow_up_counts_of_family,
+    outcome_cuped_stats_of_family,
+    outcome_stats_of_family,
+)
 from canary.services.experiments import experiment_horizon_register, experiment_start
-from engines.stats.sufficient import MeanStats, RatioStats
-from gate.judges.business_value import BusinessValuePolicy, fixed_horizon_units
+from canary.services.plans import experiment_plans_replace
+from engines.follow_up.classifier import detector_load
+from engines.follow_up.correction import ErrorRates
+from engines.stats.effects import ratio_cuped_adjust
+from engines.stats.sufficient import MIN_UNITS, MeanStats, RatioCupedStats, RatioStats
+from gate.judges.business_value import CUPED, BusinessValuePolicy, fixed_horizon_units
+from gate.judges.follow_up_rate import ROGAN_GLADEN, FollowUpRatePolicy, follow_up_horizon_answers
+from gate.judges.plan import moment, settings_differences
+from gate.layers.follow_up_rate import detector_accuracy, follow_up_plan_settings
+from gate.policy import GatePolicyConfig
 from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor
+from registry.errors import ApplicationError
 
 
 def _measured_sd(
@@ -51,15 +66,65 @@ def _measured_sd(
     return (math.sqrt(mean.variance) if mean.variance else None), mean.n
 
 
+def _sizes(*, experiment: Experiment, policy: BusinessValuePolicy, metric: str, plain: int) -> dict[str, Any]:
+    """Both sizes the plan reports: the plain one, and the one a CUPED-adjusted test needs, n·(1 − r),
+    with r the variance reduction CUPED gives on the family's history before the start: users with the
+    metric in the `business_cuped_pre_days` before it, each adjusted by their own metric over the same
+    number of days before their first outcome there (a pretend experiment, `outcome_cuped_stats_of_family`).
+    The reduction of the difference of two arms is the one of each arm when θ is pooled over both, as the
+    layer pools it. None (with why) where CUPED does not apply or the history cannot measure it."""
+    sizes: dict[str, Any] = {"plain": plain, "cuped": None, "variance_reduction": None, "pre_units": 0}
+    if not (policy.business_cuped and policy.business_per == "user"):
+        return {**sizes, "cuped_basis": "CUPED does not apply (business_cuped off, or per outcome)"}
+    days = policy.business_cuped_pre_days
+    start = experiment.started_at or timezone.now()
+    # RatioCupedStats' keyword arguments: `n` and `pre_units` ints, the sums numbers.
+    fields: dict[str, Any] = outcome_cuped_stats_of_family(
+        family=experiment.family, metric=metric, start=start - timedelta(days=days), end=start, pre_days=days
+    )
+    history = RatioCupedStats(**fields)
+    if history.n < policy.business_min_units or history.pre_units == 0:
+        return {
+            **sizes,
+            "pre_units": history.pre_units,
+            "cuped_basis": f"{history.n} users of {metric} in the {days} days before the start, "
+            f"{history.pre_units} with a pre-period: too few to measure CUPED's reduction",
+        }
+    reduction = ratio_cuped_adjust(control=history, treatment=history).variance_reduction
+    if reduction is None:
+        return {**sizes, "cuped_basis": "CUPED's reduction could not be measured on the history"}
+    reduction = max(0.0, reduction)
+    return {
+        **sizes,
+        "cuped": max(MIN_UNITS, math.ceil(plain * (1 - reduction))),
+        "variance_reduction": reduction,
+        "pre_units": history.pre_units,
+        "cuped_basis": f"variance reduction {reduction:.3g} measured over {history.n} users of {metric} in "
+        f"the {days} days before the start, {history.pre_units} with a pre-period",
+    }
+
+
 def business_horizon_plan(
-    *, experiment: Experiment, policy: BusinessValuePolicy, policy_name: str
+    *,
+    experiment: Experiment,
+    policy: BusinessValuePolicy,
+    policy_name: str,
+    counted_from: datetime | None = None,
 ) -> dict[str, Any]:
-    """The horizon to register for `experiment` under `policy`: what `experiment_horizon_register`
-    stores (metric, per, units_per_arm or None, basis, the settings that sized it)."""
+    """Layer 3's plan to register for `experiment` under `policy`: what `experiment_horizon_register`
+    stores (every setting of the section, frozen; metric, per, units_per_arm or None, basis, the
+    settings that sized it; `counted_from`: units first exposed before it never count, default the
+    experiment's start). The horizon is at least `business_min_units`, so its one look can decide."""
     metric = policy.business_metric
     min_effect = policy.business_min_effect
     mde = policy.business_mde if policy.business_mde is not None else 2 * min_effect
+    start = experiment.share_since or experiment.started_at or timezone.now()
     plan: dict[str, Any] = {
+        "version": 2,
+        "sequence": 1,
+        "settings": policy.as_dict(),
+        "counted_from": (counted_from or start).isoformat(),
+        "look": None,
         "metric": metric,
         "per": policy.business_per,
         "policy": policy_name,
@@ -93,23 +158,194 @@ def business_horizon_plan(
             f"{policy.business_min_units}) and policy {policy_name!r} sets no business_planning_sd",
         }
     assert sd is not None
-    horizon = fixed_horizon_units(
+    plain = fixed_horizon_units(
         sd=sd, min_effect=min_effect, mde=mde, alpha=policy.business_alpha, power=policy.business_power
     )
+    sizes = _sizes(experiment=experiment, policy=policy, metric=metric, plain=plain)
+    cuped = policy.business_horizon_sizing == CUPED and sizes["cuped"] is not None
+    horizon = sizes["cuped"] if cuped else plain
     basis = (
         f"{source}; a true improvement of {mde:g} passes the bar {min_effect:g} with power "
         f"{policy.business_power:g} at alpha {policy.business_alpha:g}"
     )
+    if cuped:
+        basis += f"; {plain} units shrunk by the CUPED variance reduction {sizes['variance_reduction']:.3g}"
+    if horizon < policy.business_min_units:
+        basis += f"; raised from {horizon} to business_min_units"
+        horizon = policy.business_min_units
+    plan["sizes"] = sizes
     return {**plan, "sd": sd, "units_per_arm": horizon, "basis": basis}
 
 
+def _planning_errors(policy: GatePolicyConfig) -> dict[str, ErrorRates | None]:
+    """The detector error rates layer 2 will correct by, per language (one entry None: no correction)."""
+    section = policy.section(FollowUpRatePolicy)
+    if section.follow_up_correction != ROGAN_GLADEN:
+        return {"observed": None}  # no language: the observed rate is judged
+    accuracy = detector_accuracy(detector=detector_load(), kinds=tuple(section.follow_up_kinds))
+    usable: dict[str, ErrorRates | None] = {
+        language: rates
+        for language, rates in accuracy.errors.items()
+        if rates.youden is not None and rates.youden > 0
+    }
+    return usable or {"observed": None}
+
+
+def _corrected(rate: float, errors: ErrorRates | None) -> float:
+    """An observed rate on the scale layer 2 judges: Rogan–Gladen with the detector's error rates."""
+    if errors is None:
+        return rate
+    assert errors.specificity is not None and errors.youden is not None
+    return min(1.0, max(0.0, (rate + errors.specificity - 1) / errors.youden))
+
+
+def follow_up_horizon_plan(
+    *,
+    experiment: Experiment,
+    policy: GatePolicyConfig,
+    policy_name: str,
+    counted_from: datetime | None = None,
+) -> dict[str, Any]:
+    """Layer 2's plan to register for `experiment` under `policy`: its frozen settings and the answered
+    questions per arm of its one look (`gate.judges.follow_up_rate.follow_up_horizon_answers`), sized
+    from the family's follow-up rate over the `follow_up_pre_days` before the start (at least
+    `follow_up_min_answered` answers), else `follow_up_planning_rate`, for the detector's least
+    favourable language; at least `follow_up_min_answered`."""
+    section = policy.section(FollowUpRatePolicy)
+    start = experiment.share_since or experiment.started_at or timezone.now()
+    alpha = round((1 - policy.general.confidence) / 2, 12)  # one-sided: the upper bound's
+    plan: dict[str, Any] = {
+        "version": 2,
+        "sequence": 1,
+        "settings": follow_up_plan_settings(policy),
+        "counted_from": (counted_from or start).isoformat(),
+        "look": None,
+        "policy": policy_name,
+        "alpha": alpha,
+        "power": section.follow_up_power,
+        "baseline_rate": None,
+        "answers_per_arm": None,
+        "registered_at": timezone.now().isoformat(),
+    }
+    days = section.follow_up_pre_days
+    began = experiment.started_at or start
+    answered, follow_ups = follow_up_counts_of_family(
+        family=experiment.family, kinds=section.follow_up_kinds, start=began - timedelta(days=days), end=began
+    )
+    if answered >= section.follow_up_min_answered:
+        observed = follow_ups / answered
+        source = f"{follow_ups} follow-ups of {answered} answers in the {days} days before the start"
+    elif section.follow_up_planning_rate is not None:
+        observed, source = (
+            None,
+            f"follow_up_planning_rate ({answered} answers in the {days} days before the start)",
+        )
+    else:
+        return {
+            **plan,
+            "basis": f"only {answered} answers in the {days} days before the start (the policy needs "
+            f"{section.follow_up_min_answered}) and policy {policy_name!r} sets no follow_up_planning_rate",
+        }
+    sized: list[tuple[int, float, str | None]] = []
+    for name, errors in _planning_errors(policy).items():
+        rate = _corrected(observed, errors) if observed is not None else section.follow_up_planning_rate
+        assert rate is not None
+        answers = follow_up_horizon_answers(
+            rate=rate,
+            max_rate=section.follow_up_max,
+            margin=section.follow_up_margin,
+            alpha=alpha,
+            power=section.follow_up_power,
+            decide_on=section.follow_up_decide_on,
+            errors=errors,
+        )
+        if isinstance(answers, str):
+            return {**plan, "baseline_rate": rate, "basis": f"rate {rate:.4g} from {source}; {answers}"}
+        sized.append((answers, rate, name if errors is not None else None))
+    answers, rate, language = max(sized, key=lambda size: size[:2])
+    parts = [
+        f"rate {rate:.4g} from {source}",
+        *([f"for the detector's least favourable language, {language}"] if language else []),
+        f"a candidate as good as the baseline passes the bar {section.follow_up_max:g} and the margin "
+        f"{section.follow_up_margin:g} with power {section.follow_up_power:g} at alpha {alpha:g}",
+    ]
+    if answers < section.follow_up_min_answered:
+        parts.append(f"raised from {answers} to follow_up_min_answered")
+        answers = section.follow_up_min_answered
+    basis = "; ".join(parts)
+    return {**plan, "baseline_rate": rate, "answers_per_arm": answers, "basis": basis}
+
+
+def _plans(
+    *, experiment: Experiment, counted_from: datetime | None = None
+) -> tuple[GatePolicyConfig, dict[str, dict[str, Any]]]:
+    """The family's policy now and the plans it registers (layer name -> plan document)."""
+    policy, config = gate_policy_resolve(name=None, overrides=None, family=experiment.family)
+    business = business_horizon_plan(
+        experiment=experiment,
+        policy=config.section(BusinessValuePolicy),
+        policy_name=policy.name,
+        counted_from=counted_from,
+    )
+    follow_up = follow_up_horizon_plan(
+        experiment=experiment, policy=config, policy_name=policy.name, counted_from=counted_from
+    )
+    return config, {"business_value": business, "follow_up_rate": follow_up}
+
+
 def experiment_start_registered(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
-    """Start `experiment` and register its fixed horizon under the family's policy, in one transaction
-    (both audited). Every interface starts experiments through here."""
+    """Start `experiment` and register its plans under the family's policy, in one transaction (both
+    audited). Every interface starts experiments through here."""
     with transaction.atomic():
         started = experiment_start(experiment=experiment, actor=actor, reason=reason)
-        policy, config = gate_policy_resolve(name=None, overrides=None, family=started.family)
-        plan = business_horizon_plan(
-            experiment=started, policy=config.section(BusinessValuePolicy), policy_name=policy.name
+        _, plans = _plans(experiment=started)
+        return experiment_horizon_register(
+            experiment=started,
+            horizon=plans["business_value"],
+            follow_up=plans.get("follow_up_rate"),
+            actor=actor,
         )
-        return experiment_horizon_register(experiment=started, horizon=plan, actor=actor)
+
+
+def experiment_plans_register_again(*, experiment: Experiment, actor: Actor, reason: str) -> Experiment:
+    """A new registration of the traffic layers' plans under the family's policy as it is now (a release
+    manager's act, with a reason, audited): the settings it freezes bind every later run, and its horizons
+    count units first exposed from now on, never the data the replaced plans read (their looks, if any,
+    stay in the plans' `earlier`)."""
+    _, plans = _plans(experiment=experiment, counted_from=timezone.now())
+    return experiment_plans_replace(experiment=experiment, plans=plans, actor=actor, reason=reason)
+
+
+# Where each traffic layer's plan is stored on the experiment, and the settings a run would judge it by.
+PLAN_SETTINGS: dict[str, tuple[str, Callable[[GatePolicyConfig], dict[str, Any]]]] = {
+    "business_value": ("business_horizon", lambda config: config.section(BusinessValuePolicy).as_dict()),
+    "follow_up_rate": ("follow_up_horizon", follow_up_plan_settings),
+}
+
+
+def plan_overrides_check(
+    *, experiment: Experiment | None, config: GatePolicyConfig, overrides: dict[str, Any] | None
+) -> None:
+    """Refuse (400) a run whose `policy_overrides` change a setting of the registered plan of a traffic
+    layer it requires, naming each `policy_overrides.<key>`. (A setting the named policy changed after
+    the start is not refused here: the layer answers `error`, "not the registered test".)"""
+    if experiment is None or not overrides:
+        return
+    fields: dict[str, list[str]] = {}
+    for layer, (field, settings_of) in PLAN_SETTINGS.items():
+        plan = getattr(experiment, field) or {}
+        if not plan or not config.requires(layer):
+            continue
+        for difference in settings_differences(plan=plan, effective=settings_of(config)):
+            if difference.key in overrides:
+                fields[f"policy_overrides.{difference.key}"] = [
+                    f"experiment {experiment.name} registered {json.dumps(difference.registered)} for "
+                    f"{layer} at {moment(plan.get('registered_at'))}; registering the plan again changes it"
+                ]
+    if fields:
+        keys = ", ".join(key.removeprefix("policy_overrides.") for key in fields)
+        raise ApplicationError(
+            f"Not the registered test of experiment {experiment.name}: the overrides change {keys}.",
+            code="not_registered_test",
+            fields=fields,
+        )

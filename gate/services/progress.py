@@ -3,6 +3,7 @@ done of total, elapsed time and ETA, and for a queued run why it waits."""
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -10,7 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from gate.layers.registry import LAYERS, gate_policy_parse
+from gate.layers.registry import LAYERS, gate_policy_read
 from gate.models import GateRun
 from registry.dispatch import QUEUE_OF, Task
 
@@ -42,12 +43,25 @@ class GateRunLive:
     waiting_reason: str
 
 
-def gate_run_runs_ahead(*, run: GateRun) -> int:
-    """Runs the gpu worker takes before this one: those running, and those queued earlier."""
-    active = GateRun.objects.exclude(pk=run.pk)
-    return (
-        active.filter(status=Status.RUNNING).count()
-        + active.filter(status=Status.QUEUED, pk__lt=run.pk).count()
+@dataclass(frozen=True)
+class GateQueue:
+    """The gate runs' queue at one moment: the runs running, and the queued ones in the order the
+    workers take them (by id). One query, so a list of runs says where each waits at no cost per row."""
+
+    running: frozenset[int]
+    queued: tuple[int, ...]
+
+    def ahead_of(self, run: GateRun) -> int:
+        """Runs the gpu worker takes before this one: those running, and those queued earlier."""
+        return len(self.running - {run.pk}) + bisect.bisect_left(self.queued, run.pk)
+
+
+def gate_queue_snapshot() -> GateQueue:
+    active = GateRun.objects.filter(status__in=(Status.RUNNING, Status.QUEUED))
+    rows = list(active.values_list("pk", "status"))
+    return GateQueue(
+        running=frozenset(pk for pk, status in rows if status == Status.RUNNING),
+        queued=tuple(sorted(pk for pk, status in rows if status == Status.QUEUED)),
     )
 
 
@@ -65,9 +79,13 @@ def _eta(run: GateRun, detail: dict, now: datetime) -> float | None:
     return round(max(0.0, eta - (now - run.heartbeat_at).total_seconds()), 1)
 
 
-def gate_run_live(*, run: GateRun, now: datetime | None = None) -> GateRunLive:
+def gate_run_live(
+    *, run: GateRun, now: datetime | None = None, waiting: GateQueue | None = None
+) -> GateRunLive:
+    """The run as it goes. Its stored layers are read from `run.layers.all()` (prefetch them for a
+    list); `waiting` (one `gate_queue_snapshot` for a whole list) says where a queued run waits."""
     now = now or timezone.now()
-    policy = gate_policy_parse(run.policy_config)
+    policy = gate_policy_read(run.policy_config).config
     stored = {result.layer: result.verdict for result in run.layers.all()}
     detail = run.progress_detail or {}
     reported = detail.get("layers", {})
@@ -90,7 +108,9 @@ def gate_run_live(*, run: GateRun, now: datetime | None = None) -> GateRunLive:
             )
         )
     queue = QUEUE_OF[Task.GATE_RUN_EXECUTE]
-    ahead = gate_run_runs_ahead(run=run) if run.status == Status.QUEUED else None
+    ahead = None
+    if run.status == Status.QUEUED:
+        ahead = (waiting or gate_queue_snapshot()).ahead_of(run)
     reason = ""
     if ahead is not None:
         reason = (

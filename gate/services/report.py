@@ -12,30 +12,46 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gate.layers.base import GateLayer, ReportPart
-from gate.layers.registry import LAYERS, gate_policy_parse
+from gate.layers.base import GateLayer, ReportPart, StoredDetails
+from gate.layers.registry import LAYERS, gate_policy_read
 from gate.models import GateRun, LayerResult
+from gate.policy import PolicyFindings
 from gate.reporting import GateReport, LayerCost, LayerReport, PolicyRef, SuiteRef
 
 
 @dataclass(frozen=True)
 class LayerView:
     """A stored layer with its declaration and its details as the layer's dataclass (None when not
-    readable), for pages and reports."""
+    readable), for pages and reports; `read` says what reading them found."""
 
     layer: GateLayer[Any]
     result: LayerResult
-    details: Any
+    read: StoredDetails
+
+    @property
+    def details(self) -> Any:
+        return self.read.details
 
 
 def gate_run_layers(*, run: GateRun) -> list[LayerView]:
     """The run's stored layers in the registry's order."""
     stored = {result.layer: result for result in run.layers.all()}
     return [
-        LayerView(layer=layer, result=stored[layer.name], details=layer.details(stored[layer.name]))
+        LayerView(layer=layer, result=stored[layer.name], read=layer.details_read(stored[layer.name]))
         for layer in LAYERS
         if layer.name in stored
     ]
+
+
+def gate_run_policy_findings(*, run: GateRun) -> PolicyFindings:
+    """What reading the run's stored policy with this version found (retired, defaulted, invalid keys)."""
+    return gate_policy_read(run.policy_config).found
+
+
+def gate_run_retired_layers(*, run: GateRun) -> dict[str, str]:
+    """Stored results of layers this version does not have: name -> verdict."""
+    known = {layer.name for layer in LAYERS}
+    return {result.layer: result.verdict for result in run.layers.all() if result.layer not in known}
 
 
 def _layer_report(*, run: GateRun, view: LayerView, required: bool) -> LayerReport:
@@ -63,11 +79,14 @@ def _layer_report(*, run: GateRun, view: LayerView, required: bool) -> LayerRepo
         estimates=part.estimates,
         cost=LayerCost(wall_seconds=result.wall_seconds, device=result.device),
         attribution=part.attribution,
+        retired_keys=view.read.retired_keys,
+        unreadable=view.read.unreadable,
     )
 
 
 def gate_run_report(*, run: GateRun) -> GateReport:
-    policy = gate_policy_parse(run.policy_config)
+    stored_policy = gate_policy_read(run.policy_config)
+    policy, found = stored_policy.config, stored_policy.found
     views = gate_run_layers(run=run)
     stored = {view.layer.name for view in views}
     return GateReport(
@@ -75,7 +94,13 @@ def gate_run_report(*, run: GateRun) -> GateReport:
         candidate=run.candidate.ref,
         baseline=run.baseline.ref if run.baseline else None,
         suite=SuiteRef(name=run.suite.name, version=run.suite.version, hash=run.suite.content_hash),
-        policy=PolicyRef(name=run.policy.name if run.policy else None, config=run.policy_config),
+        policy=PolicyRef(
+            name=run.policy.name if run.policy else None,
+            config=run.policy_config,
+            retired_keys=found.retired_keys,
+            defaulted_keys=found.defaulted_keys,
+            invalid_keys=found.invalid_keys,
+        ),
         experiment=run.experiment.name if run.experiment else None,
         status=run.status,
         verdict=run.verdict,
@@ -86,4 +111,5 @@ def gate_run_report(*, run: GateRun) -> GateReport:
             _layer_report(run=run, view=view, required=policy.requires(view.layer.name)) for view in views
         ],
         missing_layers=[name for name in policy.general.required_layers if name not in stored],
+        retired_layers=gate_run_retired_layers(run=run),
     )

@@ -33,3 +33,8 @@ def model_version_list(*, filters: dict | None = None) -> QuerySet[ModelVersion]
         if filters.get(key):
             queryset = queryset.filter(**{key: filters[key]})
     return queryset.order_by("family", "-created_at")
+
+
+def model_version_in_production(*, family: str) -> ModelVersion | None:
+    """The family's version serving production (`promoted`), None before its incumbent is declared."""
+    return ModelVersion.objects.filter(family=family, status=ModelVersion.Status.PROMOTED).first()

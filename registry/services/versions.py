@@ -12,6 +12,7 @@ from django.utils import timezone
 from engines.backends.config import (
     BackendConfigError,
     api_key_env_check,
+    backend_config_hash,
     backend_config_validate,
     checkpoint_path_resolve,
 )
@@ -21,6 +22,7 @@ from registry.models import AuditLog, ModelVersion
 from registry.outbound import outbound_policy, outbound_url_check
 from registry.roles import RELEASE_ROLES, WRITE_ROLES
 from registry.secrets import SecretUnreadableError, secret_decrypt, secret_encrypt
+from registry.selectors.versions import model_version_in_production
 from registry.services.audit import audit_record
 
 if TYPE_CHECKING:
@@ -30,23 +32,23 @@ Status = ModelVersion.Status
 
 # The release lifecycle. Anything not listed here is refused.
 TRANSITIONS: dict[str, set[str]] = {
-    # Approval from here is an override (no gate pass: inconclusive, errored or never run).
+    # Approval from here is an override (no gate pass: inconclusive or errored; it needs a finished run).
     Status.REGISTERED: {Status.EVALUATING, Status.APPROVED, Status.REJECTED},
-    Status.EVALUATING: {Status.GATE_PASSED, Status.GATE_FAILED, Status.REGISTERED},
+    # A rejection does not wait for the run: the run goes on, and its end leaves a rejected version be.
+    Status.EVALUATING: {Status.GATE_PASSED, Status.GATE_FAILED, Status.REGISTERED, Status.REJECTED},
     Status.GATE_PASSED: {Status.APPROVED, Status.REJECTED, Status.EVALUATING},
     Status.GATE_FAILED: {Status.APPROVED, Status.REJECTED, Status.EVALUATING},
     Status.APPROVED: {Status.CANARY, Status.REJECTED, Status.PROMOTED},
     Status.REJECTED: set(),
-    Status.CANARY: {Status.PROMOTED, Status.ROLLED_BACK},
+    Status.CANARY: {Status.PROMOTED, Status.ROLLED_BACK, Status.REJECTED},
     # Promotion is `model_version_promote`, which retires the version it replaces.
     Status.PROMOTED: {Status.RETIRED},
     Status.ROLLED_BACK: set(),
     Status.RETIRED: set(),
 }
-# A version may enter the registry as new, or as the incumbent already serving production.
-INITIAL_STATUSES = {Status.REGISTERED, Status.PROMOTED}
-# Cleared for production by a release decision: an approval, or a confirmed two-person override.
-APPROVED_STATUSES = frozenset({Status.APPROVED, Status.CANARY, Status.PROMOTED})
+# Cleared for production by a release decision: an approval, a confirmed two-person override, or
+# (for the version already serving when its family starts) a confirmed incumbent declaration.
+APPROVED_STATUSES = ModelVersion.CLEARED_STATUSES
 
 
 def _snapshot(version: ModelVersion) -> dict:
@@ -82,6 +84,22 @@ def model_version_config_check(*, backend_kind: str, backend_config: dict) -> di
     return config
 
 
+def model_version_serving_url_check(*, backend_kind: str, backend_config: dict, serving_url: str) -> None:
+    """An `openai` version serves where the gate calls it: its serving address is empty (its
+    base_url) or that base_url; another one is refused (400 naming `serving_url`). Other kinds are
+    served by the model server at any allowed address, which must announce the version's config hash
+    (`registry.services.serving`)."""
+    if backend_kind != ModelVersion.BackendKind.OPENAI or not serving_url:
+        return
+    base_url = backend_config.get("base_url", "")
+    if serving_url.rstrip("/") != base_url.rstrip("/"):
+        raise ApplicationError(
+            f"serving_url {serving_url} is not the endpoint the gate calls (backend_config.base_url "
+            f"{base_url}): leave it empty, or register the endpoint you serve as the backend.",
+            fields={"serving_url": [f"empty or {base_url}, the endpoint the gate judges"]},
+        )
+
+
 @transaction.atomic
 def model_version_register(
     *,
@@ -93,19 +111,18 @@ def model_version_register(
     api_key: str = "",
     baseline: ModelVersion | None = None,
     description: str = "",
-    status: str = Status.REGISTERED,
     is_demo: bool = False,
     serving_url: str = "",
 ) -> ModelVersion:
+    """A new version, `registered`: registration never sets a status. Production is reached only
+    through a release decision (`gate.services.decisions`), the incumbent's included."""
     actor_require_role(actor, WRITE_ROLES, action="register a model version")
-    if status not in INITIAL_STATUSES:
-        raise ApplicationError(
-            f"A version is registered as one of {sorted(INITIAL_STATUSES)}, not {status!r}.",
-            fields={"status": [f"must be one of {sorted(INITIAL_STATUSES)}"]},
-        )
     config = model_version_config_check(backend_kind=backend_kind, backend_config=backend_config)
     if serving_url:
         outbound_url_check(url=serving_url, field="serving_url")
+        model_version_serving_url_check(
+            backend_kind=backend_kind, backend_config=config, serving_url=serving_url
+        )
     if baseline is not None and baseline.family != family:
         raise ApplicationError(
             f"The baseline {baseline.ref} is not of family {family!r}.",
@@ -119,7 +136,6 @@ def model_version_register(
         api_key_encrypted=secret_encrypt(plain=api_key),
         baseline=baseline,
         description=description,
-        status=status,
         is_demo=is_demo,
         serving_url=serving_url,
         created_by=actor_user(actor),
@@ -145,8 +161,9 @@ def model_version_register(
 
 
 # What an evaluation looked at: once a version has left `registered` or passed an offline gate, its
-# model (backend kind and config) and its baseline stay as they were; a changed model is a new version.
-EVALUATED_FIELDS = ("backend_kind", "backend_config", "baseline")
+# model (backend kind and config), its baseline and where it serves stay as they were; a changed model
+# or address is a new version.
+EVALUATED_FIELDS = ("backend_kind", "backend_config", "baseline", "serving_url")
 
 
 def model_version_is_evaluated(*, version: ModelVersion) -> bool:
@@ -167,7 +184,7 @@ def model_version_edit_check(
     config = model_version_config_check(backend_kind=backend_kind, backend_config=backend_config)
     if model_version_is_evaluated(version=version):
         proposed = {"backend_kind": backend_kind, "backend_config": config, "baseline": baseline}
-        changed = [f for f in EVALUATED_FIELDS if proposed[f] != getattr(version, f)]
+        changed = [f for f in EVALUATED_FIELDS if f in proposed and proposed[f] != getattr(version, f)]
         if changed:
             raise ApplicationError(
                 f"{version.ref} is {version.status}: its model and baseline are what was evaluated and "
@@ -331,6 +348,35 @@ def model_version_promote(*, version: ModelVersion, actor: Actor, reason: str) -
     return retired
 
 
+def model_version_incumbent_promote(*, version: ModelVersion, actor: Actor, reason: str) -> ModelVersion:
+    """`version`, registered and never cleared, becomes its family's production incumbent: the last
+    step of a confirmed incumbent declaration (`gate.services.decisions`), whose decision must exist
+    already (`gate.services.clearance` checks). Refused (409) once the family has a promoted version."""
+    actor_require_role(actor, RELEASE_ROLES, action="declare a production incumbent")
+    locked = ModelVersion.objects.select_for_update().get(pk=version.pk)
+    serving = model_version_in_production(family=locked.family)
+    if serving is not None or locked.status != Status.REGISTERED:
+        why = f"{serving.ref} serves it already" if serving else f"{locked.ref} is {locked.status}"
+        raise ApplicationError(
+            f"{locked.family} cannot declare {locked.ref} its production incumbent: {why}.",
+            code="illegal_transition",
+            fields={"version": [why]},
+            status_code=409,
+        )
+    locked.status = Status.PROMOTED
+    locked.save(update_fields=["status", "updated_at"])
+    audit_record(
+        actor=actor,
+        action="model_version.transition",
+        target=locked,
+        before={"status": Status.REGISTERED},
+        after={"status": Status.PROMOTED},
+        reason=reason,
+    )
+    version.status = locked.status
+    return locked
+
+
 def model_version_offline_gate_record(*, version: ModelVersion, gate_run_id: int, actor: Actor) -> None:
     """Record that a gate run's offline layers (clean accuracy and robustness) passed for `version`."""
     now = timezone.now()
@@ -346,10 +392,17 @@ def model_version_offline_gate_record(*, version: ModelVersion, gate_run_id: int
     )
 
 
-def model_version_serving_set(*, version: ModelVersion, serving_url: str, actor: Actor) -> ModelVersion:
-    """Point live traffic (the canary proxy) at `serving_url`, an OpenAI-compatible base URL."""
+@transaction.atomic
+def model_version_serving_set(
+    *, version: ModelVersion, serving_url: str, actor: Actor, reason: str = ""
+) -> ModelVersion:
+    """Point live traffic (the canary proxy) at `serving_url`, an OpenAI-compatible base URL: release
+    managers only, audited, and only before the version is evaluated (409 naming `serving_url` after:
+    where a version serves is part of what its gate judged; serving elsewhere is a new version)."""
     from django.core.validators import URLValidator
 
+    actor_require_role(actor, RELEASE_ROLES, action="set a version's serving address")
+    locked = ModelVersion.objects.select_for_update().get(pk=version.pk)
     if serving_url:
         try:
             URLValidator(schemes=["http", "https"])(serving_url)
@@ -358,17 +411,37 @@ def model_version_serving_set(*, version: ModelVersion, serving_url: str, actor:
                 "serving_url must be an http(s) URL.", fields={"serving_url": ["an http(s) URL"]}
             ) from None
         outbound_url_check(url=serving_url, field="serving_url")
-    before = version.serving_url
-    ModelVersion.objects.filter(pk=version.pk).update(serving_url=serving_url)
+        model_version_serving_url_check(
+            backend_kind=locked.backend_kind, backend_config=locked.backend_config, serving_url=serving_url
+        )
+    if serving_url == locked.serving_url:
+        return locked
+    if model_version_is_evaluated(version=locked):
+        raise ApplicationError(
+            f"{locked.ref} is {locked.status}: where it serves is part of what its gate judged; register "
+            "a new version to serve elsewhere.",
+            code="evaluated_version",
+            fields={"serving_url": [f"cannot change once the version is evaluated ({locked.status})"]},
+            status_code=409,
+        )
+    before = locked.serving_url
+    locked.serving_url = serving_url
+    locked.save(update_fields=["serving_url", "updated_at"])
     version.serving_url = serving_url
     audit_record(
         actor=actor,
         action="model_version.serving_set",
-        target=version,
+        target=locked,
         before={"serving_url": before},
         after={"serving_url": serving_url},
+        reason=reason,
     )
-    return version
+    return locked
+
+
+def model_version_config_hash(*, version: ModelVersion) -> str:
+    """The hash of the version's model (backend kind and config): what its model server announces."""
+    return backend_config_hash(kind=version.backend_kind, config=version.backend_config)
 
 
 def model_version_serving_url(*, version: ModelVersion) -> str:

@@ -37,6 +37,7 @@ from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
 from tests.evalhub.views.test_canary import experiment, traffic  # noqa: F401 (fixtures)
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,11 +83,11 @@ def browser(request):
     driver.quit()
 
 
-def browser_sign_in(driver, live_server, user) -> None:
+def browser_sign_in(driver, live_server, user, next_url: str = "/") -> None:
     """EvalHub's sign-in page: user name and password typed in, then on to the page asked for."""
     from selenium.webdriver.common.by import By
 
-    driver.get(f"{live_server.url}/login/?next=/")
+    driver.get(f"{live_server.url}/login/" + (f"?next={next_url}" if next_url else ""))
     driver.find_element(By.NAME, "username").send_keys(user.get_username())
     driver.find_element(By.NAME, "password").send_keys(PASSWORD)
     driver.find_element(By.CSS_SELECTOR, "form[action='/login/'] button[type=submit]").click()
@@ -118,7 +119,7 @@ def family(small_bow):
     records = [{"id": i.id, "input": i.input, "label": i.label, "tags": list(i.tags)} for i in items]
     eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=SYSTEM)
     backend = {"backend_kind": "builtin", "backend_config": {"path": str(small_bow)}}
-    v3 = model_version_register(family="fam", label="v3", status="promoted", actor=SYSTEM, **backend)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **backend)
     v4 = model_version_register(family="fam", label="v4", baseline=v3, actor=SYSTEM, **backend)
     return v3, v4
 
@@ -235,8 +236,9 @@ def test_a_release_manager_gates_approves_and_runs_a_canary_in_the_browser(
     Select(driver.find_element(By.NAME, "action")).select_by_value("approve")
     driver.find_element(By.NAME, "reason").send_keys("Full gate passed; clean accuracy by tag reviewed.")
     driver.find_element(By.CSS_SELECTOR, "form[action$='/decide/'] button[type=submit]").click()
-    wait_for(lambda: Decision.objects.exists(), what="the decision")
-    decision = Decision.objects.get()
+    approvals = Decision.objects.filter(action="approve")  # (v3's incumbent declaration is two more)
+    wait_for(lambda: approvals.exists(), what="the decision")
+    decision = approvals.get()
     assert (decision.action, decision.decided_by, decision.reason) == (
         "approve",
         release_manager,
@@ -294,8 +296,12 @@ def test_the_canary_dashboard_draws_its_figures_and_refreshes_them(
     from selenium.webdriver.common.by import By
 
     from canary.services.events import events_ingest
+    from canary.services.plans import experiment_unblind
     from tests.canary.traffic import user_on
+    from tests.evalhub.views.test_canary import unblinder
 
+    # Layer 2 has no look yet: its chart is drawn once someone with the permission unblinds.
+    experiment_unblind(experiment=experiment, actor=unblinder(), reason="the dashboard's screenshot")
     driver = browser
     browser_sign_in(driver, live_server, release_manager)
     driver.get(f"{live_server.url}/canary/exp/")
@@ -339,3 +345,38 @@ def test_the_canary_dashboard_draws_its_figures_and_refreshes_them(
         timeout=WAIT,
         what="the new user counted without a reload",
     )
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_an_annotator_signs_in_lands_on_the_review_queue_and_labels_a_turn(
+    browser,
+    live_server,
+    experiment,  # noqa: F811
+    traffic,  # noqa: F811
+    language,
+):
+    """The annotator's own sign-in: the form, then the review queue (the only pages of the role), a
+    turn labelled from the keyboard, and a 403 on the versions page."""
+    from selenium.webdriver.common.by import By
+
+    from canary.models import FollowUpReview
+
+    annotator = get_user_model().objects.create_user(username="ann", password=PASSWORD)
+    user_role_grant(user=annotator, role="annotator")
+    driver = browser
+    browser_sign_in(driver, live_server, annotator, next_url="")
+    wait_for(lambda: driver.current_url.endswith("/review/"), what="the review queue after signing in")
+    header = driver.find_element(By.TAG_NAME, "header").text
+    with translation.override(language):
+        assert str(translation.gettext("Review")) in header
+        assert str(translation.gettext("Canaries")) not in header
+    driver.find_element(By.CSS_SELECTOR, "a[href='/review/exp/']").click()
+    wait_for(lambda: driver.find_elements(By.ID, "review-form"), what="a turn to label")
+    shot(driver, "annotator-review-queue", language)
+    driver.find_element(By.TAG_NAME, "body").send_keys("1")  # the keyboard shortcut for follow-up
+    wait_for(lambda: FollowUpReview.objects.filter(reviewer=annotator).exists(), what="the label stored")
+    assert FollowUpReview.objects.get(reviewer=annotator).label == "follow_up"
+    driver.get(f"{live_server.url}/versions/fam:v4/")
+    with translation.override(language):
+        assert driver.find_element(By.TAG_NAME, "h1").text == str(translation.gettext("Not allowed"))
+    assert not driver.find_elements(By.ID, "start-gate-run")

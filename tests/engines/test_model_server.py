@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from engines.backends import backend_build
+from engines.backends.config import backend_config_hash, backend_config_validate
 from engines.demo.dataset import demo_dataset_build
 from engines.model_server import model_server_create
 from engines.outbound import OutboundPolicy
@@ -92,7 +93,12 @@ def test_serve_model_command_serves_over_http(small_bow, tmp_path):
     try:
         line = process.stdout.readline()
         assert line.startswith("serving fam:v3 on http://127.0.0.1:"), line
-        base_url = line.split(" on ")[1].strip()
+        base_url = line.split(" on ")[1].split()[0]
+        # It announces the hash of the version it serves, which the gate and the canary check.
+        announced = httpx.get(f"{base_url}/models").json()["data"][0]["evalhub_config_hash"]
+        stored = backend_config_validate(kind="builtin", config={"path": str(small_bow)})  # defaults filled
+        expected = backend_config_hash(kind="builtin", config=stored)
+        assert announced == expected and announced[:12] in line
         (prediction,) = backend_build(
             kind="openai", config={"base_url": base_url, "model": "fam:v3"}, outbound=LOOPBACK
         ).predict(["本合同适用中华人民共和国法律。"])

@@ -28,6 +28,7 @@ from registry.actors import SYSTEM
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import api_token_create, user_role_grant
 from registry.services.versions import model_version_register
+from tests.lifecycle import incumbent_register
 
 ROOT = Path(__file__).resolve().parents[2]
 CLEAN_ONLY = ["--policy-override", 'required_layers=["clean_accuracy"]']
@@ -44,12 +45,11 @@ def token(transactional_db) -> str:
 def family(transactional_db, small_bow):
     """fam:v2 (candidate) and fam:v1 (its baseline), both the small real model; suite `fam`."""
     config = {"path": str(small_bow)}
-    v1 = model_version_register(
+    v1 = incumbent_register(
         family="fam",
         label="v1",
         backend_kind="builtin",
         backend_config=config,
-        status="promoted",
         actor=SYSTEM,
     )
     model_version_register(

@@ -12,6 +12,7 @@ from registry.models import ApiToken, EvalSuite
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
 from tests.canary.traffic import chat_session, experiment_backdate
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +43,7 @@ def test_import_suite_names_line_and_field(tmp_path, capsys):
 
 def test_export_follow_up_reviews_writes_the_labelled_set_format(tmp_path, capsys, django_user_model):
     builtin = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **builtin)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **builtin)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **builtin)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, actor=SYSTEM)
     experiment = experiment_backdate(
@@ -239,7 +240,7 @@ def test_followup_train_with_reviews_keeps_them_and_their_contexts_out_of_the_te
     and the test pairs that share a reviewed turn's context move to train with them."""
     paths, test = small_set_files(tmp_path)
     builtin = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **builtin)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **builtin)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **builtin)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, actor=SYSTEM)
     experiment = experiment_backdate(

@@ -60,6 +60,66 @@ REASONS = [
     "attack mode: attack mode needs class scores, which backend 'openai' of fam:v4 does not give (it works "
     "with hf, builtin)",
     "robustness_transfer_from is 'baseline' but the run has no baseline",
+    # The incumbent declaration and the clearance check
+    "fam:v4 is gate_passed: only a registered version is declared its family's production incumbent.",
+    "fam:v3 serves fam in production already: a new version gets there by approval and promotion.",
+    "Incumbent request 12 on fam:v4 is already waiting for confirmation.",
+    "Incumbent request 12 is already confirmed.",
+    "A declaration needs a second release manager: you filed the request.",
+    "fam:v4 cannot become promoted without a release decision: approval (or a confirmed override) after "
+    "its gate, or a confirmed incumbent declaration.",
+    "promoted needs a release decision (POST /api/v1/decisions/)",
+    # What serves is what was judged
+    "not the model that serves: http://127.0.0.1:8102/v1 serves config hash 9bff8c631215, not fam:v4's "
+    "24fa220417fc",
+    "Experiment exp cannot start: http://127.0.0.1:8102/v1 serves config hash none, not fam:v4's "
+    "24fa220417fc.",
+    "fam:v4 is gate_passed: where it serves is part of what its gate judged; register a new version to "
+    "serve elsewhere.",
+    "serving_url http://127.0.0.1:8999/v1 is not the endpoint the gate calls (backend_config.base_url "
+    "http://127.0.0.1:9/v1): leave it empty, or register the endpoint you serve as the backend.",
+    # Issue 18: the traffic layers' plans, looks and blinding
+    "not the registered test: business_alpha 0.25 (registered 0.05), business_mde null (registered 0.6); the "
+    "plan registered at 2026-12-02 01:14:18 binds the test, and changing it is a new registration, counted "
+    "from then on",
+    "the registered look, taken at 2026-12-02 01:14:18 by gate run 12: every later run returns it unchanged",
+    "the one look at the registered horizon, taken now (data up to 2026-12-02 01:14:18): every later run "
+    "returns it unchanged",
+    "the one look at the registered horizon, taken now (answers up to 2026-12-02 01:14:18): every later run "
+    "returns it unchanged",
+    "the registered horizon of 312 units per arm is reached: the next gate run takes the one look",
+    "the registered horizon of 2000 answered questions per arm is reached: the one look is taken once the "
+    "follow-ups of its last answers are in, from 2026-12-02 01:14:18",
+    "the plan was registered again while this run judged it: run the gate again",
+    "before the registered horizon of 312 units per arm (100 baseline and 98 candidate units so far; sd 1.2 "
+    "from business_planning_sd (3 units of revenue before the start); a true improvement of 0.1 passes the "
+    "bar 0 with power 0.8 at alpha 0.05; raised from 40 to business_min_units): the fixed-horizon test is "
+    "judged once, at the horizon; set business_sequential_tau (fixed before the experiment) for an interval "
+    "that may be judged at every look",
+    "no fixed horizon was registered: experiment exp started without one; register a plan to count from now "
+    "on; the fixed-horizon test is judged once, at the horizon; set business_sequential_tau (fixed before "
+    "the experiment) for an interval that may be judged at every look",
+    "unblinded by rm at 2026-12-02 01:14:18: a safety review; interim numbers, not a decision: improvement "
+    "(decrease is better) 0.3, 90 % interval [0.1351, 0.4649], read before the horizon",
+    "sample ratio mismatch: 1000 baseline and 1500 candidate answered questions against an expected "
+    "candidate share 0.5 (clustered by user, p = 1.2e-20 < 0.001): the assignment or logging is broken, the "
+    "rate is not trusted",
+    "no horizon of answered questions was registered: only 3 answers in the 14 days before the start (the "
+    "policy needs 200) and policy 'default' sets no follow_up_planning_rate",
+    "before the registered horizon of 2000 answered questions per arm (380 baseline and 400 candidate so "
+    "far; rate 0.12 from 60 follow-ups of 500 answers in the 14 days before the start; for the detector's "
+    "least favourable language, zh; a candidate as good as the baseline passes the bar 0.18 and the margin "
+    "0.01 with power 0.8 at alpha 0.025; raised from 150 to follow_up_min_answered): the rate is judged "
+    "once, at the horizon",
+    "no horizon of answered questions was registered: rate 0.2 from follow_up_planning_rate (0 answers in "
+    "the 14 days before the start); the planning rate 0.2 is not under the bar 0.18",
+    "follow-up rate always-valid upper bound 0.251 > bar 0.18 (rate 0.100, 95 % CI [0.083, 0.120], 100 "
+    "follow-ups of 1000 answers)",
+    "not shown yet: the estimates clear the bar and the margin, the always-valid bounds not yet",
+    "blind until the one look at the registered horizon: no per-arm figures of the metric",
+    "Not the registered test of experiment exp: the overrides change business_alpha, business_cuped.",
+    "experiment exp registered 0.05 for business_value at 2026-12-02 01:14:18; registering the plan again "
+    "changes it",
 ]
 
 
@@ -69,7 +129,8 @@ def test_a_new_reason_reads_in_chinese_with_its_numbers_and_names(reason):
         shown = reason_translate(reason)
     assert re.search(r"[\u4e00-\u9fff]", shown), shown
     kept = re.findall(
-        r"[-+]?\d+(?:\.\d+)?|follow-up-lr-2|revenue|'\w+'|business_\w+|textfooler-v1|fam:v4", reason
+        r"[-+]?\d+(?:\.\d+)?|follow-up-lr-2|revenue|'\w+'|business_\w+|follow_up_\w+|textfooler-v1|fam:v4",
+        reason,
     )
     for piece in kept:
         assert piece in shown, (piece, shown)

@@ -21,6 +21,7 @@ from registry.actors import SYSTEM
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import api_token_create, user_role_grant
 from registry.services.versions import model_version_register
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -37,6 +38,7 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "api:model-version-list": {"GET": READERS, "POST": WRITERS},
     "api:model-version-detail": {"GET": READERS},
     "api:model-version-transition": {"POST": RELEASE},
+    "api:model-version-serving": {"POST": RELEASE},
     "api:eval-suite-list": {"GET": READERS, "POST": WRITERS},
     "api:eval-suite-detail": {"GET": READERS},
     "api:eval-suite-items": {"GET": READERS},
@@ -49,6 +51,9 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "api:experiment-list": {"GET": READERS, "POST": RELEASE},
     "api:experiment-detail": {"GET": READERS},
     "api:experiment-action": {"POST": RELEASE},
+    "api:experiment-plan": {"POST": RELEASE},
+    # A permission (canary.unblind_experiment), not a role, lets a user unblind: no role alone may.
+    "api:experiment-unblind": {"POST": frozenset()},
     "api:experiment-analyses": {"GET": READERS, "POST": RELEASE},
     "api:experiment-probe-runs": {"GET": READERS, "POST": RELEASE},
     "api:probe-set-list": {"GET": READERS, "POST": WRITERS},
@@ -70,6 +75,7 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "canary:experiment-list": {"GET": READERS},
     "canary:experiment-detail": {"GET": READERS},
     "canary:experiment-action": {"POST": RELEASE},
+    "canary:experiment-unblind": {"POST": frozenset()},  # the permission, not a role
     "review-list": {"GET": REVIEWERS},
     "review-queue": {"GET": REVIEWERS, "POST": REVIEWERS},
     "review-export": {"GET": REVIEWERS},
@@ -110,11 +116,10 @@ def api_methods(view) -> set[str]:
 @pytest.fixture
 def world(approve):
     """One of everything an endpoint can name."""
-    v3 = model_version_register(
+    v3 = incumbent_register(
         family="fam",
         label="v3",
         actor=SYSTEM,
-        status="promoted",
         backend_kind="builtin",
         backend_config={"path": "placeholder"},
     )

@@ -1,9 +1,19 @@
+from dataclasses import dataclass
+
 import pytest
 
 from gate.judges.business_value import BusinessValuePolicy
 from gate.judges.robustness import RobustnessPolicy
-from gate.layers.registry import LAYER_NAMES, SECTIONS, gate_policy_parse
-from gate.policy import GeneralPolicy, PolicyError, PolicySection
+from gate.layers.registry import LAYER_NAMES, SECTIONS, gate_policy_parse, gate_policy_read
+from gate.policy import (
+    GeneralPolicy,
+    PolicyError,
+    PolicyFindings,
+    PolicySection,
+    policy_parse,
+    policy_read,
+    setting,
+)
 
 
 def test_defaults_require_every_layer():
@@ -76,3 +86,66 @@ def test_bad_values_name_the_field(data, field):
     with pytest.raises(PolicyError) as caught:
         gate_policy_parse(data)
     assert caught.value.field == field
+
+
+# ---------------------------------------------------------------------------------------------
+# Stored documents: read leniently, never refused
+# ---------------------------------------------------------------------------------------------
+def test_a_stored_policy_as_written_reads_clean_and_equal_to_the_strict_parse():
+    config = gate_policy_parse({"clean_accuracy_min": 0.9, "required_layers": ["clean_accuracy"]})
+    stored = gate_policy_read(config.as_dict())
+    assert stored.config == config and stored.found.clean
+    assert stored.found == PolicyFindings()
+
+
+def test_retired_keys_are_kept_aside_missing_ones_defaulted_and_bad_values_named():
+    data = gate_policy_parse({}).as_dict()
+    del data["batch_size"], data["follow_up_kinds"]
+    data.update(
+        old_switch=True,  # retired
+        confidence=1.5,  # out of range now: kept as stored
+        decide_on="median",  # a choice since dropped: kept
+        run_baseline="yes",  # the wrong kind: the default
+        follow_up_margin=None,  # null where a number is needed: the default
+    )
+    stored = gate_policy_read(data)
+    assert stored.found.retired_keys == {"old_switch": True}
+    assert stored.found.defaulted_keys == {"batch_size": 32, "follow_up_kinds": ["follow_up"]}
+    assert set(stored.found.invalid_keys) == {"confidence", "decide_on", "run_baseline", "follow_up_margin"}
+    assert stored.found.invalid_keys["confidence"] == {"value": 1.5, "why": "must be between 0.5 and 0.9999"}
+    general = stored.config.general
+    assert (general.confidence, general.decide_on, general.run_baseline, general.batch_size) == (
+        1.5,
+        "median",
+        True,
+        32,
+    )
+    assert not stored.found.clean
+    with pytest.raises(PolicyError):  # input stays strict
+        gate_policy_parse(data)
+
+
+def test_a_required_layer_this_version_lacks_stays_required_so_the_run_cannot_pass():
+    from gate.judges.verdict import gate_verdict
+
+    data = {**gate_policy_parse({}).as_dict(), "required_layers": ["clean_accuracy", "toxicity"]}
+    stored = gate_policy_read(data)
+    assert stored.config.general.required_layers == ("clean_accuracy", "toxicity")
+    why = stored.found.invalid_keys["required_layers"]["why"]
+    assert why == "layers this version does not have: toxicity"
+    verdict, _ = gate_verdict(
+        required_layers=stored.config.general.required_layers, layer_verdicts={"clean_accuracy": "pass"}
+    )
+    assert verdict == "insufficient_data"
+
+
+def test_a_key_added_later_reads_as_what_older_versions_did():
+    @dataclass(frozen=True)
+    class Section(PolicySection):
+        newer_check: bool = setting(True, absent=False, help="added later; older runs did without it")
+        level: float = setting(0.5, low=0.0, high=1.0, help="a level")
+
+    assert policy_parse({}, sections={"x": Section}).section(Section).newer_check is True
+    stored = policy_read({"required_layers": ["x"], "level": 0.7}, sections={"x": Section})
+    assert stored.config.section(Section) == Section(newer_check=False, level=0.7)
+    assert stored.found.defaulted_keys["newer_check"] is False and stored.found.clean

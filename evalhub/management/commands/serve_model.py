@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from registry.errors import NotFoundError
 from registry.selectors.versions import model_version_get
-from registry.services.versions import model_version_backend
+from registry.services.versions import model_version_backend, model_version_config_hash
 
 
 class Command(BaseCommand):
@@ -20,14 +20,18 @@ class Command(BaseCommand):
             model_version = model_version_get(ref=version)
         except NotFoundError as exc:
             raise CommandError(exc.message) from None
+        config_hash = model_version_config_hash(version=model_version)
         server = model_server_create(
             backend=model_version_backend(version=model_version, cached=False),
             model_name=model_version.ref,
+            config_hash=config_hash,
             host=host,
             port=port,
         )
         self.stdout.write(
-            f"serving {model_version.ref} on http://{host}:{server.server_port}/v1", ending="\n"
+            f"serving {model_version.ref} on http://{host}:{server.server_port}/v1 "
+            f"(config hash {config_hash[:12]})",
+            ending="\n",
         )
         self.stdout.flush()
         try:

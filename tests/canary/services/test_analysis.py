@@ -15,12 +15,13 @@ from registry.actors import SYSTEM
 from registry.models import AuditLog
 from registry.services.versions import model_version_register
 from tests.canary.traffic import experiment_backdate, user_on
+from tests.lifecycle import incumbent_register
 
 BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 
 
 def versions():
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     return v3, v4
 

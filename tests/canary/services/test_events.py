@@ -20,6 +20,7 @@ from registry.actors import SYSTEM
 from registry.errors import ApplicationError
 from registry.services.versions import model_version_register
 from tests.canary.traffic import experiment_backdate, session_on, user_on
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +31,7 @@ SKEW = timedelta(seconds=300)  # EVALHUB_EVENTS_CLOCK_SKEW_SECONDS' default
 
 @pytest.fixture
 def draft():
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     return experiment_create(
         name="exp", baseline=v3, candidate=v4, traffic_percent=10, qa_tokens=[QA_TOKEN], actor=SYSTEM

@@ -25,6 +25,7 @@ from registry.models import AuditLog, ModelVersion
 from registry.services.versions import model_version_offline_gate_record, model_version_register
 from tests.canary.services.test_analysis import probe_report, traffic
 from tests.canary.traffic import experiment_backdate
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
@@ -33,7 +34,7 @@ USERS = [f"user-{i}" for i in range(400)]
 
 @pytest.fixture
 def experiment():
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=5, actor=SYSTEM)
     return experiment_start(experiment=created, actor=SYSTEM)
@@ -59,9 +60,12 @@ def assert_unchanged(experiment: Experiment) -> None:
     assert (experiment.status, experiment.traffic_percent) == ("running", 5.0)
     assert statuses() == {"v3": "promoted", "v4": "registered"}
     assert served(experiment) == {"fam:v3", "fam:v4"}
-    assert not AuditLog.objects.filter(
-        action__in=["experiment.promoted", "model_version.transition"]
-    ).exists()
+    assert not AuditLog.objects.filter(action="experiment.promoted").exists()
+    # The only status moves: v3's declaration as the incumbent (registered -> promoted).
+    moves = AuditLog.objects.filter(action="model_version.transition")
+    assert [(m.target_repr, m.before, m.after) for m in moves] == [
+        ("fam:v3", {"status": "registered"}, {"status": "promoted"})
+    ]
 
 
 def assert_promoted(experiment: Experiment) -> None:
@@ -134,7 +138,7 @@ def test_the_admin_action_path(experiment, approve):
 
 
 def test_the_automatic_ramp_to_100_percent_path(approve):
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     created = experiment_create(
         name="exp", baseline=v3, candidate=v4, ramp=[5, 100], ramp_auto=True, actor=SYSTEM
@@ -171,7 +175,7 @@ def test_above_the_ungated_share_a_canary_needs_an_offline_gate_pass(experiment,
 
 def test_an_experiment_cannot_start_above_the_ungated_share(settings):
     settings.EVALHUB_CANARY_UNGATED_MAX_PERCENT = 10
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     draft = experiment_create(name="big", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
     with pytest.raises(ApplicationError) as refused:

@@ -25,6 +25,7 @@ from registry.models import AuditLog
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
 from tests.canary.traffic import chat_session, experiment_backdate
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +40,7 @@ ZH = ["这是什么条款：'买方应在30日内付款。'？", "[payment] 这�
 
 @pytest.fixture
 def experiment():
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
     return experiment_backdate(experiment_start(experiment=created, actor=SYSTEM), started=timedelta(hours=1))

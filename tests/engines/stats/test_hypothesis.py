@@ -1,9 +1,17 @@
 import math
 
+import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from engines.stats.hypothesis import NO_UNITS, benjamini_hochberg, holm_adjust, mcnemar_exact, srm_check
+from engines.stats.hypothesis import (
+    NO_UNITS,
+    benjamini_hochberg,
+    clustered_srm_check,
+    holm_adjust,
+    mcnemar_exact,
+    srm_check,
+)
 
 
 def approx(value):
@@ -104,6 +112,44 @@ class TestSrmCheck:
     def test_refuses_bad_input(self, counts, shares):
         with pytest.raises(ValueError):
             srm_check(counts=counts, expected_shares=shares)
+
+
+class TestClusteredSrmCheck:
+    def test_one_event_per_unit_is_pearsons_chi_square(self):
+        plain = srm_check(counts=[5050, 4950], expected_shares=[0.5, 0.5])
+        clustered = clustered_srm_check(counts=[5050, 4950], sum_squares=10000, expected_share=0.5)
+        assert clustered.chi_square == approx(plain.chi_square) and clustered.p_value == approx(plain.p_value)
+
+    def test_hand_checked(self):
+        # 300 baseline and 340 candidate answers at a 50 % split, Σa² = 1600: z = (340 − 320)/sqrt(0.25·1600)
+        # = 1, p = 0.317311 (the plain chi-square on 640 answers: 2.5, p = 0.113846).
+        result = clustered_srm_check(counts=[300, 340], sum_squares=1600, expected_share=0.5)
+        assert result.chi_square == approx(1.0) and result.p_value == approx(0.317311)
+        assert result.method == "clustered_z" and not result.mismatch
+
+    def test_an_a_a_split_of_clustered_answers_alarms_at_alpha_where_the_plain_check_does_not(self):
+        """Users on a 10 % split asking 1–12 questions each: the plain chi-square on answers treats them as
+        independent and alarms far more often than alpha; the clustered check holds alpha."""
+        rng = np.random.default_rng(0)
+        alpha, runs, users = 0.01, 2000, 400
+        plain = clustered = 0
+        for _ in range(runs):
+            answers = rng.integers(1, 13, size=users)
+            on_candidate = rng.random(users) < 0.1
+            counts = [int(answers[~on_candidate].sum()), int(answers[on_candidate].sum())]
+            plain += srm_check(counts=counts, expected_shares=[0.9, 0.1], alpha=alpha).mismatch
+            clustered += clustered_srm_check(
+                counts=counts, sum_squares=float((answers**2).sum()), expected_share=0.1, alpha=alpha
+            ).mismatch
+        band = 3 * math.sqrt(alpha * (1 - alpha) / runs)
+        assert clustered / runs <= alpha + band
+        assert plain / runs > 10 * alpha
+
+    def test_no_events_and_bad_input(self):
+        assert clustered_srm_check(counts=[0, 0], sum_squares=0, expected_share=0.5).error == NO_UNITS
+        for bad in ({"counts": [1, -1]}, {"sum_squares": 1.0}, {"expected_share": 1.0}):
+            with pytest.raises(ValueError):
+                clustered_srm_check(**{"counts": [2, 2], "sum_squares": 8.0, "expected_share": 0.5, **bad})
 
 
 # Both arms n = 200 with sample variance 1 (Σx² = 199 + 200·mean²): V = 1/200 + 1/200 = 0.01;

@@ -10,6 +10,7 @@ from canary.services.reviews import follow_up_review_record
 from registry.actors import SYSTEM
 from registry.services.versions import model_version_register
 from tests.canary.traffic import chat_session, experiment_backdate
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +18,7 @@ BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 
 
 def test_follow_up_reviews_are_listed_read_only(admin_client, admin_user):
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     experiment = experiment_backdate(
         experiment_start(

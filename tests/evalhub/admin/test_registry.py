@@ -11,6 +11,7 @@ from evalhub.admin.registry import ModelVersionForm
 from registry.actors import SystemActor
 from registry.models import AuditLog, ModelVersion
 from registry.services.versions import model_version_api_key, model_version_register, model_version_transition
+from tests.lifecycle import version_to
 
 pytestmark = pytest.mark.django_db
 
@@ -110,9 +111,7 @@ def test_an_evaluated_versions_model_and_baseline_cannot_change(admin_client, st
         actor=actor,
         baseline=baseline,
     )
-    steps = {"approved": ["approved"], "promoted": ["approved", "promoted"]}[status]
-    for step in steps:
-        model_version_transition(version=version, to_status=step, actor=actor)
+    version_to(version, status)
     change = f"{URL}{version.pk}/change/"
     other = {**ENDPOINT, "model": "a-different-model"}
     for changes, field in (({"backend_config": other}, "backend_config"), ({"baseline": ""}, "baseline")):

@@ -19,6 +19,7 @@ from registry.models import EvalSuite, ModelVersion
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
 from tests.evalhub.api.test_core import assert_error
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +45,7 @@ def manager(make_client):
 
 @pytest.fixture
 def versions():
-    v3 = model_version_register(family="ca", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="ca", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="ca", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     return v3, v4
 

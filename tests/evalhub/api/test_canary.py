@@ -14,6 +14,7 @@ from registry.models import AuditLog
 from registry.services.versions import model_version_register
 from tests.canary.traffic import experiment_backdate, user_on
 from tests.evalhub.api.test_core import assert_error
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +24,7 @@ QA_TOKEN = "qa-token-0123456789abcdef"
 
 @pytest.fixture
 def versions():
-    v3 = model_version_register(family="ca", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="ca", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="ca", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     return v3, v4
 

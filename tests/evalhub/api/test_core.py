@@ -11,6 +11,7 @@ from registry.actors import SYSTEM
 from registry.models import AuditLog, EvalSuite, ModelVersion
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +29,7 @@ def assert_error(response, status: int, field: str | None = None):
 
 @pytest.fixture
 def v3():
-    return model_version_register(family="ca", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    return incumbent_register(family="ca", label="v3", actor=SYSTEM, **BUILTIN)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from canary.services.experiments import experiment_create, experiment_start
 from registry.actors import SYSTEM
 from registry.services.versions import model_version_register
 from tests.canary.traffic import chat_session, experiment_backdate
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -20,7 +21,7 @@ URL = "/api/v1/canary/experiments/exp/reviews/"
 
 @pytest.fixture
 def experiment():
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
     experiment = experiment_backdate(

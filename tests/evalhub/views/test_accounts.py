@@ -43,6 +43,80 @@ def test_every_reading_role_signs_in_on_evalhubs_own_page_and_lands_on_next(role
     assert not user.is_staff  # the admin's form would have refused this user
 
 
+@pytest.fixture
+def pages():
+    """A version, a gate run and an experiment, so each role's pages have something to show."""
+    from canary.services.experiments import experiment_create, experiment_start
+    from registry.actors import SYSTEM
+    from registry.services.versions import model_version_register
+    from tests.lifecycle import gate_run_record
+
+    builtin = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
+    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, **builtin)
+    v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **builtin)
+    run = gate_run_record(v4, "fail")
+    experiment_start(
+        experiment=experiment_create(name="exp", baseline=v3, candidate=v4, actor=SYSTEM), actor=SYSTEM
+    )
+    return {"run": f"/gate-runs/{run.pk}/"}
+
+
+READER_PAGES = ["/", "/versions/fam:v4/", "/canary/", "/canary/exp/", "/api/docs/"]
+# role -> (where the sign-in lands without a `next`, the pages it opens, a page it may not open)
+ROLE_PAGES = {
+    "viewer": ("/", [*READER_PAGES, "run"], "/review/"),
+    "ci": ("/", [*READER_PAGES, "run", "/new/version/", "/new/gate-run/"], "/new/experiment/"),
+    "release_manager": (
+        "/",
+        [*READER_PAGES, "run", "/new/experiment/", "/review/", "/review/exp/"],
+        "/api/v1/events",
+    ),
+    "annotator": ("/review/", ["/review/", "/review/exp/", "/review/exp/export.jsonl"], "/"),
+}
+
+
+@pytest.mark.parametrize("role", list(ROLE_PAGES))
+def test_each_role_signs_in_through_the_form_and_opens_its_pages(pages, role):
+    landing, allowed, refused = ROLE_PAGES[role]
+    account(f"someone-{role}", role)
+    client = Client()
+    assert "Sign in to EvalHub" in client.get("/login/").content.decode()
+    response = sign_in(client, f"someone-{role}")
+    assert response.status_code == 302 and response["Location"] == landing
+    for url in (pages["run"] if page == "run" else page for page in allowed):
+        assert client.get(url).status_code == 200, url
+    if refused.startswith("/api/"):
+        answer = client.post(refused, {"events": []}, content_type="application/json")
+        assert answer.status_code == 403 and answer.json()["error"]["code"] == "permission_denied"
+    else:
+        assert client.get(refused).status_code == 403, refused
+    header = client.get(landing).content.decode()
+    assert ('href="/review/"' in header) == (role in ("release_manager", "annotator"))
+    assert ('href="/canary/"' in header) == (role != "annotator")
+
+
+def test_an_annotator_sent_to_another_page_lands_on_the_review_queue(pages):
+    account("ann", "annotator")
+    client = Client()
+    assert client.get("/")["Location"] == "/login/?next=/"
+    assert sign_in(client, "ann", next_url="/")["Location"] == "/review/"
+    assert client.get("/review/").status_code == 200
+    # Signed in already, the sign-in page sends them on to the queue too.
+    assert client.get("/login/?next=/canary/")["Location"] == "/review/"
+    assert sign_in(Client(), "ann", next_url="/review/exp/")["Location"] == "/review/exp/"
+
+
+def test_the_chat_apps_account_is_refused_with_its_message():
+    account("chat", "app")
+    client = Client()
+    refused = sign_in(client, "chat")
+    assert refused.status_code == 200 and "_auth_user_id" not in client.session
+    assert (
+        "This account has no role that may open these pages (viewer, ci, release_manager or annotator)"
+        in refused.content.decode()
+    )
+
+
 def test_a_release_manager_signs_out_with_the_headers_button():
     account("rm2", "release_manager")
     client = Client()
@@ -62,7 +136,7 @@ def test_wrong_passwords_and_accounts_without_a_reading_role_are_told_why():
     for username in ("chat-app", "nobody"):
         refused = sign_in(client, username)
         assert refused.status_code == 200
-        assert "no role that may read these pages" in refused.content.decode()
+        assert "no role that may open these pages" in refused.content.decode()
         assert "_auth_user_id" not in client.session
 
 

@@ -3,10 +3,12 @@
 import json
 import math
 import random
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from canary.models import Experiment, TurnEvent
@@ -25,20 +27,25 @@ from canary.services.experiments import (
     experiment_ramp,
     experiment_start,
 )
+from canary.services.plans import experiment_unblind
 from engines.follow_up.classifier import detector_load
 from engines.stats.effects import sequential_interval
 from engines.stats.intervals import wilson_interval
 from engines.stats.sufficient import RatioStats
+from gate.judges.business_value import BusinessValuePolicy
 from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
 from gate.layers.follow_up_rate import detector_accuracy
-from gate.models import GatePolicy
-from gate.services.gate_runs import gate_run_start
+from gate.layers.registry import gate_policy_parse
+from gate.models import GatePolicy, GateRun
+from gate.services.gate_runs import gate_run_execute, gate_run_start
+from gate.services.horizons import business_horizon_plan, follow_up_horizon_plan
 from registry.actors import SYSTEM
 from registry.models import AuditLog
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
 from tests.canary.traffic import experiment_backdate, probe_run_finished, user_on
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +59,7 @@ SESSIONS = 240
 
 @pytest.fixture
 def experiment():
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, is_demo=True, **BUILTIN)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
     # The traffic below happened over the last three days (the window is just under three days).
@@ -182,28 +189,61 @@ def test_list_shows_every_experiment_with_its_latest_verdict(experiment, traffic
     assert listed == {"exp": analysis.verdict, "draft-one": None}
 
 
-def horizon_at(experiment, units: int):
-    """Register a fixed horizon for review hours per user, as a start through the gate would."""
-    plan = {"metric": "review_hours", "per": "user", "units_per_arm": units, "basis": "set by the test"}
-    return experiment_horizon_register(experiment=experiment, horizon=plan, actor=SYSTEM)
+PLAN_POLICY = {
+    "business_metric": "review_hours",
+    "business_min_effect": 0.1,
+    "business_planning_sd": 0.8,
+    "business_mde": 0.6,
+    "business_min_units": 50,
+}
 
 
-def test_dashboard_numbers_are_the_selectors_and_the_gate_judges(experiment, traffic, viewer):
+def plans_register(experiment, **policy):
+    """The family's policy, and both traffic layers' plans registered under it, counted from the start."""
+    GatePolicy.objects.update_or_create(name="fam", defaults={"config": {**PLAN_POLICY, **policy}})
+    config = gate_policy_parse({**PLAN_POLICY, **policy})
+    business = business_horizon_plan(
+        experiment=experiment, policy=config.section(BusinessValuePolicy), policy_name="fam"
+    )
+    follow_up = follow_up_horizon_plan(experiment=experiment, policy=config, policy_name="fam")
+    return experiment_horizon_register(
+        experiment=experiment, horizon=business, follow_up=follow_up, actor=SYSTEM
+    )
+
+
+def unblinder():
+    user = get_user_model().objects.create_user(username="unblinder")
+    user_role_grant(user=user, role="release_manager")
+    user.user_permissions.add(Permission.objects.get(codename="unblind_experiment"))
+    return get_user_model().objects.get(pk=user.pk)  # the permission cache starts empty
+
+
+def test_the_follow_up_panel_is_blind_until_unblinded_and_then_the_gate_judges(experiment, traffic, viewer):
     response = viewer.get("/canary/exp/")
     assert response.status_code == 200
     html = response.content.decode()
     dashboard = response.context["dashboard"]
     window = dashboard.window
     assert window.start == experiment.share_since
-
-    # Follow-up rate per arm, as layer 2 would judge it now with the default policy.
     counts = follow_up_counts_by_arm(window=window, kinds=("follow_up",))
     shown = {row.arm: row.figures for row in dashboard.follow_up.arms}
+    # Blind: answered questions and sessions per arm, no follow-ups, no rate.
+    assert dashboard.follow_up.blind and "Blind until the one look" in html
+    panel = html.split('id="follow-up-arms"')[1].split("</table>")[0]
     for arm in ARMS:
         assert counts[arm]["answered"] == shown[arm].answered > 0
-        assert counts[arm]["follow_ups"] == shown[arm].follow_ups > 0
         assert counts[arm]["sessions"] == shown[arm].sessions == SESSIONS
-        assert f"{counts[arm]['follow_ups'] / counts[arm]['answered']:.3f}" in html
+        assert shown[arm].follow_ups is None and shown[arm].rate is None
+        assert f"{counts[arm]['follow_ups'] / counts[arm]['answered']:.3f}" not in panel
+    assert dashboard.follow_up.result.reasons[0].startswith(
+        "no horizon of answered questions was registered: experiment exp started without one"
+    )
+
+    experiment_unblind(experiment=experiment, actor=unblinder(), reason="a complaint about v4")
+    response = viewer.get("/canary/exp/")
+    html, dashboard = response.content.decode(), response.context["dashboard"]
+    shown = {row.arm: row.figures for row in dashboard.follow_up.arms}
+    assert "Unblinded by unblinder" in html and "a complaint about v4" in html
     # As layer 2 does: corrected for the shipped detector's error rates (these turns were labelled by
     # hand, without a language, so they count as observed).
     by_language, _ = follow_ups_judged_by_language(window=window, kinds=("follow_up",))
@@ -212,52 +252,83 @@ def test_dashboard_numbers_are_the_selectors_and_the_gate_judges(experiment, tra
         baseline=FollowUpCounts(**counts["baseline"], judged_by_language=by_language["baseline"]),
         detector=detector_accuracy(detector=detector_load(), kinds=("follow_up",)),
     )
-    assert judged.candidate.corrected.uncorrected == counts["candidate"]["follow_ups"]
-    assert dashboard.follow_up.result == judged
-    assert (
-        "if the gate ran now" in html
-        and f'<span class="badge {judged.verdict}">{judged.verdict}</span>' in html
-    )
+    for arm, report in (("candidate", judged.candidate), ("baseline", judged.baseline)):
+        assert counts[arm]["follow_ups"] == shown[arm].follow_ups > 0
+        assert (shown[arm].rate, shown[arm].corrected) == (report.rate, report.corrected)
+        assert f"{counts[arm]['follow_ups'] / counts[arm]['answered']:.3f}" in html
+    assert dashboard.follow_up.result.difference == judged.difference
+    # Before a horizon the verdict stays insufficient data whatever the numbers say.
+    result = dashboard.follow_up.result
+    assert result.verdict == "insufficient_data" and result.unblinded.by == "unblinder"
+    assert "if the gate ran now" in html
+    assert '<span class="badge insufficient_data">insufficient_data</span>' in html
 
-    # Business metrics: every metric of the experiment, per-user ratios from SQL.
+
+def test_business_metrics_no_plan_gates_are_described(experiment, traffic, viewer):
+    response = viewer.get("/canary/exp/")
+    html = response.content.decode()
+    dashboard = response.context["dashboard"]
     metrics = {m.metric: m for m in dashboard.business.metrics}
-    assert list(metrics) == ["csat", "review_hours"]
-    stats = outcome_stats_by_arm(window=window, metric="review_hours", per="user")
+    assert list(metrics) == ["csat", "review_hours"] and not any(m.gated for m in metrics.values())
+    stats = outcome_stats_by_arm(window=dashboard.window, metric="review_hours", per="user")
     review = metrics["review_hours"].result
     for arm in ("baseline", "candidate"):
         ratio = RatioStats(**stats[arm]).ratio
         assert getattr(review, arm).value == pytest.approx(ratio)
         assert f"{ratio:.3f}" in html
-    # Without a registered horizon the fixed-horizon test shows no improvement (watching it is peeking).
-    assert review.verdict == "insufficient_data" and review.improvement is None
-    assert review.reasons[0].startswith("no fixed horizon was registered: experiment exp started without")
-    assert metrics["csat"].result.verdict == "insufficient_data"
-    units = assigned_units_by_arm(window=window)
+    assert not review.blind and review.horizon is None
+    units = assigned_units_by_arm(window=dashboard.window)
     assert dashboard.business.units == units == {"baseline": SESSIONS, "candidate": SESSIONS}
     assert dashboard.business.srm.mismatch is False and "no mismatch" in html
     # No policy for the family: no tau, no minimum effect, so no daily table, and the page says why.
     assert metrics["review_hours"].daily == [] and "business_sequential_tau" in html
 
-    # At a registered horizon of 200 users per arm (240 are in) the fixed-horizon test decides.
-    horizon_at(experiment, 200)
+
+def test_the_gated_metric_is_blind_until_a_gate_run_stores_its_look(experiment, traffic, viewer):
+    plans_register(experiment)
+    horizon = Experiment.objects.get(pk=experiment.pk).business_horizon["units_per_arm"]
+    assert horizon <= SESSIONS
+    response = viewer.get("/canary/exp/")
+    gated = {m.metric: m for m in response.context["dashboard"].business.metrics}["review_hours"]
+    # The horizon is reached, but the page takes no look: the next gate run does.
+    assert gated.gated and gated.blind and gated.result.improvement is None and gated.daily == []
+    assert gated.result.reasons == [
+        f"the registered horizon of {horizon} units per arm is reached: the next gate run takes the one look"
+    ]
+    assert "lift-review_hours" not in charts_of(response)
+    suite = eval_suite_import(
+        name="fam",
+        items=suite_items_parse(records=[{"id": "a", "input": "x", "label": "payment"}]),
+        actor=SYSTEM,
+    )[0]
+    run = gate_run_start(
+        candidate=experiment.candidate,
+        suite=suite,
+        actor=SYSTEM,
+        policy_overrides={"required_layers": ["business_value"]},
+    )
+    gate_run_execute(gate_run_id=run.pk, worker="test")
+    [layer] = GateRun.objects.get(pk=run.pk).layers.all()
+    assert layer.verdict in ("pass", "fail"), layer.reasons
     dashboard = viewer.get("/canary/exp/").context["dashboard"]
-    review = {m.metric: m for m in dashboard.business.metrics}["review_hours"].result
-    assert review.direction == "decrease" and review.improvement.estimate > 0
-    assert review.horizon.units_per_arm == 200
+    gated = {m.metric: m for m in dashboard.business.metrics}["review_hours"]
+    assert not gated.blind and gated.result.improvement.estimate == pytest.approx(layer.estimate)
+    assert gated.result.reasons[-1].endswith(f"by gate run {run.pk}: every later run returns it unchanged")
 
 
 def test_direction_may_be_flipped_for_display(experiment, traffic, viewer):
-    horizon_at(experiment, 200)
     dashboard = viewer.get("/canary/exp/?direction=increase").context["dashboard"]
     review = {m.metric: m for m in dashboard.business.metrics}["review_hours"].result
     assert review.direction == "increase" and review.improvement.estimate < 0
     assert viewer.get("/canary/exp/?direction=sideways").context["dashboard"].business.direction == "decrease"
+    # The gated metric keeps its registered direction: flipping it would not be the registered test.
+    plans_register(experiment)
+    dashboard = viewer.get("/canary/exp/?direction=increase").context["dashboard"]
+    assert {m.metric: m for m in dashboard.business.metrics}["review_hours"].result.direction == "decrease"
 
 
 def test_daily_table_gives_cumulative_always_valid_intervals(experiment, traffic, viewer):
-    GatePolicy.objects.create(
-        name="fam", config={"business_metric": "review_hours", "business_sequential_tau": 0.5}
-    )
+    plans_register(experiment, business_sequential_tau=0.5)
     response = viewer.get("/canary/exp/")
     dashboard = response.context["dashboard"]
     window = dashboard.window
@@ -435,23 +506,17 @@ def test_each_traffic_window_keeps_its_figures_after_a_ramp_and_the_history_show
     assert before["candidate"].first_answer_accepted == pytest.approx(1 - followed / SESSIONS)
     assert before["candidate"].turns_per_session == pytest.approx((SESSIONS + followed) / SESSIONS)
     charts = charts_of(response)
-    # csat has one outcome per arm: its values are drawn, its improvement cannot be estimated.
-    assert list(charts) == [
-        "follow-up-over-time",
-        "metric-csat",
-        "metric-review_hours",
-        "lift-review_hours",
-        "traffic-share",
-    ]
-    candidate = charts["follow-up-over-time"]["lines"][0]
-    shown = {row.arm: row.figures for row in response.context["dashboard"].follow_up.arms}["candidate"]
-    assert candidate["name"] == "candidate" and len(candidate["points"]) == 12
-    assert (candidate["points"][-1][1], candidate["low"][-1]) == (shown.rate, shown.ci_low)
+    # csat has one outcome per arm: its values are drawn, its improvement cannot be estimated. The
+    # follow-up rate is blind (layer 2 has no look yet): no chart of it, no "first answer accepted".
+    assert list(charts) == ["metric-csat", "metric-review_hours", "lift-review_hours", "traffic-share"]
+    [shown_window] = response.context["dashboard"].windows
+    assert {a.first_answer_accepted for a in shown_window.arms} == {None}
     lift = charts["lift-review_hours"]["lines"][0]
     improvement = {m.metric: m for m in response.context["dashboard"].business.metrics}["review_hours"]
-    # No horizon was registered and no tau applies: the panel decides nothing yet and the curve
-    # shows the plain estimate (decrease is better: baseline − candidate), with no interval.
-    assert improvement.result.improvement is None
+    # No plan gates review hours (the default policy names no metric) and no tau applies: the panel
+    # describes it and the curve shows the plain estimate (decrease is better: baseline − candidate)
+    # with no interval (a curve watched every day gets only an always-valid one).
+    assert not improvement.gated and improvement.result.improvement is not None
     assert lift["points"][-1][1] == pytest.approx(-improvement.result.effect.estimate)
     assert lift["low"][-1] is None
 
@@ -461,7 +526,10 @@ def test_each_traffic_window_keeps_its_figures_after_a_ramp_and_the_history_show
     now, earlier = dashboard.windows
     assert (now.share.traffic_percent, now.share.current, earlier.share.traffic_percent) == (60, True, 50)
     assert {a.arm: a.users for a in now.arms} == {"baseline": 0, "candidate": 0}
-    assert {a.arm: a for a in earlier.arms} == before  # the earlier window is still there, unchanged
+    # The earlier window is still there, unchanged (its "first answer accepted" blind).
+    assert {a.arm: a for a in earlier.arms} == {
+        arm: replace(figures, first_answer_accepted=None) for arm, figures in before.items()
+    }
     history = [(h.what, h.change, h.reason) for h in dashboard.history if h.kind == "action"]
     assert history[0] == ("ramp", "50 % → 60 %", "looks fine")
     assert [what for what, _, _ in history[1:]] == ["start", "create"]
@@ -469,3 +537,23 @@ def test_each_traffic_window_keeps_its_figures_after_a_ramp_and_the_history_show
     assert [value for _, value in share] == [50, 50, 60, 60]
     html = response.content.decode()
     assert 'id="arm-windows" data-live-swap' in html and 'data-live-kind="page"' in html
+
+
+def test_unblinding_from_the_page_needs_the_permission_and_a_reason(experiment, manager):
+    # A release manager without the permission sees no button and is refused.
+    assert 'id="unblind"' not in manager.get("/canary/exp/").content.decode()
+    assert manager.post("/canary/exp/unblind/", {"reason": "curious"}).status_code == 403
+    statistician = Client()
+    statistician.force_login(unblinder())
+    assert 'id="unblind"' in statistician.get("/canary/exp/").content.decode()
+    refused = statistician.post("/canary/exp/unblind/", {"reason": " "}, follow=True)
+    assert "A reason is required." in refused.content.decode()
+    assert Experiment.objects.get(pk=experiment.pk).unblinded_at is None
+    done = statistician.post("/canary/exp/unblind/", {"reason": "a safety review"}, follow=True)
+    html = done.content.decode()
+    assert "Unblinded by unblinder at" in html and "a safety review" in html and 'id="unblind"' not in html
+    row = AuditLog.objects.get(action="experiment.unblind", target_id=str(experiment.pk))
+    assert row.actor_name == "unblinder" and row.reason == "a safety review"
+    again = statistician.post("/canary/exp/unblind/", {"reason": "twice"}, follow=True)
+    assert "was unblinded by unblinder" in again.content.decode()
+    assert AuditLog.objects.filter(action="experiment.unblind").count() == 1

@@ -14,6 +14,7 @@ from registry.models import AuditLog, EvalSuite, ModelVersion
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +30,7 @@ def signed_in(role: str) -> Client:
 @pytest.fixture
 def versions():
     backend = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
-    v3 = model_version_register(family="fam", label="v3", status="promoted", actor=SYSTEM, **backend)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **backend)
     v4 = model_version_register(family="fam", label="v4", baseline=v3, actor=SYSTEM, **backend)
     return v3, v4
 

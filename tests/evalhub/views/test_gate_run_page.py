@@ -13,6 +13,7 @@ from registry.actors import SYSTEM
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +26,7 @@ def finished_run(small_bow, test_model_dir):
     records = [{"id": i.id, "input": i.input, "label": i.label, "tags": list(i.tags)} for i in items]
     suite = eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=SYSTEM)[0]
     backend = {"backend_kind": "builtin", "backend_config": {"path": str(small_bow)}}
-    baseline = model_version_register(family="fam", label="v1", status="promoted", actor=SYSTEM, **backend)
+    baseline = incumbent_register(family="fam", label="v1", actor=SYSTEM, **backend)
     candidate = model_version_register(family="fam", label="v2", baseline=baseline, actor=SYSTEM, **backend)
     run = gate_run_start(
         candidate=candidate,

@@ -7,19 +7,25 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from django.utils import timezone
 
 from canary.models import FollowUpReview
-from canary.services.experiments import experiment_create, experiment_start
+from canary.services.experiments import experiment_create, experiment_horizon_register, experiment_start
+from canary.services.follow_ups import follow_up_thresholds_set
+from canary.services.plans import experiment_plans_replace
 from gate.judges.follow_up_review import BELOW_MINIMUM, MET
-from gate.layers.registry import layer_get
+from gate.layers.registry import gate_policy_parse, layer_get
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute, gate_run_start
+from gate.services.horizons import follow_up_horizon_plan
+from gate.services.policies import gate_policy_save
 from registry.actors import SYSTEM
 from registry.models import AuditLog
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
 from tests.canary.traffic import chat_session, experiment_backdate
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +39,7 @@ SESSIONS = 20  # per arm and kind of next turn
 
 @pytest.fixture
 def experiment():
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
     experiment = experiment_backdate(
@@ -82,19 +88,40 @@ def label_everything(page: Client) -> int:
         labelled += 1
 
 
-def run_layer_2(experiment, **overrides) -> GateRun:
+POLICY = {
+    "required_layers": ["follow_up_rate"],
+    "follow_up_min_answered": 20,
+    "follow_up_max": 1.0,
+    "follow_up_margin": 1.0,
+    "follow_up_live_min_labels": 50,
+    "follow_up_planning_rate": 0.5,
+}
+
+
+def plan_layer_2(experiment, *, again: bool = False, **policy):
+    """The family's policy and layer 2's plan under it (a horizon of 20 answers per arm), registered at
+    the start or, `again`, replacing the one registered (counting from now on)."""
+    gate_policy_save(name="fam", config={**POLICY, **policy}, actor=SYSTEM)
+    # The turns are a minute old: the detector's follow-up window must have passed for the look.
+    follow_up_thresholds_set(family="fam", thresholds={"window_seconds": 10}, actor=SYSTEM)
+    config = gate_policy_parse({**POLICY, **policy})
+    if again:
+        counted = timezone.now()
+        plan = follow_up_horizon_plan(
+            experiment=experiment, policy=config, policy_name="fam", counted_from=counted
+        )
+        return experiment_plans_replace(
+            experiment=experiment, plans={"follow_up_rate": plan}, actor=SYSTEM, reason="stricter"
+        )
+    plan = follow_up_horizon_plan(experiment=experiment, policy=config, policy_name="fam")
+    return experiment_horizon_register(experiment=experiment, horizon={}, follow_up=plan, actor=SYSTEM)
+
+
+def run_layer_2(experiment) -> GateRun:
     suite, _ = eval_suite_import(
         name="fam", items=suite_items_parse(records=[{"input": "x", "label": "payment"}]), actor=SYSTEM
     )
-    policy = {
-        "required_layers": ["follow_up_rate"],
-        "follow_up_min_answered": 20,
-        "follow_up_max": 1.0,
-        "follow_up_margin": 1.0,
-        "follow_up_live_min_labels": 50,
-        **overrides,
-    }
-    run = gate_run_start(candidate=experiment.candidate, suite=suite, actor=SYSTEM, policy_overrides=policy)
+    run = gate_run_start(candidate=experiment.candidate, suite=suite, actor=SYSTEM)
     gate_run_execute(gate_run_id=run.pk, worker="test")
     return GateRun.objects.get(pk=run.pk)
 
@@ -124,7 +151,8 @@ def test_a_non_staff_annotator_labels_on_the_page_and_layer_2_shows_live_agreeme
     assert "agreed with the first label on 9 of 10 turns" in second.get("/review/exp/").content.decode()
     assert FollowUpReview.objects.filter(is_first=True).count() == 80  # second opinions count once
 
-    run = run_layer_2(experiment, follow_up_live_agreement_min=0.85)
+    plan_layer_2(experiment, follow_up_live_agreement_min=0.85)
+    run = run_layer_2(experiment)
     [layer] = run.layers.all()
     assert layer.verdict == "pass", layer.reasons
     live = layer_get("follow_up_rate").details(layer).live_agreement
@@ -132,7 +160,8 @@ def test_a_non_staff_annotator_labels_on_the_page_and_layer_2_shows_live_agreeme
     # Wilson 72/80; scipy's binomtest(72, 80).proportion_ci(method="wilson") gives 0.81489, 0.94845.
     assert (round(live.ci_low, 3), round(live.ci_high, 3)) == (0.815, 0.948)
     assert live.precision == 36 / 40 and live.recall == 36 / 40
-    assert layer.reasons[-1].startswith("live agreement of the detector with reviewers 0.900 (72 of 80")
+    assert layer.reasons[-2].startswith("live agreement of the detector with reviewers 0.900 (72 of 80")
+    assert layer.reasons[-1].startswith("the one look at the registered horizon, taken now")
 
     viewer = make_client("viewer")
     report = viewer.get(f"/api/v1/gate-runs/{run.pk}/report/").json()
@@ -147,8 +176,10 @@ def test_a_non_staff_annotator_labels_on_the_page_and_layer_2_shows_live_agreeme
     dashboard = viewer_page.get("/canary/exp/").content.decode()  # layer 2 as the gate would judge it now
     assert "The detector on live traffic" in dashboard and "72 of 80 reviewed turns" in dashboard
 
-    # The same labels under a policy that wants more agreement: layer 2 cannot be trusted.
-    strict = run_layer_2(experiment, follow_up_live_agreement_min=0.95)
+    # The same labels under a plan that wants more agreement (registered again, so counting from now on):
+    # layer 2 cannot be trusted.
+    plan_layer_2(experiment, again=True, follow_up_live_agreement_min=0.95)
+    strict = run_layer_2(experiment)
     [layer] = strict.layers.all()
     assert layer.verdict == "insufficient_data" and strict.verdict == "insufficient_data"
     assert layer.reasons[-1].endswith(

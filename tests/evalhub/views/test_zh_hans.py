@@ -37,6 +37,7 @@ from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
 from tests.canary.traffic import experiment_backdate, probe_run_finished
 from tests.evalhub.views.test_canary import traffic  # noqa: F401 (a fixture: the experiment's events)
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -135,7 +136,7 @@ def test_the_detector_finds_english_and_spares_what_is_marked():
 def experiment(small_bow):
     """Two real (small) models in a running canary: the one `traffic` sends events to."""
     model = {"backend_kind": "builtin", "backend_config": {"path": str(small_bow)}}
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **model)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **model)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, is_demo=True, **model)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
     return experiment_backdate(

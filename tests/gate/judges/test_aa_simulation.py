@@ -95,3 +95,40 @@ def test_simulated_metric_is_as_documented():
 def test_refuses_impossible_settings(settings):
     with pytest.raises(ValueError):
         aa_false_positive_rates(seed=0, **settings)
+
+
+RERUNS = 2000  # A/A experiments of the re-run workflow
+
+
+@pytest.fixture(scope="module")
+def reruns():
+    from gate.judges.aa_simulation import rerun_false_pass_rates
+
+    return rerun_false_pass_rates(runs=RERUNS, seed=0, horizon=200, reruns=11)
+
+
+@pytest.mark.parametrize("suffix", ["", "_cuped"])
+def test_re_running_the_gate_from_the_horizon_to_twice_it_passes_at_alpha(reruns, suffix):
+    """11 runs between H and 2H: the stored look keeps the false-pass rate within alpha's binomial
+    interval (the 95 % range of passes out of 2 000 A/A experiments when each passes with probability
+    0.05); judging the grown window afresh at each run, as before, does not."""
+    from scipy.stats import binom
+
+    low, high = (count / RERUNS for count in binom.interval(0.95, RERUNS, 0.05))
+    assert low <= reruns[f"rerun_stored_look{suffix}"] <= high
+    assert reruns[f"rerun_stored_look{suffix}"] == reruns[f"single_look{suffix}"]  # re-runs add nothing
+    assert reruns[f"rerun_grown_window{suffix}"] > 1.5 * high  # 0.12 at seed 0: peeking
+
+
+def test_a_horizon_sized_for_cuped_gives_cuped_the_power_asked():
+    """n·(1 − r), r the reduction measured on a history like the experiment's: the CUPED-adjusted test
+    has the power the plain horizon gives the plain test, with fewer users."""
+    from gate.judges.aa_simulation import cuped_reduction
+
+    plain = fixed_horizon_units(sd=planning_sd(seed=1), min_effect=0.0, mde=0.2, alpha=0.05, power=0.8)
+    reduction = cuped_reduction(seed=3)
+    assert 0.05 < reduction < 0.5
+    horizon = math.ceil(plain * (1 - reduction))
+    power = power_rates(runs=300, seed=4, users_per_arm=horizon, effect=0.9, looks=2)
+    assert abs(power["fixed_single_look_cuped"] - 0.8) <= 3 * math.sqrt(0.8 * 0.2 / 300)
+    assert power["fixed_single_look"] < power["fixed_single_look_cuped"]  # the plain test is short there

@@ -263,6 +263,8 @@ class TestReport:
             "sequential",
             "horizon",
             "cuped",
+            "blind",
+            "unblinded",
         }
 
     def test_control_zero_keeps_the_decision(self):
@@ -327,7 +329,7 @@ class TestRegisteredHorizon:
         # The same numbers pass without a horizon (TestFixedHorizon): 200 units are short of 300.
         result = judge(min_effect=0.1, horizon=self.HORIZON)
         assert result.verdict == INSUFFICIENT and result.improvement is None
-        assert result.horizon == self.HORIZON
+        assert result.horizon == self.HORIZON and result.blind and result.unblinded is None
         assert result.reasons == [
             "before the registered horizon of 300 units per arm (200 baseline and 200 candidate units so "
             "far; sd 1 from the policy): the fixed-horizon test is judged once, at the horizon; set "
@@ -342,6 +344,43 @@ class TestRegisteredHorizon:
         result = judge(min_effect=0.2, horizon=horizon)
         assert result.verdict == FAIL and result.improvement.units_needed is None
         assert "at the registered horizon of 200 units per arm" in result.reasons[0]
+
+    def test_before_the_horizon_the_result_is_blind(self):
+        # Only the units per arm and the sample-ratio check: no estimate, interval, p or per-arm value.
+        result = judge(
+            min_effect=0.1, horizon=self.HORIZON, assigned_units=(205, 195), expected_candidate_share=0.5
+        )
+        assert result.blind and result.improvement is None and result.cuped is None
+        assert asdict(result.baseline) == {"units": 200, "value": None}
+        assert asdict(result.candidate) == {"units": 200, "value": None}
+        numbers = {
+            k: v for k, v in asdict(result.effect).items() if k not in ("method", "n_control", "n_treatment")
+        }
+        assert set(numbers.values()) == {None}
+        assert result.srm is not None and result.srm.p_value is not None and not result.srm.mismatch
+        text = json.dumps(asdict(result))
+        for hidden in ("0.3", "0.135", "0.464", "1.7"):
+            assert hidden not in text
+
+    def test_a_sample_ratio_mismatch_under_a_horizon_is_blind_too(self):
+        horizon = FixedHorizon(units_per_arm=200, basis="sd 1 from the policy")
+        result = judge(
+            min_effect=0.1, horizon=horizon, assigned_units=(300, 100), expected_candidate_share=0.5
+        )
+        assert result.verdict == ERROR and result.blind and result.improvement is None
+
+    def test_unblinded_before_the_horizon_shows_the_interim_numbers_and_who(self):
+        from gate.judges.plan import Unblinding
+
+        unblinded = Unblinding(by="rm", at="2025-01-02T03:04:05+00:00", reason="a safety review")
+        result = judge(min_effect=0.1, horizon=self.HORIZON, unblinded=unblinded)
+        assert result.verdict == INSUFFICIENT and not result.blind and result.unblinded == unblinded
+        assert result.improvement.estimate == approx(0.3) and result.improvement.ci_low == approx(0.135131)
+        assert result.baseline.value == approx(2.0) and result.effect.p_value is not None
+        assert result.reasons[-1] == (
+            "unblinded by rm at 2025-01-02 03:04:05: a safety review; interim numbers, not a decision: "
+            "improvement (decrease is better) 0.3, 90 % interval [0.1351, 0.4649], read before the horizon"
+        )
 
     def test_no_registered_horizon_is_insufficient_data(self):
         horizon = FixedHorizon(units_per_arm=None, basis="the policy sets no business_mde")

@@ -90,34 +90,26 @@ class TestVerdicts:
         candidate, baseline = counts(40, 250), counts(45, 250)
         bound = follow_up_rate_judge(candidate=candidate, baseline=baseline)
         point = follow_up_rate_judge(candidate=candidate, baseline=baseline, decide_on="point")
-        # Both checks fail on their bounds but pass on their points: the data are short, not the model.
-        assert bound.verdict == INSUFFICIENT and asdict(bound.checks) == {
+        # Both checks fail on their bounds, though they pass on their points: at the one look that is a
+        # fail, with no "more answers would show it" (following that advice is peeking).
+        assert bound.verdict == FAIL and asdict(bound.checks) == {
             "bar": False,
             "non_inferiority": False,
         }
         assert bound.difference.ci_high == approx(0.046139)
-        # With z = 1.959964 and 250 baseline answers, z·se of the difference can never reach the gap
-        # 0.01 − (−0.02) = 0.03: (0.03/z)² = 0.000234 < 0.18·0.82/250 = 0.000590.
-        assert bound.reasons[-1] == (
-            "not shown yet: the point estimates pass, but the baseline's 250 answers alone leave the "
-            "interval of the difference wider than the margin: both arms need more answers"
-        )
+        assert not any("not shown yet" in reason or "would show" in reason for reason in bound.reasons)
         assert point.verdict == PASS and asdict(point.checks) == {"bar": True, "non_inferiority": True}
         assert point.reasons[0].startswith(
             "follow-up rate 0.160 <= bar 0.18 (rate 0.160, 95 % CI [0.120, 0.211]"
         )
         assert point.reasons[1].startswith("difference from the baseline -0.020 <= margin 0.01")
 
-    def test_answers_needed_when_the_points_pass(self):
-        # 40/250 against 4500/25000: bar z²·0.16·0.84/(0.18 − 0.16)² = 3.841459·0.1344/0.0004 = 1290.7;
-        # non-inferiority 0.1344/((0.03/z)² − 0.18·0.82/25000) = 0.1344/0.000228382 = 588.5: the bar needs
-        # more.
+    def test_a_bound_over_the_bar_is_a_fail_with_no_advice_to_wait(self):
+        # 40/250 under the bar on its point (0.16) but not on its bound: no "about 1291 answered questions
+        # would show it" any more.
         result = follow_up_rate_judge(candidate=counts(40, 250), baseline=counts(4500, 25000))
-        assert result.verdict == INSUFFICIENT
-        assert result.reasons[-1] == (
-            "not shown yet: the point estimates pass the bounds' checks; about 1291 answered questions on "
-            "the candidate (it has 250) would show it if the rates held"
-        )
+        assert result.verdict == FAIL
+        assert not any("answered questions on the candidate" in reason for reason in result.reasons)
 
     def test_a_point_over_the_bar_is_a_fail_however_few_the_answers(self):
         result = follow_up_rate_judge(candidate=counts(50, 250), baseline=counts(4500, 25000))
@@ -254,6 +246,11 @@ class TestReport:
             "unjudged",
             "correction",
             "detector_version",
+            "horizon",
+            "srm",
+            "sequential",
+            "blind",
+            "unblinded",
             "error_rates",
         }
 
@@ -381,32 +378,13 @@ class TestCorrected:
         assert [r for r in result.reasons if "'en'" in r] and [r for r in result.reasons if "'zh'" in r]
         assert result.candidate.corrected is None and result.correction == "none"
 
-    def test_more_traffic_cannot_beat_the_error_rates(self):
-        # A point estimate under the bar by less than the error rates' own uncertainty.
+    def test_a_bound_the_error_rates_keep_over_the_bar_is_a_fail(self):
+        # A point estimate under the bar by less than the error rates' own uncertainty: a fail at the look
+        # (the horizon's sizing says when no traffic could show it, before the experiment).
         result = follow_up_rate_judge(
             candidate=counts(3400, 20000, judged_by_language={"en": (20000, 3400)}),
             baseline=None,
             detector=DETECTOR,
         )
-        assert result.verdict == INSUFFICIENT
-        assert "more labelled pairs, not more traffic" in result.reasons[-1]
-
-    def test_answers_needed_with_the_correction(self):
-        # Error rates measured on 20 times as many labelled pairs: traffic is what is short.
-        measured = DetectorAccuracy(
-            version="well-measured",
-            errors={
-                "en": ErrorRates(positives=2000, true_positives=1700, negatives=4000, true_negatives=3800)
-            },
-        )
-        result = follow_up_rate_judge(
-            candidate=counts(250, 2000, judged_by_language={"en": (2000, 250)}),
-            baseline=None,
-            max_rate=0.105,
-            detector=measured,
-        )
-        corrected = result.candidate.corrected
-        assert corrected.estimate < 0.105 < corrected.ci_high and result.verdict == INSUFFICIENT
-        needed = int(result.reasons[-1].split("about ")[1].split()[0])
-        room = ((0.105 - corrected.estimate) / 1.959964) ** 2 - corrected.error_variance
-        assert needed == math.ceil(2000 * corrected.sampling_variance / room)
+        assert result.verdict == FAIL and result.checks.bar is False
+        assert not any("not shown yet" in reason for reason in result.reasons)

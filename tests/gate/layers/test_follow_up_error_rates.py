@@ -10,18 +10,22 @@ from django.test import Client
 from django.utils import translation
 
 from canary.models import TurnEvent
-from canary.services.experiments import experiment_create, experiment_start
+from canary.services.experiments import experiment_create, experiment_horizon_register, experiment_start
+from canary.services.follow_ups import follow_up_thresholds_set
 from canary.services.reviews import follow_up_review_record
 from engines.follow_up.classifier import VERSION, detector_load
 from engines.follow_up.live_rates import LIVE, SHIPPED
 from gate.layers.follow_up_rate import detector_accuracy
-from gate.layers.registry import layer_get
+from gate.layers.registry import gate_policy_parse, layer_get
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute, gate_run_start
+from gate.services.horizons import follow_up_horizon_plan
+from gate.services.policies import gate_policy_save
 from registry.actors import SYSTEM
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
 from tests.canary.traffic import chat_session, experiment_backdate
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +37,7 @@ FOLLOW_UP, CLOSING = "那如果逾期付款呢？", "好的，谢谢！"
 
 @pytest.fixture
 def experiment():
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
     return experiment_backdate(experiment_start(experiment=created, actor=SYSTEM), started=timedelta(hours=1))
@@ -67,17 +71,27 @@ def review(experiment, truth, turn_ids):
         follow_up_review_record(experiment=experiment, turn_id=turn_id, label=truth[turn_id], actor=SYSTEM)
 
 
+POLICY = {
+    "required_layers": ["follow_up_rate"],
+    "follow_up_min_answered": 20,
+    "follow_up_max": 1.0,
+    "follow_up_margin": 1.0,
+    "follow_up_planning_rate": 0.5,
+}
+
+
 def run_layer_2(experiment) -> GateRun:
+    """Layer 2 under the family's policy and the plan registered for it (a horizon of 20 answers per
+    arm, reached: the run takes the one look, so a pass or a fail is a decision)."""
+    gate_policy_save(name="fam", config=POLICY, actor=SYSTEM)
+    # The turns are a minute old: the detector's follow-up window must have passed for the look.
+    follow_up_thresholds_set(family="fam", thresholds={"window_seconds": 10}, actor=SYSTEM)
+    plan = follow_up_horizon_plan(experiment=experiment, policy=gate_policy_parse(POLICY), policy_name="fam")
+    experiment_horizon_register(experiment=experiment, horizon={}, follow_up=plan, actor=SYSTEM)
     suite, _ = eval_suite_import(
         name="fam", items=suite_items_parse(records=[{"input": "x", "label": "payment"}]), actor=SYSTEM
     )
-    policy = {
-        "required_layers": ["follow_up_rate"],
-        "follow_up_min_answered": 20,
-        "follow_up_max": 1.0,
-        "follow_up_margin": 1.0,
-    }
-    run = gate_run_start(candidate=experiment.candidate, suite=suite, actor=SYSTEM, policy_overrides=policy)
+    run = gate_run_start(candidate=experiment.candidate, suite=suite, actor=SYSTEM)
     gate_run_execute(gate_run_id=run.pk, worker="test")
     return GateRun.objects.get(pk=run.pk)
 
@@ -96,8 +110,9 @@ def test_enough_reviews_correct_by_the_live_rates(experiment, make_client):
     assert (zh.specificity.live_k, zh.specificity.live_n) == (114, 120)
     [language] = judged.candidate.corrected.languages
     assert (language.sensitivity, language.specificity) == (0.6, 0.95)
-    # Rogan–Gladen by hand: observed 27/100, (0.27 + 0.95 - 1) / 0.55 = 0.4 = the true share.
-    assert judged.candidate.corrected.estimate == pytest.approx(0.4)
+    # Rogan–Gladen by hand on the look's counts: (p + 0.95 - 1) / 0.55, clipped to [0, 1].
+    p = language.detected / language.judged
+    assert language.corrected == pytest.approx(min(1.0, max(0.0, (p + 0.95 - 1) / 0.55)))
     assert (
         "error rates for language 'zh' from 200 reviewed live turns: sensitivity 0.600 (48 of 80), "
         "specificity 0.950 (114 of 120)"

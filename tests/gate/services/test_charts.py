@@ -26,7 +26,7 @@ def test_robustness_charts_hold_each_versions_rate_interval_and_the_bar():
         layer="robustness", verdict="fail", metric="m", threshold=0.85, details=to_json(details)
     )
     by_type, by_tag = gate_run_charts(
-        layers=[LayerView(layer=layer, result=result, details=layer.details(result))]
+        layers=[LayerView(layer=layer, result=result, read=layer.details_read(result))]
     )
     assert (by_type.id, by_type.categories, by_type.threshold) == (
         "robustness-by-type",

@@ -6,19 +6,24 @@ import threading
 
 import pytest
 from django.db import DatabaseError, connection, transaction
+from django.test import Client
 
 from gate.models import Decision, GateRun
 from gate.selectors.decisions import override_request_open
 from gate.services import decisions as decisions_service
 from gate.services.decisions import decision_record
+from gate.services.gate_runs import gate_run_fail, gate_run_finish, gate_run_start
 from registry.actors import SYSTEM
 from registry.dispatch import Task
 from registry.errors import ApplicationError
-from registry.models import AuditLog, ModelVersion
+from registry.models import AuditLog, EvalSuite, ModelVersion
 from registry.services.versions import model_version_register
+from tests.lifecycle import version_to
+from tests.pages import page_text
 
 pytestmark = pytest.mark.django_db
 Status = ModelVersion.Status
+BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 
 
 def refused(status_code: int, field: str, code: str | None = None, **kwargs) -> ApplicationError:
@@ -97,7 +102,105 @@ def test_a_version_not_at_a_decision_point_is_refused(decision_user, version_gat
     version, _ = version_gated("pass")
     ModelVersion.objects.filter(pk=version.pk).update(status=Status.EVALUATING)
     refused(409, "version", "illegal_transition", version=version, action="approve", actor=decision_user())
+    ModelVersion.objects.filter(pk=version.pk).update(status=Status.ROLLED_BACK)
     refused(409, "version", "illegal_transition", version=version, action="reject", actor=decision_user())
+
+
+@pytest.fixture
+def running(version_gated, sent_tasks):
+    """A version whose gate failed once and is being gated again (a run queued, the version evaluating)."""
+    version, _ = version_gated("fail")
+    run = gate_run_start(candidate=version, suite=EvalSuite.objects.get(name="decisions"), actor=SYSTEM)
+    assert status_of(version) == Status.EVALUATING
+    return version, run
+
+
+@pytest.mark.parametrize("action", ["approve", "override_request"])
+def test_a_running_gate_holds_approval_back_once_and_clearly(decision_user, running, action):
+    version, run = running
+    error = refused(409, "gate_run", "gate_run_active", version=version, action=action, actor=decision_user())
+    assert error.message == (
+        f"Gate run {run.pk} of fam:v1 is still queued: approving waits for a finished run; "
+        "rejecting is possible now."
+    )
+    assert status_of(version) == Status.EVALUATING and not Decision.objects.exists()
+
+
+@pytest.mark.parametrize("ending", ["fail", "finish"])
+def test_a_version_is_rejected_while_its_gate_runs_and_the_runs_end_leaves_it_rejected(
+    decision_user, running, ending
+):
+    """Rejecting cancels nothing: the run goes on to its end, which moves a rejected version nowhere."""
+    version, run = running
+    decision = decision_record(
+        version=version, action="reject", reason="stuck run; not this one", actor=decision_user()
+    )
+    assert status_of(version) == Status.REJECTED and decision.gate_run.verdict == "fail"  # the last finished
+    if ending == "fail":
+        gate_run_fail(gate_run_id=run.pk, status=GateRun.Status.ERROR, reason="worker lost")
+    else:
+        GateRun.objects.filter(pk=run.pk).update(status=GateRun.Status.RUNNING, worker="w")
+        run.refresh_from_db()
+        gate_run_finish(run=run)
+    run.refresh_from_db()
+    assert run.is_finished and status_of(version) == Status.REJECTED
+    moves = AuditLog.objects.filter(action="model_version.transition", target_id=str(version.pk))
+    assert moves.order_by("-id").first().after == {"status": "rejected"}
+
+
+@pytest.mark.parametrize("action", ["approve", "override_request"])
+def test_approving_needs_a_finished_gate_run_even_by_override(decision_user, action):
+    version = model_version_register(family="fam", label="new", actor=SYSTEM, **BUILTIN)
+    error = refused(
+        409, "gate_run", "no_finished_gate_run", version=version, action=action, actor=decision_user()
+    )
+    assert "rejecting is possible now" in error.message
+    decision_record(version=version, action="reject", reason="never mind", actor=decision_user())
+    assert status_of(version) == Status.REJECTED
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        Status.REGISTERED,
+        Status.EVALUATING,
+        Status.GATE_PASSED,
+        Status.GATE_FAILED,
+        Status.APPROVED,
+        Status.CANARY,
+    ],
+)
+def test_a_version_is_rejected_from_every_status_before_production(decision_user, status):
+    version = version_to(model_version_register(family="fam", label="v", actor=SYSTEM, **BUILTIN), status)
+    decision_record(version=version, action="reject", reason="no", actor=decision_user())
+    assert status_of(version) == Status.REJECTED
+
+
+@pytest.mark.parametrize("status", [Status.PROMOTED, Status.REJECTED, Status.ROLLED_BACK, Status.RETIRED])
+def test_production_and_the_ends_are_not_rejected(decision_user, status):
+    version = version_to(model_version_register(family="fam", label="v", actor=SYSTEM, **BUILTIN), status)
+    error = refused(
+        409, "version", "illegal_transition", version=version, action="reject", actor=decision_user()
+    )
+    if status == Status.PROMOTED:
+        assert "it leaves when its replacement is promoted" in error.message
+    assert status_of(version) == status
+
+
+def test_the_version_page_says_why_once(decision_user, running):
+    version, run = running
+    client = Client()
+    client.force_login(decision_user())
+    page = client.post(
+        f"/versions/{version.ref}/decide/", {"action": "approve", "reason": "ship it"}, follow=True
+    )
+    text = page_text(page)
+    sentence = f"Gate run {run.pk} of fam:v1 is still queued: approving waits for a finished run"
+    assert text.count(sentence) == 1 and text.count("rejecting is possible now") == 1
+    page = client.post(
+        f"/versions/{version.ref}/decide/", {"action": "reject", "reason": "stuck"}, follow=True
+    )
+    assert "Recorded: reject of fam:v1." in page_text(page) and status_of(version) == Status.REJECTED
 
 
 @pytest.mark.parametrize("verdict", ["pass", "fail"])
@@ -222,7 +325,7 @@ def test_a_request_is_confirmed_once(decision_user, version_gated, monkeypatch):
     kwargs = {"version": version, "action": "override_confirm", "confirms": request}
     refused(409, "confirms", "already_confirmed", actor=decision_user(), **kwargs)
     # Past the checks, the one-to-one `confirms` still refuses a second confirmation.
-    monkeypatch.setattr(decisions_service, "_override_confirm_check", lambda **_: None)
+    monkeypatch.setattr(decisions_service, "_confirm_check", lambda **_: None)
     refused(409, "confirms", "already_confirmed", actor=decision_user(), **kwargs)
     assert Decision.objects.filter(action="override_confirm").count() == 1
 

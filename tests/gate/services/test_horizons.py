@@ -11,7 +11,7 @@ from canary.models import Experiment, OutcomeEvent
 from canary.services.experiments import experiment_create, experiment_horizon_register
 from engines.stats.sufficient import RatioStats
 from gate.judges.business_value import BusinessValuePolicy, fixed_horizon_units
-from gate.layers.business_value import registered_horizon
+from gate.judges.plan import settings_differences
 from gate.services.horizons import experiment_start_registered
 from gate.services.policies import gate_policy_save
 from registry.actors import SYSTEM
@@ -19,6 +19,7 @@ from registry.errors import ApplicationError
 from registry.models import AuditLog
 from registry.roles import RELEASE_MANAGER
 from registry.services.versions import model_version_register
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +29,7 @@ POLICY = {"business_metric": "review_hours", "business_min_effect": 0.2, "busine
 
 @pytest.fixture
 def versions():
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     return v3, v4
 
@@ -75,7 +76,7 @@ def test_the_horizon_is_sized_from_the_familys_history_before_the_start(versions
     assert plan["basis"].startswith(f"sd {sd:.4g} measured over 60 units of review_hours in the 14 days")
     assert (plan["metric"], plan["per"], plan["policy"], plan["mde"]) == ("review_hours", "user", "fam", 0.4)
     row = AuditLog.objects.get(action="experiment.horizon_register")
-    assert row.after == plan and row.target_id == str(started.pk)
+    assert row.after == {**plan, "follow_up": started.follow_up_horizon} and row.target_id == str(started.pk)
     assert AuditLog.objects.filter(action="experiment.running", target_id=str(started.pk)).exists()
     assert Experiment.objects.get(pk=started.pk).business_horizon == plan
 
@@ -83,13 +84,31 @@ def test_the_horizon_is_sized_from_the_familys_history_before_the_start(versions
 def test_without_history_the_policys_planning_sd_sizes_it_and_else_none_is_registered(versions):
     gate_policy_save(name="fam", config={**POLICY, "business_planning_sd": 0.5}, actor=SYSTEM)
     started = experiment_start_registered(experiment=draft(versions), actor=SYSTEM)
-    assert started.business_horizon["units_per_arm"] == 78  # 2 · 0.5² · 2.486475² / (0.4 − 0.2)² = 77.3
-    section = BusinessValuePolicy.parse(POLICY)
-    horizon = registered_horizon(experiment=started, policy=section)
-    assert horizon.units_per_arm == 78 and "business_planning_sd" in horizon.basis
-    # A run judging another metric finds no horizon for it.
-    other = registered_horizon(experiment=started, policy=BusinessValuePolicy.parse({"business_metric": "x"}))
-    assert other.units_per_arm is None and "for review_hours per user" in other.basis
+    plan = started.business_horizon
+    assert plan["units_per_arm"] == 78  # 2 · 0.5² · 2.486475² / (0.4 − 0.2)² = 77.3
+    assert "business_planning_sd" in plan["basis"]
+    # The plan froze every setting of layer 3's section, and counts units from the start on.
+    section = BusinessValuePolicy.parse({**POLICY, "business_planning_sd": 0.5})
+    assert plan["settings"] == section.as_dict() and plan["counted_from"] == started.started_at.isoformat()
+    assert settings_differences(plan=plan, effective=section.as_dict()) == []
+    # A run judging another metric does not judge the registered test.
+    other = BusinessValuePolicy.parse({**POLICY, "business_planning_sd": 0.5, "business_metric": "x"})
+    [difference] = settings_differences(plan=plan, effective=other.as_dict())
+    assert (difference.key, difference.registered, difference.effective) == (
+        "business_metric",
+        "review_hours",
+        "x",
+    )
+
+
+def test_the_horizon_is_at_least_the_policys_minimum_of_units(versions):
+    # 2 · 0.5² · 2.486475² / (0.4 − 0.2)² = 77.3 → 78 units, below a business_min_units of 120.
+    gate_policy_save(
+        name="fam", config={**POLICY, "business_planning_sd": 0.5, "business_min_units": 120}, actor=SYSTEM
+    )
+    started = experiment_start_registered(experiment=draft(versions), actor=SYSTEM)
+    assert started.business_horizon["units_per_arm"] == 120
+    assert started.business_horizon["basis"].endswith("; raised from 78 to business_min_units")
 
 
 def test_a_policy_that_sizes_nothing_registers_why(versions):
@@ -116,3 +135,56 @@ def test_the_api_start_registers_the_horizon(versions, make_client):
     experiment = Experiment.objects.get(name="exp")
     assert experiment.status == "running" and experiment.business_horizon["units_per_arm"] == 78
     assert AuditLog.objects.get(action="experiment.horizon_register").actor == manager.user
+
+
+def test_the_plan_reports_the_size_cuped_needs_and_the_policy_chooses_which_registers(versions):
+    """A history whose users carry their speed over from their pre-period: CUPED's variance reduction
+    measured there (each user's review hours 3 days before the start, adjusted by their own 16 days
+    before) shrinks the horizon; the plain size stays the default."""
+    from engines.stats.effects import ratio_cuped_adjust
+    from engines.stats.sufficient import RatioCupedStats
+
+    earlier = draft(versions, "earlier")
+    start = timezone.now()
+    rows, per_user = [], []
+    for u in range(120):
+        speed = 1.0 + (u % 9) * 0.25
+        hours = [speed + 0.1 * (u % 4) + 0.05 * c for c in range(1 + u % 3)]
+        pre = [speed * 0.9 + 0.2 * (u % 5)] if u % 3 else []  # a third of the users are new
+        per_user.append((sum(hours), len(hours), sum(pre), len(pre)))
+        for k, (value, days) in enumerate([(h, 3) for h in hours] + [(p, 16) for p in pre]):
+            rows.append(
+                OutcomeEvent(
+                    experiment=earlier,
+                    event_id=f"h-{u}-{k}",
+                    unit_id=f"c-{u}-{k}",
+                    user_id=f"user-{u}",
+                    arm="baseline",
+                    metric="review_hours",
+                    value=value,
+                    occurred_at=start - timedelta(days=days, minutes=k),
+                )
+            )
+    OutcomeEvent.objects.bulk_create(rows)
+    history = RatioCupedStats.of(per_user)
+    reduction = ratio_cuped_adjust(control=history, treatment=history).variance_reduction
+    assert 0.2 < reduction < 0.95
+
+    policy = {**POLICY, "business_min_units": 30}
+    gate_policy_save(name="fam", config=policy, actor=SYSTEM)
+    plain = experiment_start_registered(experiment=draft(versions), actor=SYSTEM).business_horizon
+    sizes = plain["sizes"]
+    assert sizes["variance_reduction"] == pytest.approx(reduction, rel=1e-9)
+    assert sizes["cuped"] == math.ceil(sizes["plain"] * (1 - reduction)) < sizes["plain"]
+    assert sizes["pre_units"] == 80 and plain["units_per_arm"] == sizes["plain"]
+    assert sizes["cuped_basis"].startswith(f"variance reduction {reduction:.3g} measured over 120 users")
+
+    Experiment.objects.filter(name="exp").update(status="rolled_back")
+    gate_policy_save(name="fam", config={**policy, "business_horizon_sizing": "cuped"}, actor=SYSTEM)
+    cuped = experiment_start_registered(
+        experiment=draft(versions, "exp-cuped"), actor=SYSTEM
+    ).business_horizon
+    assert cuped["units_per_arm"] == sizes["cuped"]
+    assert (
+        f"; {sizes['plain']} units shrunk by the CUPED variance reduction {reduction:.3g}" in cuped["basis"]
+    )

@@ -22,7 +22,8 @@ from canary.services.experiments import experiment_create, experiment_horizon_re
 from canary.services.follow_ups import follow_ups_label
 from engines.stats.sufficient import RatioCupedStats, RatioStats
 from gate.judges.business_value import BusinessValuePolicy
-from gate.layers.registry import layer_get
+from gate.layers.follow_up_rate import follow_up_plan_settings
+from gate.layers.registry import gate_policy_parse, layer_get
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute, gate_run_start
 from gate.services.horizons import business_horizon_plan
@@ -31,6 +32,7 @@ from registry.dispatch import Task
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
 from tests.canary.traffic import experiment_backdate, session_on, user_on
+from tests.lifecycle import incumbent_register
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +53,7 @@ WRONG = {"payment": "termination", "termination": "confidentiality", "confidenti
 
 @pytest.fixture
 def experiment():
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     created = experiment_create(name="exp", baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM)
     # The traffic below happened in the last hour.
@@ -114,6 +116,39 @@ def run_layers(candidate, suite, **overrides):
     return GateRun.objects.get(pk=run.pk)
 
 
+def follow_up_register(experiment, answers: int, **policy):
+    """Register layer 2's plan at `answers` answered questions per arm under the default policy (and
+    `policy`), counting from the experiment's start, as a start through the gate would."""
+    config = gate_policy_parse(policy)
+    plan = {
+        "version": 2,
+        "sequence": 1,
+        "settings": follow_up_plan_settings(config),
+        "counted_from": experiment.started_at.isoformat(),
+        "answers_per_arm": answers,
+        "basis": "set by the test",
+        "registered_at": timezone.now().isoformat(),
+        "look": None,
+    }
+    Experiment.objects.filter(pk=experiment.pk).update(follow_up_horizon=plan)
+    return Experiment.objects.get(pk=experiment.pk)
+
+
+def first_answers(arm: str, answers: int) -> dict[str, int]:
+    """What layer 2's look counts, from the stored turns: the arm's first `answers` answers by time, and
+    those whose next turn in the session is a user turn the detector called a follow-up."""
+    turns = {(t.session_id, t.turn_index): t for t in TurnEvent.objects.filter(arm=arm)}
+    answered = sorted(
+        (t for t in turns.values() if t.role == "assistant" and (t.error == "" or t.fallback)),
+        key=lambda t: (t.occurred_at, t.pk),
+    )[:answers]
+    following = [turns.get((t.session_id, t.turn_index + 1)) for t in answered]
+    return {
+        "answered": len(answered),
+        "follow_ups": sum(1 for t in following if t and t.role == "user" and t.follow_up_kind == "follow_up"),
+    }
+
+
 def test_accuracy_up_but_follow_up_rate_above_the_bar_fails_layer_2(experiment, suite, ci_client):
     baseline, baseline_accuracy = sessions(
         arm="baseline", count=400, accuracy=0.70, follow_up_if_wrong=0.3, follow_up_if_right=0.03
@@ -123,18 +158,20 @@ def test_accuracy_up_but_follow_up_rate_above_the_bar_fails_layer_2(experiment, 
     )
     ingest(baseline + candidate)
     assert candidate_accuracy > baseline_accuracy + 0.1  # the candidate answers better...
+    follow_up_register(experiment, answers=300)
 
     run = run_layers(experiment.candidate, suite, required_layers=["follow_up_rate"])
 
     [layer] = run.layers.all()
-    assert layer.layer == "follow_up_rate" and layer.verdict == "fail"
+    assert layer.layer == "follow_up_rate" and layer.verdict == "fail", layer.reasons
     assert run.verdict == "fail"
     details = details_of(layer)
-    stored = TurnEvent.objects.filter(role="user", follow_up_kind="follow_up")
-    expected = {arm: stored.filter(arm=arm).count() for arm in ("baseline", "candidate")}
-    assert details.judged.candidate.follow_ups == expected["candidate"]
-    assert details.judged.baseline.follow_ups == expected["baseline"]
-    assert details.judged.candidate.answered == sum(1 for e in candidate if e["role"] == "assistant")
+    # The one look: the first 300 answers per arm and their follow-ups, taken by this run.
+    expected = {arm: first_answers(arm, 300) for arm in ("baseline", "candidate")}
+    assert details.judged.candidate.follow_ups == expected["candidate"]["follow_ups"]
+    assert details.judged.baseline.follow_ups == expected["baseline"]["follow_ups"]
+    assert details.judged.candidate.answered == details.judged.baseline.answered == 300
+    assert details.look_taken_now and details.look.gate_run == run.pk and not details.judged.blind
     # ...but its users follow up more than the bar allows.
     assert layer.estimate > 0.18 and layer.ci_high > 0.18
     assert any("bar" in reason for reason in layer.reasons)
@@ -150,7 +187,7 @@ def test_accuracy_up_but_follow_up_rate_above_the_bar_fails_layer_2(experiment, 
     [arms] = reported["attribution"]["system"]["tables"]
     assert reported["verdict"] == "fail" and dict((row[0], row[1]) for row in arms["rows"])["candidate"] > 0
     estimates = reported["estimates"]
-    assert estimates["baseline"]["follow_ups"] == expected["baseline"]
+    assert estimates["baseline"]["follow_ups"] == expected["baseline"]["follow_ups"]
     # Judged on the rates corrected for the shipped detector's error rates; the observed ones beside.
     assert estimates["difference"]["method"] == "rogan_gladen_delta"
     assert estimates["correction"] == "rogan_gladen" and estimates["detector_version"] == "follow-up-lr-3"
@@ -162,10 +199,8 @@ def test_accuracy_up_but_follow_up_rate_above_the_bar_fails_layer_2(experiment, 
     assert judged_turns.exists() and set(judged_turns.values_list("follow_up_detector", flat=True)) == {
         "follow-up-lr-3"
     }
-    assert (
-        sum(language["judged"] for language in corrected["languages"])
-        == judged_turns.filter(arm="candidate").count()
-    )
+    # Of the look's answers, the next turns the trained detector judged (at most one per answer).
+    assert 0 < sum(language["judged"] for language in corrected["languages"]) <= 300
     assert estimates["checks"] == {"bar": False, "non_inferiority": False}
     markdown = ci_client.get(f"/api/v1/gate-runs/{run.pk}/report/?format=md")
     assert markdown.status_code == 200 and markdown["Content-Type"].startswith("text/markdown")
@@ -181,6 +216,7 @@ def test_follow_up_layer_passes_when_the_candidate_rarely_needs_a_follow_up(expe
         arm="candidate", count=400, accuracy=0.95, follow_up_if_wrong=0.3, follow_up_if_right=0.0
     )
     ingest(baseline + candidate)
+    follow_up_register(experiment, answers=350)
     run = run_layers(experiment.candidate, suite, required_layers=["follow_up_rate"])
     [layer] = run.layers.all()
     assert (layer.verdict, run.verdict) == ("pass", "pass"), layer.reasons
@@ -189,9 +225,13 @@ def test_follow_up_layer_passes_when_the_candidate_rarely_needs_a_follow_up(expe
 
 
 def test_follow_up_layer_is_insufficient_below_the_minimum_answers(experiment, suite):
-    events, _ = sessions(
-        arm="candidate", count=50, accuracy=0.9, follow_up_if_wrong=0.0, follow_up_if_right=0.0
-    )
+    events = [
+        event
+        for arm in ("candidate", "baseline")
+        for event in sessions(
+            arm=arm, count=50, accuracy=0.9, follow_up_if_wrong=0.0, follow_up_if_right=0.0
+        )[0]
+    ]
     ingest(events)
     run = run_layers(experiment.candidate, suite, required_layers=["follow_up_rate"])
     [layer] = run.layers.all()
@@ -209,7 +249,7 @@ def test_traffic_before_the_last_share_change_is_not_counted(experiment, suite):
 
 
 def test_without_an_experiment_the_traffic_layers_are_insufficient_data(suite):
-    v3 = model_version_register(family="fam", label="v3", actor=SYSTEM, status="promoted", **BUILTIN)
+    v3 = incumbent_register(family="fam", label="v3", actor=SYSTEM, **BUILTIN)
     v4 = model_version_register(family="fam", label="v4", actor=SYSTEM, baseline=v3, **BUILTIN)
     run = run_layers(v4, suite, required_layers=["follow_up_rate", "business_value"])
     assert {layer.layer: layer.verdict for layer in run.layers.all()} == {
@@ -330,28 +370,43 @@ def horizon_register(experiment, **policy):
     return experiment_horizon_register(experiment=experiment, horizon=plan, actor=SYSTEM)
 
 
+def business_run(experiment, suite, **policy):
+    """A gate run of layer 3 alone under `policy` (the same settings the plan registered)."""
+    return run_layers(
+        experiment.candidate,
+        suite,
+        required_layers=["business_value"],
+        business_metric="review_hours",
+        **policy,
+    )
+
+
+# sd 0.5 from the policy, a true 0.6 against the bar 0.2: 2 · 0.25 · 2.486475² / 0.4² = 19.3 → 20 users,
+# raised to business_min_units (100).
+PLAN = {"business_min_effect": 0.2, "business_mde": 0.6, "business_planning_sd": 0.5}
+
+
 def test_business_layer_passes_when_review_hours_fall_by_more_than_the_minimum(experiment, suite):
-    # sd 0.5 from the policy, a true 0.6 against the bar 0.2: 2 · 0.25 · 2.486475² / 0.4² = 19.3 → 20 users.
-    horizon_register(experiment, business_min_effect=0.2, business_mde=0.6, business_planning_sd=0.5)
+    registered = horizon_register(experiment, **PLAN)
+    assert registered.business_horizon["units_per_arm"] == 100
     ingest(
         outcomes(arm="baseline", users=300, hours=3.0, seed=0)[0]
         + outcomes(arm="candidate", users=300, hours=2.2, seed=0)[0]
     )
     ingest(user_turns(arm="baseline", users=300) + user_turns(arm="candidate", users=300))
-    run = run_layers(
-        experiment.candidate,
-        suite,
-        required_layers=["business_value"],
-        business_metric="review_hours",
-        business_min_effect=0.2,
-    )
+    run = business_run(experiment, suite, **PLAN)
     [layer] = run.layers.all()
     assert (layer.verdict, run.verdict) == ("pass", "pass"), layer.reasons
     assert 0.2 < layer.ci_low < layer.estimate < layer.ci_high
     assert layer.estimate == pytest.approx(0.8, abs=0.15)
-    judged = details_of(layer).judged
-    assert judged.srm.mismatch is False
-    assert judged.horizon.units_per_arm == 20 and "at the registered horizon of 20" in layer.reasons[0]
+    details = details_of(layer)
+    judged = details.judged
+    assert judged.srm.mismatch is False and not judged.blind
+    assert judged.horizon.units_per_arm == 100 and "at the registered horizon of 100" in layer.reasons[0]
+    # The one look: the first 100 users per arm, taken by this run and stored in the plan.
+    assert judged.baseline.units == judged.candidate.units == 100
+    assert details.look_taken_now and details.look.gate_run == run.pk and details.look.units_per_arm == 100
+    assert layer.reasons[-1].startswith("the one look at the registered horizon, taken now")
     # CUPED is on by default; nobody has a history here, so it adjusts nothing.
     assert judged.method == "cuped_ratio_delta"
     assert judged.cuped.pre_units == {"baseline": 0, "candidate": 0} and judged.cuped.variance_reduction == 0
@@ -359,39 +414,36 @@ def test_business_layer_passes_when_review_hours_fall_by_more_than_the_minimum(e
 
 def test_business_layer_before_the_registered_horizon_is_insufficient_data_stating_it(experiment, suite):
     # The same traffic as above, under a horizon of 2 · 0.25 · 2.486475² / 0.05² = 1236.5 → 1237 users.
-    registered = horizon_register(
-        experiment, business_min_effect=0.2, business_mde=0.25, business_planning_sd=0.5
-    )
+    plan = {**PLAN, "business_mde": 0.25}
+    registered = horizon_register(experiment, **plan)
     assert registered.business_horizon["units_per_arm"] == 1237
     ingest(
         outcomes(arm="baseline", users=300, hours=3.0, seed=0)[0]
         + outcomes(arm="candidate", users=300, hours=2.2, seed=0)[0]
     )
     ingest(user_turns(arm="baseline", users=300) + user_turns(arm="candidate", users=300))
-    run = run_layers(
-        experiment.candidate,
-        suite,
-        required_layers=["business_value"],
-        business_metric="review_hours",
-        business_min_effect=0.2,
-    )
+    run = business_run(experiment, suite, **plan)
     [layer] = run.layers.all()
     assert layer.verdict == "insufficient_data" and layer.estimate is None
     assert layer.reasons[0].startswith(
         "before the registered horizon of 1237 units per arm (300 baseline and 300 candidate units so far; "
         "sd 0.5 from business_planning_sd"
     )
-    # The sequential option is judged at every look, horizon or not.
-    run = run_layers(
-        experiment.candidate,
-        suite,
-        required_layers=["business_value"],
-        business_metric="review_hours",
-        business_min_effect=0.2,
-        business_sequential_tau=0.2,
+    assert details_of(layer).judged.blind and details_of(layer).look is None
+
+
+def test_a_registered_sequential_test_is_judged_at_every_run(experiment, suite):
+    plan = {**PLAN, "business_mde": 0.25, "business_sequential_tau": 0.2}
+    horizon_register(experiment, **plan)
+    ingest(
+        outcomes(arm="baseline", users=300, hours=3.0, seed=0)[0]
+        + outcomes(arm="candidate", users=300, hours=2.2, seed=0)[0]
     )
-    [layer] = run.layers.all()
+    ingest(user_turns(arm="baseline", users=300) + user_turns(arm="candidate", users=300))
+    [layer] = business_run(experiment, suite, **plan).layers.all()
     assert layer.verdict == "pass", layer.reasons
+    details = details_of(layer)
+    assert details.judged.sequential and not details.judged.blind and details.look is None
 
 
 def test_cuped_covariate_is_each_users_metric_in_the_pre_window_before_first_exposure(experiment):
@@ -565,7 +617,7 @@ def test_a_pause_ends_the_window_and_a_resume_starts_a_new_one(experiment):
 def test_every_layer_compares_the_same_two_versions(experiment, suite):
     from registry.errors import ApplicationError
 
-    v2 = model_version_register(family="fam", label="v2", actor=SYSTEM, status="promoted", **BUILTIN)
+    v2 = model_version_register(family="fam", label="v2", actor=SYSTEM, **BUILTIN)
     with pytest.raises(ApplicationError) as refused:
         gate_run_start(
             candidate=experiment.candidate, baseline=v2, suite=suite, actor=SYSTEM, experiment_name="exp"

@@ -1,10 +1,14 @@
 import pytest
 from cryptography.fernet import Fernet
+from django.utils import timezone
 
 from engines.backends import BackendError
+from gate.models import GateRun
+from gate.services.decisions import decision_record
 from registry.actors import SYSTEM
 from registry.errors import ApplicationError
 from registry.models import AuditLog, ModelVersion
+from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import (
     TRANSITIONS,
     model_version_api_key,
@@ -13,6 +17,7 @@ from registry.services.versions import (
     model_version_serving_set,
     model_version_transition,
 )
+from tests.lifecycle import declarers, gate_run_record, version_to
 
 pytestmark = pytest.mark.django_db
 Status = ModelVersion.Status
@@ -26,8 +31,18 @@ def register(label="v1", **kwargs):
 def test_happy_lifecycle_is_audited_step_by_step():
     version = register()
     path = [Status.EVALUATING, Status.GATE_PASSED, Status.APPROVED, Status.CANARY, Status.PROMOTED]
+    suite, _ = eval_suite_import(
+        name="s", items=suite_items_parse(records=[{"input": "q", "label": "a"}]), actor=SYSTEM
+    )
     for step in path:
-        model_version_transition(version=version, to_status=step, actor=SYSTEM, reason=f"to {step}")
+        if step == Status.GATE_PASSED:
+            GateRun.objects.create(
+                candidate=version, suite=suite, status="succeeded", verdict="pass", finished_at=timezone.now()
+            )
+        if step == Status.APPROVED:  # a release decision, never a bare status move
+            decision_record(version=version, action="approve", reason="passed", actor=declarers()[0])
+        else:
+            model_version_transition(version=version, to_status=step, actor=SYSTEM, reason=f"to {step}")
     version.refresh_from_db()
     assert version.status == Status.PROMOTED
     rows = AuditLog.objects.filter(action="model_version.transition").order_by("id")
@@ -35,19 +50,30 @@ def test_happy_lifecycle_is_audited_step_by_step():
     assert [r.before["status"] for r in rows] == [Status.REGISTERED, *path[:-1]]
 
 
+@pytest.mark.parametrize("status", sorted(ModelVersion.CLEARED_STATUSES))
+def test_a_bare_status_move_never_clears_a_version_for_production(status):
+    version = register()
+    gate_run_record(version, "pass")
+    with pytest.raises(ApplicationError) as caught:
+        model_version_transition(version=version, to_status=status, actor=SYSTEM)
+    assert (caught.value.status_code, list(caught.value.fields)) == (409, ["status"])
+    version.refresh_from_db()
+    assert version.status == Status.GATE_PASSED
+
+
 @pytest.mark.parametrize(
     ("start", "target"),
     [(s, t) for s in Status.values for t in Status.values if t not in TRANSITIONS[s]],
 )
 def test_every_illegal_transition_is_refused(start, target):
-    version = register()
-    ModelVersion.objects.filter(pk=version.pk).update(status=start)
+    version = version_to(register(), start)
+    moves = AuditLog.objects.filter(action="model_version.transition").count()
     with pytest.raises(ApplicationError) as caught:
         model_version_transition(version=version, to_status=target, actor=SYSTEM)
     assert caught.value.code == "illegal_transition" and "status" in caught.value.fields
     version.refresh_from_db()
     assert version.status == start
-    assert not AuditLog.objects.filter(action="model_version.transition").exists()
+    assert AuditLog.objects.filter(action="model_version.transition").count() == moves
 
 
 def test_terminal_states_have_no_exit():
@@ -57,10 +83,9 @@ def test_terminal_states_have_no_exit():
     assert TRANSITIONS[Status.PROMOTED] == {Status.RETIRED}
 
 
-def test_register_refuses_a_mid_lifecycle_status_and_foreign_baseline():
-    with pytest.raises(ApplicationError) as caught:
-        register(status=Status.APPROVED)
-    assert "status" in caught.value.fields
+def test_register_takes_no_status_and_refuses_a_foreign_baseline():
+    with pytest.raises(TypeError):
+        register(status=Status.PROMOTED)
     other = model_version_register(family="other", label="v1", actor=SYSTEM, **BUILTIN)
     with pytest.raises(ApplicationError) as caught:
         register(label="v2", baseline=other)

@@ -18,7 +18,8 @@ from engines.follow_up.classifier import VERSION as DETECTOR_VERSION
 from engines.follow_up.correction import ErrorRates, corrected_difference, rate_correct
 from gate.models import GatePolicy
 from registry.services.tokens import user_role_grant
-from tests.evalhub.views.test_canary import experiment, traffic  # noqa: F401 (fixtures)
+from canary.services.plans import experiment_unblind
+from tests.evalhub.views.test_canary import experiment, traffic, unblinder  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db
 CONFIDENCE, ROUNDING = 0.95, 0.0005 + 1e-9
@@ -40,9 +41,11 @@ def shown_interval(text: str) -> tuple[float, float, float]:
 
 
 @pytest.fixture
-def page(traffic):  # noqa: F811
-    """The dashboard of the seeded experiment, with the detector's language stored on most judged
-    turns (as the trained detector stores it) so that the correction has something to correct."""
+def page(experiment, traffic):  # noqa: F811
+    """The dashboard of the seeded experiment, unblinded (before its horizon the page shows no rates),
+    with the detector's language stored on most judged turns (as the trained detector stores it) so
+    that the correction has something to correct."""
+    experiment_unblind(experiment=experiment, actor=unblinder(), reason="recompute the page's intervals")
 
     def render() -> str:
         user = get_user_model().objects.create_user(username=f"rm-{GatePolicy.objects.count()}")

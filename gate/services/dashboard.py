@@ -325,7 +325,14 @@ def _follow_up(*, window: TrafficWindow, policy: GatePolicyConfig) -> FollowUpPa
     arms = [ArmRow(arm=name, figures=report) for name, report in reports.items() if report is not None]
     candidate, baseline = result.candidate, result.baseline
     observed = None
-    if not result.blind and baseline is not None and candidate.answered and baseline.answered:
+    if (
+        not result.blind
+        and baseline is not None
+        and candidate.follow_ups is not None
+        and baseline.follow_ups is not None
+        and candidate.answered
+        and baseline.answered
+    ):
         observed = newcombe_interval(
             successes_1=candidate.follow_ups,
             n_1=candidate.answered,

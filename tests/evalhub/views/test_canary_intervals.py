@@ -14,11 +14,11 @@ from django.test import Client
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
 from canary.models import TurnEvent
+from canary.services.plans import experiment_unblind
 from engines.follow_up.classifier import VERSION as DETECTOR_VERSION
 from engines.follow_up.correction import ErrorRates, corrected_difference, rate_correct
 from gate.models import GatePolicy
 from registry.services.tokens import user_role_grant
-from canary.services.plans import experiment_unblind
 from tests.evalhub.views.test_canary import experiment, traffic, unblinder  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,6 @@ from functools import partial
 from typing import Any
 
 from django.utils import timezone
-from pydantic import TypeAdapter
 
 from canary.models import Experiment
 from canary.selectors import (
@@ -27,7 +26,6 @@ from canary.selectors import (
     outcomes_worst_sql,
     traffic_window_get,
 )
-from canary.services.plans import experiment_look_store
 from engines.routing import BASELINE, CANDIDATE
 from engines.stats.sufficient import MeanStats, RatioCupedStats, RatioStats
 from gate.judges.business_value import (
@@ -40,9 +38,10 @@ from gate.judges.business_value import (
     business_value_blind,
     business_value_judge,
 )
-from gate.judges.plan import LookRecord, Unblinding, moment, not_registered_reason, settings_differences
+from gate.judges.plan import LookRecord, Unblinding, not_registered_reason, settings_differences
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
 from gate.layers.base import GateLayer, LayerContext, LayerKind, ReportPart, estimates_of, to_json
+from gate.layers.looks import look_keep, look_returned, look_stored
 from gate.layers.traffic import (
     BLIND_LEVEL,
     EXAMPLES,
@@ -55,7 +54,6 @@ from gate.layers.traffic import (
 )
 from gate.models import GateRun, LayerResult
 from gate.reporting import Attribution, AttributionLevel, Table
-from registry.actors import SystemActor
 
 
 def outcome_stats(
@@ -191,23 +189,6 @@ def _look_arms(
     return _arms_of(stats, kind)
 
 
-def stored_look(plan: dict[str, Any]) -> tuple[BusinessValueResult, LookRecord] | None:
-    """The plan's stored look, as the layer's types (None: none stored)."""
-    look = plan.get("look")
-    if not look:
-        return None
-    result = TypeAdapter(BusinessValueResult).validate_python(look["result"])
-    return result, TypeAdapter(LookRecord).validate_python(look["record"])
-
-
-def _stored_note(result: BusinessValueResult, record: LookRecord) -> BusinessValueResult:
-    note = (
-        f"the registered look, taken at {moment(record.taken_at)} by gate run {record.gate_run}: every later "
-        "run returns it unchanged"
-    )
-    return replace(result, reasons=[*result.reasons, note])
-
-
 def business_value_assess(
     *,
     window: TrafficWindow,
@@ -237,9 +218,9 @@ def business_value_assess(
         return BusinessAssessment(result=replace(blind, verdict=ERROR, reasons=[reason], horizon=horizon))
     if plan and policy.business_sequential_tau is not None:
         return BusinessAssessment(result=judge(arms=so_far, horizon=None))
-    stored = stored_look(plan)
+    stored = look_stored(plan, BusinessValueResult)
     if stored is not None:
-        return BusinessAssessment(result=_stored_note(*stored), look=stored[1])
+        return BusinessAssessment(result=look_returned(*stored), look=stored[1])
     if horizon.units_per_arm is None:
         return BusinessAssessment(result=judge(arms=so_far, horizon=horizon))
     return _at_horizon(
@@ -416,29 +397,18 @@ class BusinessValueLayer(GateLayer[BusinessValueDetails]):
     ) -> tuple[BusinessValueResult, LookRecord | None, bool]:
         """Store a look taken now in the plan (once: a run that comes second gets the first run's), and
         the result, look and whether this run took it."""
-        result, look = assessment.result, assessment.look
-        if not assessment.new_look or look is None:
-            return result, look, False
-        plan = experiment.business_horizon or {}
-        kept = experiment_look_store(
-            experiment=experiment,
+        if not assessment.new_look or assessment.look is None:
+            return assessment.result, assessment.look, False
+        return look_keep(
             layer=self.name,
-            sequence=int(plan.get("sequence", 1)),
-            look={"record": to_json(look), "result": to_json(result)},
-            actor=SystemActor(f"gate run {run.pk}"),
+            plan=experiment.business_horizon or {},
+            run=run,
+            experiment=experiment,
+            result=assessment.result,
+            look=assessment.look,
+            blind=business_value_blind,
+            data="data",
         )
-        if kept is None:
-            reason = "the plan was registered again while this run judged it: run the gate again"
-            return replace(business_value_blind(result), verdict=INSUFFICIENT, reasons=[reason]), None, False
-        stored = stored_look({"look": kept})
-        assert stored is not None
-        if stored[1].gate_run != run.pk:  # another run took the look first: return it as stored
-            return _stored_note(*stored), stored[1], False
-        note = (
-            f"the one look at the registered horizon, taken now (data up to {moment(look.cutoff)}): every "
-            "later run returns it unchanged"
-        )
-        return replace(result, reasons=[*result.reasons, note]), look, True
 
     def report(
         self, *, run: GateRun, result: LayerResult, details: BusinessValueDetails | None

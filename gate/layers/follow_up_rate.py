@@ -13,7 +13,6 @@ from functools import partial
 from typing import Any
 
 from django.utils import timezone
-from pydantic import TypeAdapter
 
 from canary.models import Experiment
 from canary.selectors import (
@@ -30,7 +29,6 @@ from canary.selectors import (
     traffic_window_get,
 )
 from canary.services.follow_ups import follow_up_thresholds_get, follow_ups_label
-from canary.services.plans import experiment_look_store
 from engines.follow_up.classifier import TrainedDetector, detector_load, error_rates
 from engines.follow_up.correction import ErrorRates
 from engines.follow_up.live_rates import LanguageErrorRates
@@ -57,6 +55,7 @@ from gate.layers.follow_up_review import (
     follow_up_live_agreement_measure,
     follow_up_rate_with_error_rates,
 )
+from gate.layers.looks import look_keep, look_returned, look_stored
 from gate.layers.traffic import (
     BLIND_LEVEL,
     EXAMPLES,
@@ -70,7 +69,6 @@ from gate.layers.traffic import (
 from gate.models import GateRun, LayerResult
 from gate.policy import GatePolicyConfig
 from gate.reporting import Attribution, AttributionLevel, Table
-from registry.actors import SystemActor
 
 METHOD = (
     "follow-ups / answered questions per arm, corrected per language for the detector's measured "
@@ -187,22 +185,6 @@ def _horizon(experiment: Experiment, plan: dict[str, Any]) -> AnswerHorizon:
     )
 
 
-def _stored(plan: dict[str, Any]) -> tuple[FollowUpRateResult, LookRecord] | None:
-    look = plan.get("look")
-    if not look:
-        return None
-    result = TypeAdapter(FollowUpRateResult).validate_python(look["result"])
-    return result, TypeAdapter(LookRecord).validate_python(look["record"])
-
-
-def _stored_note(result: FollowUpRateResult, record: LookRecord) -> FollowUpRateResult:
-    note = (
-        f"the registered look, taken at {moment(record.taken_at)} by gate run {record.gate_run}: every later "
-        "run returns it unchanged"
-    )
-    return replace(result, reasons=[*result.reasons, note])
-
-
 def follow_up_rate_assess(
     *,
     window: TrafficWindow,
@@ -222,9 +204,9 @@ def follow_up_rate_assess(
     section = policy.section(FollowUpRatePolicy)
     since = plan_counted_since(window=window, plan=plan)
     live = follow_up_live_agreement_measure(experiment=experiment, policy=policy)
-    stored = _stored(plan)
+    stored = look_stored(plan, FollowUpRateResult)
     if stored is not None and not settings_differences(plan=plan, effective=follow_up_plan_settings(policy)):
-        return FollowUpAssessment(result=_stored_note(*stored), live=live, look=stored[1])
+        return FollowUpAssessment(result=look_returned(*stored), live=live, look=stored[1])
     arms = _arms_counted(window=window, kinds=section.follow_up_kinds, since=since, limit=None)
     detector = follow_up_detector_accuracy(policy=policy)
     rates: dict[str, LanguageErrorRates] = {}
@@ -490,29 +472,18 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
     ) -> tuple[FollowUpRateResult, LookRecord | None, bool]:
         """Store a look taken now in the plan (once: a run that comes second gets the first run's), and
         the result, look and whether this run took it."""
-        result, look = assessment.result, assessment.look
-        if not assessment.new_look or look is None:
-            return result, look, False
-        plan = experiment.follow_up_horizon or {}
-        kept = experiment_look_store(
-            experiment=experiment,
+        if not assessment.new_look or assessment.look is None:
+            return assessment.result, assessment.look, False
+        return look_keep(
             layer=self.name,
-            sequence=int(plan.get("sequence", 1)),
-            look={"record": to_json(look), "result": to_json(result)},
-            actor=SystemActor(f"gate run {run.pk}"),
+            plan=experiment.follow_up_horizon or {},
+            run=run,
+            experiment=experiment,
+            result=assessment.result,
+            look=assessment.look,
+            blind=follow_up_rate_blind,
+            data="answers",
         )
-        if kept is None:
-            reason = "the plan was registered again while this run judged it: run the gate again"
-            return replace(follow_up_rate_blind(result), verdict=INSUFFICIENT, reasons=[reason]), None, False
-        stored = _stored({"look": kept})
-        assert stored is not None
-        if stored[1].gate_run != run.pk:  # another run took the look first: return it as stored
-            return _stored_note(*stored), stored[1], False
-        note = (
-            f"the one look at the registered horizon, taken now (answers up to {moment(look.cutoff)}): every "
-            "later run returns it unchanged"
-        )
-        return replace(result, reasons=[*result.reasons, note]), look, True
 
     def report(self, *, run: GateRun, result: LayerResult, details: FollowUpRateDetails | None) -> ReportPart:
         if details is None:

@@ -1,0 +1,76 @@
+"""The traffic layers' one look, as both store it in their plan: read the look a plan holds, say that a
+run returns it, and store a look taken now, once (a run that comes second gets the first run's)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter
+
+from canary.models import Experiment
+from canary.services.plans import experiment_look_store
+from gate.judges.business_value import BusinessValueResult
+from gate.judges.follow_up_rate import FollowUpRateResult
+from gate.judges.plan import LookRecord, moment
+from gate.judges.verdict import INSUFFICIENT
+from gate.layers.base import to_json
+from gate.models import GateRun
+from registry.actors import SystemActor
+
+R = TypeVar("R", BusinessValueResult, FollowUpRateResult)
+
+
+def look_stored(plan: Mapping[str, Any], kind: type[R]) -> tuple[R, LookRecord] | None:
+    """The plan's stored look, as the layer's types (None: none stored)."""
+    look = plan.get("look")
+    if not look:
+        return None
+    return TypeAdapter(kind).validate_python(look["result"]), TypeAdapter(LookRecord).validate_python(
+        look["record"]
+    )
+
+
+def look_returned(result: R, record: LookRecord) -> R:
+    """A stored look's result, saying that this run returns it."""
+    note = (
+        f"the registered look, taken at {moment(record.taken_at)} by gate run {record.gate_run}: every later "
+        "run returns it unchanged"
+    )
+    return replace(result, reasons=[*result.reasons, note])
+
+
+def look_keep(
+    *,
+    layer: str,
+    plan: Mapping[str, Any],
+    run: GateRun,
+    experiment: Experiment,
+    result: R,
+    look: LookRecord,
+    blind: Callable[[R], R],
+    data: str,
+) -> tuple[R, LookRecord | None, bool]:
+    """Store the look `run` took now in `plan` (`data`: what it counted, for the reason), and return the
+    result, the look and whether this run took it: another run's look when that one was stored first, a
+    blind `insufficient_data` when the plan was registered again meanwhile."""
+    kept = experiment_look_store(
+        experiment=experiment,
+        layer=layer,
+        sequence=int(plan.get("sequence", 1)),
+        look={"record": to_json(look), "result": to_json(result)},
+        actor=SystemActor(f"gate run {run.pk}"),
+    )
+    if kept is None:
+        reason = "the plan was registered again while this run judged it: run the gate again"
+        return replace(blind(result), verdict=INSUFFICIENT, reasons=[reason]), None, False
+    stored = look_stored({"look": kept}, type(result))
+    assert stored is not None
+    if stored[1].gate_run != run.pk:  # another run took the look first: return it as stored
+        return look_returned(*stored), stored[1], False
+    note = (
+        f"the one look at the registered horizon, taken now ({data} up to {moment(look.cutoff)}): every "
+        "later run returns it unchanged"
+    )
+    return replace(result, reasons=[*result.reasons, note]), look, True

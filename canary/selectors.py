@@ -343,6 +343,32 @@ def _days_param(days: int) -> object:
     return days if connection.vendor == "postgresql" else f"-{int(days)} days"
 
 
+def _cuped_pre_sums(*, exposed: str, units: str) -> str:
+    """The end of a CUPED query, after its CTEs `exposed` (unit, first_at: a unit's first exposure) and
+    `units` (arm, unit, x, y: its metric in the window): a CTE `pre` with each unit's same metric over the
+    pre-window before its first exposure, in any of the family's experiments (before the start everyone
+    was on the baseline), and the per-arm sums of RATIO_CUPED_FIELDS. Its parameters, in order: the
+    family, the metric, the pre-window's days (`_days_param`)."""
+    outcomes, experiments = OutcomeEvent._meta.db_table, Experiment._meta.db_table
+    return f"""pre AS (
+            SELECT e.unit, SUM(o.value) AS px, COUNT(*) AS py
+            FROM {exposed} e JOIN {outcomes} o ON o.user_id = e.unit
+            WHERE o.experiment_id IN (SELECT id FROM {experiments} WHERE family = %s) AND o.metric = %s
+              AND o.occurred_at < e.first_at AND o.occurred_at >= {_days_before("e.first_at")}
+            GROUP BY e.unit
+        )
+        SELECT arm, COUNT(*), SUM(has_pre), SUM(x), SUM(y), SUM(px), SUM(py),
+               SUM(x * x), SUM(y * y), SUM(px * px), SUM(py * py),
+               SUM(x * y), SUM(x * px), SUM(x * py), SUM(y * px), SUM(y * py), SUM(px * py)
+        FROM (
+            -- A unit without pre-period data stays in with px = py = 0 (as GrowthBook does).
+            SELECT u.arm, u.x, u.y, COALESCE(pre.px, 0) AS px, COALESCE(pre.py, 0) AS py,
+                   CASE WHEN pre.py IS NULL THEN 0 ELSE 1 END AS has_pre
+            FROM {units} u LEFT JOIN pre ON pre.unit = u.unit
+        ) AS per_unit
+        GROUP BY arm"""
+
+
 def outcome_cuped_stats_of_family(
     *, family: str, metric: str, start: datetime, end: datetime, pre_days: int
 ) -> dict[str, float]:
@@ -384,11 +410,7 @@ def outcome_cuped_stats_of_family(
 
 def outcome_cuped_sql(*, window: TrafficWindow, metric: str, pre_days: int) -> tuple[str, list[object]]:
     """The query behind `outcome_cuped_stats_by_arm` and its parameters."""
-    turns, outcomes, experiments = (
-        TurnEvent._meta.db_table,
-        OutcomeEvent._meta.db_table,
-        Experiment._meta.db_table,
-    )
+    turns, outcomes = TurnEvent._meta.db_table, OutcomeEvent._meta.db_table
     experiment = window.experiment
     since = experiment.started_at or window.start
     sql = f"""
@@ -409,25 +431,7 @@ def outcome_cuped_sql(*, window: TrafficWindow, metric: str, pre_days: int) -> t
             WHERE experiment_id = %s AND metric = %s AND occurred_at >= %s AND occurred_at < %s
             GROUP BY arm, {UNIT_KEY}
         ),
-        pre AS (
-            -- The same metric over the pre-window before the first exposure, in any of the family's
-            -- experiments (before the start everyone was on the baseline).
-            SELECT e.unit, SUM(o.value) AS px, COUNT(*) AS py
-            FROM exposure e JOIN {outcomes} o ON o.user_id = e.unit
-            WHERE o.experiment_id IN (SELECT id FROM {experiments} WHERE family = %s) AND o.metric = %s
-              AND o.occurred_at < e.first_at AND o.occurred_at >= {_days_before("e.first_at")}
-            GROUP BY e.unit
-        )
-        SELECT arm, COUNT(*), SUM(has_pre), SUM(x), SUM(y), SUM(px), SUM(py),
-               SUM(x * x), SUM(y * y), SUM(px * px), SUM(py * py),
-               SUM(x * y), SUM(x * px), SUM(x * py), SUM(y * px), SUM(y * py), SUM(px * py)
-        FROM (
-            -- A unit without pre-period data stays in with px = py = 0 (as GrowthBook does).
-            SELECT post.arm, post.x, post.y, COALESCE(pre.px, 0) AS px, COALESCE(pre.py, 0) AS py,
-                   CASE WHEN pre.py IS NULL THEN 0 ELSE 1 END AS has_pre
-            FROM post LEFT JOIN pre ON pre.unit = post.unit
-        ) AS per_unit
-        GROUP BY arm
+        {_cuped_pre_sums(exposed="exposure", units="post")}
     """
     params: list[object] = [
         experiment.pk,
@@ -585,30 +589,10 @@ def outcome_look_stats(
             SELECT arm, COUNT(*), SUM(x), SUM(y), SUM(x * x), SUM(y * y), SUM(x * y)
             FROM counted WHERE {chosen}y > 0 GROUP BY arm"""
         return _look_rows(sql, params, RATIO_FIELDS)
-    outcomes, experiments = OutcomeEvent._meta.db_table, Experiment._meta.db_table
     sql = f"""{ctes},
         chosen AS (SELECT unit, arm, first_at, x, y FROM counted WHERE {chosen}y > 0),
-        pre AS (
-            -- The same metric over the pre-window before the first exposure, in any of the family's
-            -- experiments (before the start everyone was on the baseline).
-            SELECT c.unit, SUM(o.value) AS px, COUNT(*) AS py
-            FROM chosen c JOIN {outcomes} o ON o.user_id = c.unit
-            WHERE o.metric = %s AND o.occurred_at < c.first_at
-              AND o.occurred_at >= {_days_before("c.first_at")}
-              AND o.experiment_id IN (SELECT id FROM {experiments} WHERE family = %s)
-            GROUP BY c.unit
-        )
-        SELECT arm, COUNT(*), SUM(has_pre), SUM(x), SUM(y), SUM(px), SUM(py),
-               SUM(x * x), SUM(y * y), SUM(px * px), SUM(py * py),
-               SUM(x * y), SUM(x * px), SUM(x * py), SUM(y * px), SUM(y * py), SUM(px * py)
-        FROM (
-            -- A unit without pre-period data stays in with px = py = 0 (as GrowthBook does).
-            SELECT chosen.arm, chosen.x, chosen.y, COALESCE(pre.px, 0) AS px, COALESCE(pre.py, 0) AS py,
-                   CASE WHEN pre.py IS NULL THEN 0 ELSE 1 END AS has_pre
-            FROM chosen LEFT JOIN pre ON pre.unit = chosen.unit
-        ) AS per_unit
-        GROUP BY arm"""
-    params += [metric, _days_param(cuped_pre_days), window.experiment.family]
+        {_cuped_pre_sums(exposed="chosen", units="chosen")}"""
+    params += [window.experiment.family, metric, _days_param(cuped_pre_days)]
     return _look_rows(sql, params, RATIO_CUPED_FIELDS)
 
 

@@ -187,16 +187,22 @@ class ModelVersionTransitionApi(APIView):
     write_roles = frozenset({RELEASE_MANAGER})
 
     class InputSerializer(StrictSerializer):
-        status = serializers.ChoiceField(choices=ModelVersion.Status.choices)
-        reason = serializers.CharField(max_length=2000)
-
-        def validate_status(self, value):
-            # Approval and rejection are release decisions, with their own rules and record.
-            if value in (ModelVersion.Status.APPROVED, ModelVersion.Status.REJECTED):
-                raise serializers.ValidationError(
-                    f"A version is {value} by a decision: use POST /api/v1/decisions/."
+        # Approval and rejection are release decisions, with their own rules and record: they are
+        # not statuses a transition sets, and the schema says so.
+        status = serializers.ChoiceField(
+            choices=[
+                choice
+                for choice in ModelVersion.Status.choices
+                if choice[0] not in (ModelVersion.Status.APPROVED, ModelVersion.Status.REJECTED)
+            ],
+            error_messages={
+                "invalid_choice": (
+                    '"{input}" is not a status a transition sets; a version is approved or '
+                    "rejected by a decision: use POST /api/v1/decisions/."
                 )
-            return value
+            },
+        )
+        reason = serializers.CharField(max_length=2000)
 
     @extend_schema(
         operation_id="model_version_transition",

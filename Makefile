@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install messages makemessages run test lint format bench lock clean
+.PHONY: install messages makemessages run test lint format bench docs lock clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,16 +51,23 @@ format: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+## The documentation site from docs/, offline, into site/ (`--strict`: a broken link or a page left out of
+## mkdocs.yml's nav fails the build).
+docs: install
+	$(PY) -m pip install -q -r requirements-docs.txt
+	$(VENV)/bin/mkdocs build --strict
+
+## Every benchmark; each writes its figures, commit, date, machine and load to docs/benchmarks/<bench>.md.
 bench: install
-	$(PY) bench/gate_clean.py
-	$(PY) bench/robustness.py
-	$(PY) bench/adversarial_workers.py
-	$(PY) bench/router.py
-	$(PY) bench/ab_false_positives.py
-	$(PY) bench/mcnemar.py
-	$(PY) bench/stats.py
-	$(PY) bench/review_queue.py
-	$(PY) bench/follow_up_detector.py
+	$(PY) bench/record.py bench/gate_clean.py
+	$(PY) bench/record.py bench/robustness.py
+	$(PY) bench/record.py bench/adversarial_workers.py
+	$(PY) bench/record.py bench/router.py
+	$(PY) bench/record.py bench/ab_false_positives.py
+	$(PY) bench/record.py bench/mcnemar.py
+	$(PY) bench/record.py bench/stats.py
+	$(PY) bench/record.py bench/review_queue.py
+	$(PY) bench/record.py bench/follow_up_detector.py
 
 ## Re-resolve requirements.in into the fully pinned requirements.txt.
 lock:

@@ -64,8 +64,9 @@ class CliError(Exception):
 
 
 def status_exit_code(status: int) -> int:
-    """401/403: the token; 5xx: the server; any other refusal: the request as given (usage)."""
-    if status in (401, 403):
+    """401/403 (and 429, an address paused for sending bad tokens): the token; 5xx: the server; any
+    other refusal: the request as given (usage)."""
+    if status in (401, 403, 429):
         return EXIT_AUTH
     return EXIT_SERVER if status >= 500 else EXIT_USAGE
 

@@ -274,6 +274,11 @@ def test_no_token_server_down_and_usage_errors():
         assert re.search(r"error: .* \(see evalhub( gate)? --help\)$", last_line(result.stderr))
 
 
+def test_each_refusal_status_has_its_exit_code():
+    statuses = (400, 401, 403, 404, 409, 413, 429, 500, 502)
+    assert [cli.status_exit_code(status) for status in statuses] == [5, 7, 7, 5, 5, 5, 7, 8, 8]
+
+
 def test_a_server_error_exits_8():
     error = {"error": {"code": "error", "message": "A server error occurred.", "fields": {}}}
     with stand_in_server(500, error) as server:

@@ -2,6 +2,7 @@
 FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 WORKDIR /app
+# The runtime lock only: the development tools (requirements-dev.txt) stay out of the image.
 COPY requirements.txt .
 # torch from the CPU index here; a GPU image swaps this line for the CUDA wheel index.
 RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt

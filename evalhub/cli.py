@@ -1,12 +1,15 @@
 """EvalHub from CI: start a gate run, wait for it, exit by its verdict.
 
-    EVALHUB_TOKEN=... python -m evalhub.cli gate --server URL --candidate family:label --wait
+    EVALHUB_TOKEN=... evalhub gate --server URL --candidate family:label --wait
 
-The server is --server, else $EVALHUB_SERVER, else the local one (http://127.0.0.1:8000). The token is
-$EVALHUB_TOKEN, else, for a local server, the CI token `make run` wrote to var/demo-credentials.txt.
+`evalhub` is this module's console script (pyproject.toml; `make install` puts it in .venv/bin);
+`python -m evalhub.cli` is the same command. The server is --server, else $EVALHUB_SERVER, else the
+local one (http://127.0.0.1:8000). The token is $EVALHUB_TOKEN, else, for a local server, the CI token
+`make run` wrote to var/demo-credentials.txt.
 
-Exit codes: 0 pass, 1 fail, 2 anything else (insufficient data, a run that errored, a timeout,
-an HTTP, token or connection problem; argparse's own usage errors are 2 as well).
+Exit codes (docs/cli.md): 0 pass, 1 fail, 2 insufficient data, 3 a run that errored, 4 a timeout,
+5 a usage error, 6 a connection error, 7 an authentication error, 8 a server error, 9 a missing
+dependency; each but 0 and 1 with one line on stderr saying what to do.
 
 Only the standard library and httpx: CI machines need not install Django or the project.
 """
@@ -20,12 +23,29 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 from urllib.parse import urlsplit
 
-import httpx
+# A Python without httpx gets exit code 9 and how to fix it, not a traceback that exits 1 ("failed").
+MISSING_DEPENDENCY: ImportError | None = None
+try:
+    import httpx
+except ImportError as exc:
+    MISSING_DEPENDENCY = exc
 
-EXIT_PASS, EXIT_FAIL, EXIT_OTHER = 0, 1, 2
+# Exit codes: a broken setup never reads as a verdict (docs/cli.md has the table).
+EXIT_PASS = 0
+EXIT_FAIL = 1
+EXIT_INSUFFICIENT_DATA = 2  # what 2 ("no decision") meant most often before the codes below
+EXIT_RUN_ERROR = 3
+EXIT_TIMEOUT = 4
+EXIT_USAGE = 5
+EXIT_CONNECTION = 6
+EXIT_AUTH = 7
+EXIT_SERVER = 8
+EXIT_MISSING_DEPENDENCY = 9
+EXIT_INTERRUPTED = 130  # the shell's code for Ctrl-C
+VERDICT_EXIT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "insufficient_data": EXIT_INSUFFICIENT_DATA}
 FINISHED = ("succeeded", "failed", "error")
 TRANSIENT_STATUS = (502, 503, 504)
 MAX_BACKOFF_S = 60.0
@@ -36,7 +56,26 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 class CliError(Exception):
-    """A problem that ends the command with exit code 2 and this message on stderr."""
+    """A problem that ends the command with `exit_code` and this message on stderr."""
+
+    def __init__(self, message: str, *, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def status_exit_code(status: int) -> int:
+    """401/403 (and 429, an address paused for sending bad tokens): the token; 5xx: the server; any
+    other refusal: the request as given (usage)."""
+    if status in (401, 403, 429):
+        return EXIT_AUTH
+    return EXIT_SERVER if status >= 500 else EXIT_USAGE
+
+
+def unreachable_text(server: str, exc: Exception) -> str:
+    return (
+        f"cannot reach the server at {server}: {type(exc).__name__}: {exc} (is it running? `make run` "
+        "starts one here; --server or EVALHUB_SERVER names another)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -54,6 +93,8 @@ def api_error_text(response: httpx.Response) -> str:
         head = f"the server refused the token (401): {message} (check EVALHUB_TOKEN)"
     elif status == 403:
         head = f"the token may not do this (403): {message} (starting gate runs needs the ci role)"
+    elif status >= 500:
+        head = f"the server answered {status}{' ' + code if code else ''}: {message} (see the server's log)"
     else:
         head = f"the server answered {status}{' ' + code if code else ''}: {message}"
     lines = [head] + [f"  {field}: {'; '.join(map(str, msgs))}" for field, msgs in fields.items()]
@@ -74,15 +115,18 @@ class Api:
         try:
             return self.client.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise CliError(f"cannot reach the server at {self.server}: {type(exc).__name__}: {exc}") from None
+            raise CliError(unreachable_text(self.server, exc), exit_code=EXIT_CONNECTION) from None
 
     def json_or_fail(self, response: httpx.Response) -> dict:
         if response.status_code >= 400:
-            raise CliError(api_error_text(response))
+            raise CliError(api_error_text(response), exit_code=status_exit_code(response.status_code))
         try:
             return response.json()
         except ValueError:
-            raise CliError(f"the server answered {response.status_code} with no JSON body") from None
+            raise CliError(
+                f"the server answered {response.status_code} with no JSON body (is --server an EvalHub?)",
+                exit_code=EXIT_SERVER,
+            ) from None
 
     def run_start(self, body: dict) -> dict:
         # Not retried: a POST that reached the server may have started a run already.
@@ -96,12 +140,15 @@ class Api:
                 response = self.client.get(f"/api/v1/gate-runs/{run_id}/")
                 if response.status_code not in TRANSIENT_STATUS:
                     return self.json_or_fail(response)
-                problem = f"the server answered {response.status_code}"
+                problem, code = f"the server answered {response.status_code}", EXIT_SERVER
             except httpx.TransportError as exc:
-                problem = f"cannot reach the server at {self.server}: {type(exc).__name__}: {exc}"
+                problem, code = unreachable_text(self.server, exc), EXIT_CONNECTION
             left = deadline - time.monotonic()
             if left <= 0:
-                raise CliError(f"{problem}; gave up at the timeout (gate run {run_id} may still be running)")
+                raise CliError(
+                    f"{problem}; gave up at the timeout (gate run {run_id} may still be running)",
+                    exit_code=code,
+                )
             wait = min(delay, left)
             print(f"warning: {problem}; retrying in {wait:.0f} s", file=err, flush=True)
             time.sleep(wait)
@@ -216,9 +263,19 @@ def summary_text(run: dict) -> str:
 
 
 def exit_code(run: dict) -> int:
+    """By the verdict; a run that failed or errored, or a verdict this CLI does not know, is an error."""
     if run["status"] in ("failed", "error"):
-        return EXIT_OTHER
-    return {"pass": EXIT_PASS, "fail": EXIT_FAIL}.get(run["verdict"], EXIT_OTHER)
+        return EXIT_RUN_ERROR
+    return VERDICT_EXIT.get(run["verdict"], EXIT_RUN_ERROR)
+
+
+# What to do about a finished run that decided nothing: one line on stderr, after the summary.
+NO_DECISION_HINTS = {
+    EXIT_INSUFFICIENT_DATA: "no decision: a layer had too little data (its reasons above say how much); "
+    "run the gate again once the canary has more traffic",
+    EXIT_RUN_ERROR: "no decision: the run ended in error (the error above, and the run's page, say why); "
+    "fix the cause and start a new run",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,7 +319,8 @@ def wait(api: Api, run: dict, *, timeout: float, poll: float, progress: Progress
     raise CliError(
         f"timed out after {timeout:g} s: gate run {run['id']} is still {run['status']} "
         f"({run.get('progress') or 0}%); it goes on at {run['url']} "
-        f"(wait again with --attach {run['id']})"
+        f"(wait again with --attach {run['id']})",
+        exit_code=EXIT_TIMEOUT,
     )
 
 
@@ -283,7 +341,8 @@ def token_find(server: str, *, err: TextIO) -> str:
                 return line.split(":", 1)[1].strip()
     raise CliError(
         "no API token: set EVALHUB_TOKEN (a token of a user with the ci role; for a local server "
-        f"`make run` writes one to {path})"
+        f"`make run` writes one to {path})",
+        exit_code=EXIT_AUTH,
     )
 
 
@@ -303,13 +362,24 @@ def gate(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     if args.report_md:
         api.report_save(run["id"], args.report_md, err=err)
     print(json.dumps(run, indent=2) if args.json else summary_text(run), file=out, flush=True)
-    return exit_code(run)
+    code = exit_code(run)
+    if code in NO_DECISION_HINTS:
+        print(NO_DECISION_HINTS[code], file=err)
+    return code
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser with its own exit code for usage errors (argparse's 2 is a verdict here)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def parser_build() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The whole parser, and the `gate` subcommand's (for its usage errors)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m evalhub.cli",
+    parser = Parser(
+        prog="evalhub",
         description="EvalHub from CI. The API token comes from the EVALHUB_TOKEN environment variable "
         "(for a local server, else from var/demo-credentials.txt).",
     )
@@ -317,7 +387,9 @@ def parser_build() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     gate_parser = commands.add_parser(
         "gate",
         help="run the release gate on a candidate",
-        description="Start a gate run (or --attach to one) and exit 0 on pass, 1 on fail, 2 otherwise.",
+        description="Start a gate run (or --attach to one) and exit 0 on pass, 1 on fail, 2 on "
+        "insufficient data, 3 on a run that errored; 4 to 9 for a timeout and for usage, connection, "
+        "authentication, server and missing-dependency errors (docs/cli.md).",
     )
     gate_parser.add_argument(
         "--server",
@@ -362,7 +434,18 @@ def parser_build() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     return parser, gate_parser
 
 
+def missing_dependency_text(exc: ImportError) -> str:
+    return (
+        f"{sys.executable} cannot import {exc.name or 'a package'} ({exc}): run the `evalhub` command "
+        "that `make install` puts in .venv/bin, or install httpx into this Python (`python -m pip install "
+        "httpx`)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
+    if MISSING_DEPENDENCY is not None:
+        print(f"error: {missing_dependency_text(MISSING_DEPENDENCY)}", file=sys.stderr)
+        return EXIT_MISSING_DEPENDENCY
     parser, gate_parser = parser_build()
     args = parser.parse_args(argv)
     if args.attach is not None:
@@ -385,10 +468,13 @@ def main(argv: list[str] | None = None) -> int:
         return gate(args, out=sys.stdout, err=sys.stderr)
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_OTHER
+        return exc.exit_code
     except KeyboardInterrupt:
-        print("interrupted (a started gate run goes on on the server)", file=sys.stderr)
-        return EXIT_OTHER
+        print(
+            "interrupted (a started gate run goes on on the server; --attach RUN_ID waits again)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # each script imports its stack (torch, textattack) in a child process
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "bench").glob("*.py")))

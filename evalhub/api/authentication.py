@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 from rest_framework import authentication, exceptions
+from rest_framework.request import Request
 
 from evalhub.throttle import client_address
 from registry.models import ApiToken
@@ -33,7 +35,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
 
     keywords = ("token", "bearer")
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower().decode() not in self.keywords:
             return None
@@ -62,5 +64,5 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         _recent[key_hash] = (time.monotonic(), token)
         return token.user, token
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return "Token"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -15,8 +16,11 @@ from registry.selectors.suites import eval_suite_get
 from registry.selectors.versions import model_version_get
 
 if TYPE_CHECKING:
+    from django.db.models import QuerySet
     from rest_framework.authentication import BaseAuthentication
     from rest_framework.permissions import BasePermission
+
+    from registry.models import EvalSuite, ModelVersion
 
 
 class StrictSerializer(serializers.Serializer):
@@ -24,7 +28,7 @@ class StrictSerializer(serializers.Serializer):
 
     refuses_unknown_keys = True  # the schema says so: additionalProperties false
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         unknown = sorted(set(data.keys()) - set(self.fields)) if hasattr(data, "keys") else []
         errors = {key: ["Unknown field."] for key in unknown}
         try:
@@ -47,7 +51,7 @@ SLUG_SCHEMA = {"type": "string", "pattern": SLUG_PATTERN, "not": NO_NEWLINE, "ma
 class SlugNameField(serializers.RegexField):
     """A name as the registry stores it: lowercase letters, digits, '.', '_' and '-'."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("max_length", 100)
         kwargs.setdefault("error_messages", {"invalid": "Use lowercase letters, digits, '.', '_' and '-'."})
         super().__init__(r"^[a-z0-9][a-z0-9._-]*\Z", **kwargs)
@@ -71,13 +75,13 @@ VERSION_REF_SCHEMA = {
 class VersionRefField(serializers.Field):
     """A model version given by id or "family:label"."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> ModelVersion:
         if not isinstance(data, (str, int)) or isinstance(data, bool):
             raise serializers.ValidationError("Give an id or family:label.")
         # A well-formed ref to nothing is a 404 naming the field, as it is in a path.
         return model_version_get(ref=data, field=self.field_name)
 
-    def to_representation(self, value):
+    def to_representation(self, value: ModelVersion) -> str:
         return value.ref
 
 
@@ -90,7 +94,7 @@ class VersionRefField(serializers.Field):
 class SuiteRefField(serializers.CharField):
     """An eval suite given by id, "name@version" or name (its latest version)."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> EvalSuite:
         return eval_suite_get(ref=super().to_internal_value(data), field=self.field_name)
 
 
@@ -98,11 +102,11 @@ class SuiteRefField(serializers.CharField):
 class RecordRefField(serializers.IntegerField):
     """A row of `queryset` given by its id; an id of nothing is a 404 naming the field."""
 
-    def __init__(self, *, queryset, noun: str, **kwargs):
+    def __init__(self, *, queryset: QuerySet[Any], noun: str, **kwargs: Any) -> None:
         super().__init__(min_value=1, max_value=2**63 - 1, **kwargs)
         self.queryset, self.noun = queryset, noun
 
-    def run_validation(self, data=serializers.empty):
+    def run_validation(self, data: Any = serializers.empty) -> Any:
         pk = super().run_validation(data)  # the type and the range first: a 400, not a lookup
         if pk is None:
             return None
@@ -112,7 +116,7 @@ class RecordRefField(serializers.IntegerField):
         return found
 
 
-def absolute_url(context: dict, url: str) -> str:
+def absolute_url(context: dict[str, Any], url: str) -> str:
     """`url` made absolute with the serializer context's request, when there is one."""
     request = context.get("request")
     return request.build_absolute_uri(url) if request else url
@@ -122,24 +126,26 @@ class Pagination(LimitOffsetPagination):
     max_limit = 10_000
     max_offset = 2**63 - 1  # SQL's OFFSET is a 64-bit integer
 
-    def get_offset(self, request):
+    def get_offset(self, request: Request) -> int:
         offset = super().get_offset(request)
         if offset > self.max_offset:
             raise serializers.ValidationError({self.offset_query_param: [f"at most {self.max_offset}"]})
-        return offset
+        return int(offset)
 
 
-def filter_params(request, serializer_class) -> dict:
+def filter_params(request: Request, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
     serializer = serializer_class(data=request.query_params)
     # DRF reads a blank form value as "not given"; a blank filter is refused instead, as documented.
     blank = {name: ["may not be blank"] for name in serializer.fields if request.query_params.get(name) == ""}
     if blank:
         raise serializers.ValidationError(blank)
     serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
+    return dict(serializer.validated_data)
 
 
-def paginated(request, view, queryset, serializer_class) -> Response:
+def paginated(
+    request: Request, view: APIView, queryset: QuerySet[Any], serializer_class: type[serializers.Serializer]
+) -> Response:
     """A page of `queryset` as `{count, next, previous, results}` (the view sets `pagination_class =
     Pagination`, which is also how the schema knows it is paginated)."""
     paginator = view.pagination_class()
@@ -160,7 +166,7 @@ class ApiNotFound(APIView):
     permission_classes: list[type[BasePermission]] = []
     authentication_classes: list[type[BaseAuthentication]] = []
 
-    def get(self, request, *args, **kwargs):
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         raise NotFoundError(f"No API endpoint at {request.path}.")
 
     post = put = patch = delete = get

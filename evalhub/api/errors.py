@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
@@ -14,11 +16,13 @@ from rest_framework.response import Response
 from registry.errors import ApplicationError
 
 
-def error_body(*, code: str, message: str, fields: dict | None = None) -> dict:
+def error_body(
+    *, code: str, message: str, fields: dict[str, list[str]] | None = None
+) -> dict[str, dict[str, Any]]:
     return {"error": {"code": code, "message": message, "fields": fields or {}}}
 
 
-def _flatten(detail, prefix: str = "") -> dict[str, list[str]]:
+def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     """DRF's nested error detail -> {"a.b[0].c": ["message", ...]}."""
     if isinstance(detail, dict):
         out: dict[str, list[str]] = {}
@@ -37,7 +41,7 @@ def _flatten(detail, prefix: str = "") -> dict[str, list[str]]:
     return {prefix or "non_field_errors": [str(detail)]}
 
 
-def api_exception_handler(exc, context):
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
         body = error_body(code=exc.code, message=exc.message, fields=exc.fields)
         return Response(body, status=exc.status_code)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import exceptions, renderers, serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -23,7 +25,7 @@ from evalhub.api.common import (
 )
 from gate.layers.base import to_json
 from gate.layers.registry import LAYER_NAMES, gate_policy_read
-from gate.models import Decision, GateRun, LayerResult
+from gate.models import Decision, GateRun, LayerResult, SampleResult
 from gate.reporting import gate_report_markdown
 from gate.selectors.decisions import decision_get, decision_list
 from gate.selectors.gate_runs import gate_run_get, gate_run_list, sample_result_list
@@ -32,6 +34,7 @@ from gate.services.gate_runs import gate_run_start
 from gate.services.progress import gate_queue_snapshot, gate_run_live
 from gate.services.report import gate_run_report
 from registry.errors import ApplicationError, NotFoundError
+from registry.models import EvalSuite, ModelVersion
 from registry.roles import RELEASE_MANAGER
 from registry.selectors.suites import eval_suite_get
 
@@ -56,7 +59,7 @@ class LayerResultOutputSerializer(serializers.ModelSerializer):
             "samples_url",
         ]
 
-    def get_samples_url(self, obj) -> str:
+    def get_samples_url(self, obj: LayerResult) -> str:
         url = reverse("api:gate-run-samples", kwargs={"pk": obj.gate_run_id}) + f"?layer={obj.layer}"
         return absolute_url(self.context, url)
 
@@ -99,28 +102,28 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
             "layers",
         ]
 
-    def get_suite(self, obj) -> str:
+    def get_suite(self, obj: GateRun) -> str:
         return f"{obj.suite.name}@{obj.suite.version}"
 
-    def get_url(self, obj) -> str:
+    def get_url(self, obj: GateRun) -> str:
         return absolute_url(self.context, reverse("api:gate-run-detail", kwargs={"pk": obj.pk}))
 
     @extend_schema_field(OpenApiTypes.OBJECT)
-    def get_live(self, obj) -> dict:
+    def get_live(self, obj: GateRun) -> dict[str, Any]:
         """Per required layer: state, units done of total; elapsed and ETA (s); for a queued run,
         the runs ahead of it on its queue and why it waits."""
         if obj.status == GateRun.Status.QUEUED and "gate_queue" not in self.context:
             self.context["gate_queue"] = gate_queue_snapshot()  # once per list, not per row
-        return to_json(gate_run_live(run=obj, waiting=self.context.get("gate_queue")))
+        return dict(to_json(gate_run_live(run=obj, waiting=self.context.get("gate_queue"))))
 
     @extend_schema_field(OpenApiTypes.OBJECT)
-    def get_stored_policy(self, obj) -> dict:
+    def get_stored_policy(self, obj: GateRun) -> dict[str, Any]:
         """What reading `policy_config` with this version found: `retired_keys` (keys it no longer
         knows, with their stored values; not applied), `defaulted_keys` (keys the snapshot lacks, with
         the value read for them), `invalid_keys` (stored values it would refuse, kept, with why)."""
-        return to_json(gate_policy_read(obj.policy_config).found)
+        return dict(to_json(gate_policy_read(obj.policy_config).found))
 
-    def get_html_url(self, obj) -> str:
+    def get_html_url(self, obj: GateRun) -> str:
         """The run's page for people (reports, attribution, decisions)."""
         return absolute_url(self.context, reverse("gate-run-detail", kwargs={"pk": obj.pk}))
 
@@ -157,7 +160,7 @@ class GateRunListApi(APIView):
         parameters=[FilterSerializer],
         responses=GateRunOutputSerializer(many=True),
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         filters = filter_params(request, self.FilterSerializer)
         runs = gate_run_list(filters=filters).prefetch_related("layers")
         return paginated(request, self, runs, GateRunOutputSerializer)
@@ -165,7 +168,7 @@ class GateRunListApi(APIView):
     @extend_schema(
         operation_id="gate_run_start", request=InputSerializer, responses={202: GateRunOutputSerializer}
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -184,7 +187,7 @@ class GateRunListApi(APIView):
         return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 
     @staticmethod
-    def _family_suite(candidate):
+    def _family_suite(candidate: ModelVersion) -> EvalSuite:
         try:
             return eval_suite_get(ref=candidate.family)
         except NotFoundError:
@@ -195,7 +198,7 @@ class GateRunListApi(APIView):
 
 class GateRunDetailApi(APIView):
     @extend_schema(operation_id="gate_run_get", responses=GateRunOutputSerializer)
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         run = gate_run_get(gate_run_id=pk)
         return Response(GateRunOutputSerializer(run, context={"request": request}).data)
 
@@ -205,7 +208,12 @@ class MarkdownRenderer(renderers.BaseRenderer):
     format = "md"
     charset = "utf-8"
 
-    def render(self, data, accepted_media_type=None, renderer_context=None):
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: dict[str, Any] | None = None,
+    ) -> bytes:
         return data.encode(self.charset) if isinstance(data, str) else json.dumps(data).encode(self.charset)
 
 
@@ -214,7 +222,7 @@ class GateRunReportApi(APIView):
 
     renderer_classes = [renderers.JSONRenderer, MarkdownRenderer]
 
-    def finalize_response(self, request, response, *args, **kwargs):
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
         if response.status_code >= 400:  # errors keep the one JSON shape, whatever was asked for
             request.accepted_renderer, request.accepted_media_type = (
                 renderers.JSONRenderer(),
@@ -226,7 +234,7 @@ class GateRunReportApi(APIView):
         operation_id="gate_run_report",
         responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/markdown"): OpenApiTypes.STR},
     )
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         report = gate_run_report(run=gate_run_get(gate_run_id=pk))
         if request.accepted_renderer.format == "md":
             return Response(gate_report_markdown(report))
@@ -250,7 +258,7 @@ class SampleOutputSerializer(serializers.Serializer):
     latency_ms = serializers.FloatField()
     error = serializers.CharField()
 
-    def get_input(self, obj) -> str:
+    def get_input(self, obj: SampleResult) -> str:
         return obj.input_text or (obj.item.input if obj.item else "")
 
 
@@ -270,7 +278,7 @@ class GateRunSamplesApi(APIView):
         responses=SampleOutputSerializer(many=True),
         description="Per-item model outputs of a gate run, for drill-down.",
     )
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         run = gate_run_get(gate_run_id=pk)
         filters = filter_params(request, self.FilterSerializer)
         queryset = sample_result_list(
@@ -309,10 +317,10 @@ class DecisionOutputSerializer(serializers.ModelSerializer):
             "created_at",
         ]
 
-    def get_url(self, obj) -> str:
+    def get_url(self, obj: Decision) -> str:
         return absolute_url(self.context, reverse("api:decision-detail", kwargs={"pk": obj.pk}))
 
-    def get_confirmation(self, obj) -> int | None:
+    def get_confirmation(self, obj: Decision) -> int | None:
         confirmation = getattr(obj, "confirmation", None)
         return confirmation.pk if confirmation else None
 
@@ -320,7 +328,7 @@ class DecisionOutputSerializer(serializers.ModelSerializer):
 class ImmutableApi(APIView):
     """Decisions are never changed: PUT/PATCH/DELETE answer 405 whoever asks."""
 
-    def initial(self, request, *args, **kwargs):
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         if request.method in ("PUT", "PATCH", "DELETE"):
             raise exceptions.MethodNotAllowed(request.method)
         super().initial(request, *args, **kwargs)
@@ -359,14 +367,14 @@ class DecisionListApi(ImmutableApi):
         parameters=[FilterSerializer],
         responses=DecisionOutputSerializer(many=True),
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         filters = filter_params(request, self.FilterSerializer)
         return paginated(request, self, decision_list(filters=filters), DecisionOutputSerializer)
 
     @extend_schema(
         operation_id="decision_record", request=InputSerializer, responses={201: DecisionOutputSerializer}
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         decision = decision_record(actor=request.user, **serializer.validated_data)
@@ -376,6 +384,6 @@ class DecisionListApi(ImmutableApi):
 
 class DecisionDetailApi(ImmutableApi):
     @extend_schema(operation_id="decision_get", responses=DecisionOutputSerializer)
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         decision = decision_get(decision_id=pk)
         return Response(DecisionOutputSerializer(decision, context={"request": request}).data)

@@ -9,6 +9,7 @@ unpaired surrogate, a number beyond float's range) is refused naming where it is
 from __future__ import annotations
 
 import codecs
+from typing import IO, Any
 
 from django.conf import settings
 from rest_framework import exceptions, parsers, serializers
@@ -19,7 +20,9 @@ from engines.input_checks import JSONInputError, json_parse_storable
 class JSONParser(parsers.JSONParser):
     """DRF's JSONParser with the checks above; the body is read whole, as DRF's is."""
 
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(
+        self, stream: IO[bytes], media_type: str | None = None, parser_context: dict[str, Any] | None = None
+    ) -> Any:
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         document = stream.read()
         try:
@@ -38,7 +41,7 @@ class JSONField(serializers.JSONField):
     """A JSON value in a form field (e.g. `items` of a multipart upload), parsed as a JSON body is;
     errors are named under the field (`items[0].input`)."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         if not (isinstance(data, str) and getattr(data, "is_json_string", False)):
             return super().to_internal_value(data)
         try:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -24,7 +26,7 @@ from evalhub.api.common import (
 )
 from evalhub.api.parsers import JSONField, JSONParser
 from registry.errors import ApplicationError
-from registry.models import ModelVersion
+from registry.models import EvalSuite, ModelVersion
 from registry.roles import RELEASE_MANAGER
 from registry.selectors.suites import eval_suite_get, eval_suite_list
 from registry.selectors.versions import model_version_get, model_version_list
@@ -62,18 +64,18 @@ class ModelVersionOutputSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
 
-    def get_has_api_key(self, obj) -> bool:
+    def get_has_api_key(self, obj: ModelVersion) -> bool:
         return bool(obj.api_key_encrypted)
 
 
 _JSON_TYPES: dict[object, str] = {str: "string", int: "integer"}
 
 
-def _backend_config_schema(kind: str) -> dict:
+def _backend_config_schema(kind: str) -> dict[str, Any]:
     """`engines.backends.config.SCHEMAS[kind]` as JSON Schema: each key's type, limits and default."""
     properties = {}
     for key, (kind_of, default, required) in SCHEMAS[kind].items():
-        prop: dict = {"type": _JSON_TYPES.get(kind_of, "number")}
+        prop: dict[str, Any] = {"type": _JSON_TYPES.get(kind_of, "number")}
         if key in LIMITS:
             prop["minimum"], prop["maximum"] = LIMITS[key]
         if required and kind_of is str:
@@ -93,7 +95,7 @@ def _backend_config_schema(kind: str) -> dict:
     return {"type": "object", "properties": properties, "required": needed, "additionalProperties": False}
 
 
-def _registration_schema() -> dict:
+def _registration_schema() -> dict[str, Any]:
     """One body per backend kind, so the docs (and generated clients) say which config each needs.
     Beyond the schema: a checkpoint `path` must exist inside EVALHUB_MODEL_DIR, URLs must pass the
     operator's outbound policy, `label_regex` must compile with a group `label`."""
@@ -159,7 +161,7 @@ class ModelVersionListApi(APIView):
         parameters=[FilterSerializer],
         responses=ModelVersionOutputSerializer(many=True),
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         filters = filter_params(request, self.FilterSerializer)
         return paginated(request, self, model_version_list(filters=filters), ModelVersionOutputSerializer)
 
@@ -168,7 +170,7 @@ class ModelVersionListApi(APIView):
         request={"application/json": _registration_schema()},
         responses={201: ModelVersionOutputSerializer},
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         version = model_version_register(actor=request.user, **serializer.validated_data)
@@ -177,7 +179,7 @@ class ModelVersionListApi(APIView):
 
 class ModelVersionDetailApi(APIView):
     @extend_schema(operation_id="model_version_get", responses=ModelVersionOutputSerializer)
-    def get(self, request, ref: str):
+    def get(self, request: Request, ref: str) -> Response:
         return Response(ModelVersionOutputSerializer(model_version_get(ref=ref)).data)
 
 
@@ -209,7 +211,7 @@ class ModelVersionTransitionApi(APIView):
         request=InputSerializer,
         responses=ModelVersionOutputSerializer,
     )
-    def post(self, request, ref: str):
+    def post(self, request: Request, ref: str) -> Response:
         version = model_version_get(ref=ref)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -242,7 +244,7 @@ class ModelVersionServingApi(APIView):
         request=InputSerializer,
         responses=ModelVersionOutputSerializer,
     )
-    def post(self, request, ref: str):
+    def post(self, request: Request, ref: str) -> Response:
         version = model_version_get(ref=ref)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -265,7 +267,7 @@ class EvalSuiteOutputSerializer(serializers.Serializer):
     locked = serializers.BooleanField(help_text="Used by a gate run, so immutable.")
     created_at = serializers.DateTimeField()
 
-    def get_ref(self, obj) -> str:
+    def get_ref(self, obj: EvalSuite) -> str:
         return f"{obj.name}@{obj.version}"
 
 
@@ -339,7 +341,7 @@ class EvalSuiteListApi(APIView):
         file = serializers.FileField(required=False)
         items = JSONField(required=False)
 
-        def validate(self, data):
+        def validate(self, data: dict[str, Any]) -> dict[str, Any]:
             if ("file" in data) == ("items" in data):
                 raise serializers.ValidationError({"file": ["Send either a file or items, not both."]})
             return data
@@ -349,7 +351,7 @@ class EvalSuiteListApi(APIView):
         parameters=[FilterSerializer],
         responses=EvalSuiteOutputSerializer(many=True),
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         filters = filter_params(request, self.FilterSerializer)
         return paginated(request, self, eval_suite_list(name=filters.get("name")), EvalSuiteOutputSerializer)
 
@@ -358,7 +360,7 @@ class EvalSuiteListApi(APIView):
         request={"application/json": SUITE_UPLOAD_JSON, "multipart/form-data": SUITE_UPLOAD_MULTIPART},
         responses={201: EvalSuiteOutputSerializer, 200: EvalSuiteOutputSerializer},
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         limit = settings.EVALHUB_MAX_UPLOAD_BYTES
         length = int(request.META.get("CONTENT_LENGTH") or 0)
         is_json = request.content_type.startswith("application/json")
@@ -396,7 +398,7 @@ class EvalSuiteListApi(APIView):
 
 class EvalSuiteDetailApi(APIView):
     @extend_schema(operation_id="eval_suite_get", responses=EvalSuiteOutputSerializer)
-    def get(self, request, ref: str):
+    def get(self, request: Request, ref: str) -> Response:
         return Response(EvalSuiteOutputSerializer(eval_suite_get(ref=ref)).data)
 
 
@@ -404,7 +406,7 @@ class EvalSuiteItemsApi(APIView):
     pagination_class = Pagination
 
     @extend_schema(operation_id="eval_suite_items_list", responses=EvalItemOutputSerializer(many=True))
-    def get(self, request, ref: str):
+    def get(self, request: Request, ref: str) -> Response:
         suite = eval_suite_get(ref=ref)
         return paginated(request, self, suite.items.all(), EvalItemOutputSerializer)
 

@@ -9,6 +9,7 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -51,7 +52,7 @@ class ReviewNextApi(APIView):
         ],
         responses=inline_serializer("FollowUpReviewNext", {"turn": ReviewItemSerializer(allow_null=True)}),
     )
-    def get(self, request, name: str):
+    def get(self, request: Request, name: str) -> Response:
         second = request.query_params.get("second_opinion", "false")
         if second not in ("true", "false"):
             raise serializers.ValidationError({"second_opinion": ["true or false"]})
@@ -90,7 +91,7 @@ class ReviewListApi(APIView):
             ref_name = "FollowUpReviewOutput"
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
-    def get(self, request, name: str):
+    def get(self, request: Request, name: str) -> Response:
         experiment = experiment_get(name=name)
         return Response(
             {
@@ -100,7 +101,7 @@ class ReviewListApi(APIView):
         )
 
     @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
-    def post(self, request, name: str):
+    def post(self, request: Request, name: str) -> Response:
         experiment = experiment_get(name=name)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -118,7 +119,7 @@ class ReviewExportApi(APIView):
     read_roles = REVIEW_ROLES
 
     @extend_schema(responses={(200, "application/x-ndjson"): OpenApiTypes.STR})
-    def get(self, request, name: str):
+    def get(self, request: Request, name: str) -> Response:
         experiment = experiment_get(name=name)
         rows = follow_up_reviews_export(experiment=experiment, actor=request.user)
         response = StreamingHttpResponse(

@@ -50,14 +50,18 @@ class EvalHubAutoSchema(AutoSchema):
         owner = type(serializer).__qualname__.rpartition(".")[0]
         return owner.removesuffix("Api") + name if owner else name
 
-    def _map_basic_serializer(self, serializer, direction):
-        schema = super()._map_basic_serializer(serializer, direction)
+    def _map_basic_serializer(
+        self, serializer: serializers.Serializer, direction: Direction
+    ) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
         if direction == "request" and getattr(serializer, "refuses_unknown_keys", False):
             schema["additionalProperties"] = False  # unknown keys are refused, not dropped
         return schema
 
-    def _map_serializer_field(self, field, direction, bypass_extensions=False):
-        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+    def _map_serializer_field(
+        self, field: serializers.Field, direction: Direction, bypass_extensions: bool = False
+    ) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_serializer_field(field, direction, bypass_extensions)
         # DRF refuses a blank string (after trimming) unless allow_blank: say so.
         if (
             direction == "request"
@@ -71,7 +75,9 @@ class EvalHubAutoSchema(AutoSchema):
                 schema.setdefault("pattern", r"\S")
         return schema
 
-    def _get_request_for_media_type(self, serializer, direction="request"):
+    def _get_request_for_media_type(
+        self, serializer: Any, direction: Direction = "request"
+    ) -> tuple[dict[str, Any], bool]:
         schema, required = super()._get_request_for_media_type(serializer, direction)
         if isinstance(serializer, dict):  # a body written as JSON Schema: required if it requires a key
             required = any(serializer.get(key) for key in ("required", "anyOf", "oneOf"))
@@ -104,7 +110,7 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
     target_class = "evalhub.api.authentication.ApiTokenAuthentication"
     name = "tokenAuth"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:
         return {
             "type": "http",
             "scheme": "bearer",

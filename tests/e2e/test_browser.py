@@ -39,7 +39,7 @@ from registry.services.versions import model_version_register
 from tests.evalhub.views.test_canary import experiment, traffic  # noqa: F401 (fixtures)
 from tests.lifecycle import incumbent_register
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 CHROMIUM = shutil.which("chromium") and "/usr/lib/chromium/chromium"
 DRIVER = shutil.which("chromedriver")

@@ -1,11 +1,13 @@
 """What the README tells a newcomer to type after `make run`, run as written against `make run`'s stack
-(bin/run-local on the demo): the CI command with no --server and no EVALHUB_TOKEN, the chat app's
-proxy example with the `app` token `make run` printed, and a console that stays quiet.
+(bin/run-local on the demo): the CI command with no --server and no EVALHUB_TOKEN, in a fresh shell
+(`env -i`: no environment activated, nothing on PATH from the tests), the chat app's proxy example
+with the `app` token `make run` printed, and a console that stays quiet.
 
-The one difference from a user's machine is the port: 8000 may be taken where tests run, so the stack
-listens on a free one, which EVALHUB_SERVER names for the CLI and the proxy example's URL is pointed at."""
+The differences from a user's machine: the port (8000 may be taken where tests run, so the stack
+listens on a free one, which EVALHUB_SERVER names for the CLI and the proxy example's URL is pointed
+at), the stack's var/ folder (EVALHUB_VAR_DIR), and, where the environment is not this checkout's
+`.venv` (CI keeps it under $VENV), that environment's bin/ for `.venv/bin/`."""
 
-import os
 import re
 import subprocess
 import sys
@@ -19,7 +21,7 @@ from evalhub.devstack import Process, demo_token, manage, port_free, url_wait
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI_COMMAND = "python -m evalhub.cli gate --candidate contract-assistant:v4 --wait"
+CLI_COMMAND = ".venv/bin/evalhub gate --candidate contract-assistant:v4 --wait"
 
 
 def readme_blocks(language: str) -> list[str]:
@@ -53,16 +55,20 @@ def test_the_readmes_cli_command_and_proxy_example_work_after_make_run(stack_env
     try:
         url_wait(f"http://127.0.0.1:{port}/api/schema/", process=stack, timeout=120)
 
-        # The CI command, as the README's "Start here" gives it, in a shell whose `python` is the venv's.
+        # The CI command, as the README's "Start here" gives it, in a new terminal: a fresh shell with
+        # nothing of the tests' environment (no activated venv, no PATH, no token, no Django settings).
         [command] = [
             line for block in readme_blocks("sh") for line in block.splitlines() if line == CLI_COMMAND
         ]
-        shell_env = {k: v for k, v in env.items() if k not in ("EVALHUB_TOKEN", "DJANGO_SETTINGS_MODULE")}
-        shell_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-        shell_env["EVALHUB_SERVER"] = f"http://127.0.0.1:{port}"
+        venv_bin = Path(sys.executable).parent
+        if (ROOT / ".venv" / "bin").resolve() != venv_bin.resolve():
+            command = command.replace(".venv/bin/", f"{venv_bin}/", 1)
+        assert (venv_bin / "evalhub").is_file(), "the evalhub command is not installed: run `make install`"
+        shell = ["env", "-i", f"EVALHUB_SERVER=http://127.0.0.1:{port}", f"EVALHUB_VAR_DIR={var_dir}"]
         result = subprocess.run(
-            ["bash", "-c", command], cwd=ROOT, env=shell_env, capture_output=True, text=True, timeout=1200
+            [*shell, "bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=1200
         )
+        assert "ModuleNotFoundError" not in result.stderr and "Traceback" not in result.stderr, result.stderr
         # V4 misses the clean-accuracy bar, and a fresh canary has no traffic yet: the gate fails (1).
         assert result.returncode == 1, result.stdout + result.stderr + stack.tail()
         assert "using the ci token in" in result.stderr and "VERDICT: fail" in result.stdout

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from canary.models import TurnEvent
+from evalhub.cli import EXIT_RUN_ERROR, VERDICT_EXIT
 from evalhub.devstack import (
     ROOT,
     Process,
@@ -26,7 +27,6 @@ from gate.judges.verdict import gate_verdict
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 EXPERIMENT = "contract-assistant-canary"
-EXIT_CODES = {"pass": 0, "fail": 1}
 
 
 def model_server(*, ref: str, port: int, env: dict, log_dir) -> Process:
@@ -144,7 +144,10 @@ def test_simulated_canary_traffic_feeds_all_three_layers_and_the_cli_exit_code(
             required_layers=list(layers), layer_verdicts={n: v["verdict"] for n, v in layers.items()}
         )
         assert run["verdict"] == expected
-        assert cli.returncode == EXIT_CODES.get(run["verdict"], 2), (cli.returncode, cli.stderr)
+        assert cli.returncode == VERDICT_EXIT.get(run["verdict"], EXIT_RUN_ERROR), (
+            cli.returncode,
+            cli.stderr,
+        )
         text = report_md.read_text()
         assert all(f"## {name}:" in text for name in layers)
     finally:

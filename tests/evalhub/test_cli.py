@@ -1,7 +1,11 @@
-"""`python -m evalhub.cli gate` as CI runs it: a real child process without Django settings,
-talking HTTP to a live server, with a thread in the role of the Celery worker executing the
-queued runs through the real service on a small real model."""
+"""`evalhub gate` (`python -m evalhub.cli gate`) as CI runs it: a real child process without Django
+settings, talking HTTP to a live server, with a thread in the role of the Celery worker executing the
+queued runs through the real service on a small real model. Each exit code (docs/cli.md) is checked
+with the one line it prints; the few a live server cannot give on demand (a 500, an errored verdict)
+come from a stand-in HTTP server."""
 
+import importlib
+import importlib.metadata
 import io
 import json
 import os
@@ -10,7 +14,11 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -93,13 +101,56 @@ def worker(transactional_db):
     assert not errors, errors
 
 
-def gate(*args: str, token: str | None, server: str | None = None) -> subprocess.CompletedProcess:
+def gate(
+    *args: str, token: str | None, server: str | None = None, python: tuple[str, ...] = ("-m", "evalhub.cli")
+) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "EVALHUB_"))}
     if token is not None:
         env["EVALHUB_TOKEN"] = token
-    argv = [sys.executable, "-m", "evalhub.cli", "gate", "--poll", "0.2"]
+    argv = [sys.executable, *python, "gate", "--poll", "0.2"]
     argv += ["--server", server] if server else []
     return subprocess.run([*argv, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+def last_line(stderr: str) -> str:
+    return stderr.strip().splitlines()[-1]
+
+
+@contextmanager
+def stand_in_server(status: int, body: dict | str) -> Iterator[str]:
+    """An HTTP server on loopback answering every request with `status` and `body`."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def answer(self):
+            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html" if isinstance(body, str) else "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = answer
+
+        def log_message(self, *args):  # quiet test output
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def finished_run(*, status: str, verdict: str, server: str) -> dict:
+    return {
+        "id": 7, "status": status, "verdict": verdict, "progress": 100, "candidate": "fam:v2",
+        "baseline": "fam:v1", "suite": "fam@1", "policy": "default", "experiment": None, "layers": [],
+        "error_message": "the backend did not answer", "verdict_reasons": [],
+        "url": f"{server}/api/v1/gate-runs/7/",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -141,6 +192,11 @@ def test_wait_prints_progress_summary_and_exits_by_verdict(
         assert "fam:v2" in report.read_text() and f"report saved to {report}" in result.stderr
     else:
         assert "no Markdown report for gate run" in result.stderr
+    # A verdict is no error: only "no decision" adds a line saying what to do.
+    if verdict == "insufficient_data":
+        assert last_line(result.stderr).startswith("no decision: a layer had too little data")
+    else:
+        assert "no decision" not in result.stderr
 
 
 def test_start_without_wait_then_attach_with_json(live_server, token, family, worker):
@@ -161,20 +217,21 @@ def test_start_without_wait_then_attach_with_json(live_server, token, family, wo
 def test_timeout_says_the_run_is_still_going(live_server, token, family):
     began = time.monotonic()
     result = gate("--candidate", "fam:v2", "--wait", "--timeout", "3", token=token, server=live_server.url)
-    assert result.returncode == 2
+    assert result.returncode == cli.EXIT_TIMEOUT == 4
     run = GateRun.objects.get()
     assert "timed out after 3 s" in result.stderr and "still queued" in result.stderr
     assert f"/api/v1/gate-runs/{run.pk}/" in result.stderr and f"--attach {run.pk}" in result.stderr
     assert time.monotonic() - began < 15
 
 
-def test_http_problems_exit_2_with_the_reason(live_server, token, family):
+def test_refusals_exit_as_authentication_or_usage_errors_with_the_reason(live_server, token, family):
     bad_token = gate("--candidate", "fam:v2", "--wait", token="nope", server=live_server.url)
-    assert bad_token.returncode == 2
+    assert bad_token.returncode == cli.EXIT_AUTH == 7
     assert "error: the server refused the token (401): Invalid or revoked token." in bad_token.stderr
 
+    # A request the server refuses as given is a usage error: the arguments need fixing.
     unknown = gate("--candidate", "fam:v9", "--wait", token=token, server=live_server.url)
-    assert unknown.returncode == 2
+    assert unknown.returncode == cli.EXIT_USAGE == 5
     assert "error: the server answered 404 not_found: No model version 'fam:v9'." in unknown.stderr
     assert re.search(r"^  candidate: .*fam:v9", unknown.stderr, re.M), unknown.stderr
 
@@ -186,15 +243,15 @@ def test_http_problems_exit_2_with_the_reason(live_server, token, family):
         token=token,
         server=live_server.url,
     )
-    assert override.returncode == 2
+    assert override.returncode == 5
     assert "  policy_overrides.clean_accuracy_min: must be between 0.0 and 1.0" in override.stderr
 
     # Sent only when given; an experiment that does not exist is refused by name.
     experiment = gate("--candidate", "fam:v2", "--experiment", "nope", token=token, server=live_server.url)
-    assert experiment.returncode == 2 and re.search(r"^  experiment: ", experiment.stderr, re.M)
+    assert experiment.returncode == 5 and re.search(r"^  experiment: ", experiment.stderr, re.M)
 
     missing = gate("--attach", "999999", token=token, server=live_server.url)
-    assert missing.returncode == 2 and "404 not_found: No gate run 999999" in missing.stderr
+    assert missing.returncode == 5 and "404 not_found: No gate run 999999" in missing.stderr
     assert not GateRun.objects.exists()
 
 
@@ -202,12 +259,78 @@ def test_no_token_server_down_and_usage_errors():
     down = f"http://127.0.0.1:{port_free()}"
     began = time.monotonic()
     result = gate("--candidate", "fam:v2", "--wait", token="t", server=down)
-    assert result.returncode == 2 and f"error: cannot reach the server at {down}" in result.stderr
+    assert result.returncode == cli.EXIT_CONNECTION == 6
+    assert last_line(result.stderr).startswith(f"error: cannot reach the server at {down}")
+    assert "is it running? `make run` starts one here" in result.stderr
     assert time.monotonic() - began < 10
     result = gate("--candidate", "fam:v2", token=None, server=down)
-    assert result.returncode == 2 and "EVALHUB_TOKEN" in result.stderr
+    assert result.returncode == cli.EXIT_AUTH and last_line(result.stderr).startswith("error: no API token")
+    # argparse's own errors, and the checks after it, exit 5 (argparse's 2 is insufficient data here).
     result = gate("--attach", "1", "--candidate", "fam:v2", token="t", server=down)
-    assert result.returncode == 2 and "cannot be combined with --candidate" in result.stderr
+    assert result.returncode == cli.EXIT_USAGE and "cannot be combined with --candidate" in result.stderr
+    for args in (("--no-such-option",), ("--timeout", "soon"), ()):
+        result = gate(*args, token="t", server=down)
+        assert result.returncode == cli.EXIT_USAGE, (args, result.stderr)
+        assert re.search(r"error: .* \(see evalhub( gate)? --help\)$", last_line(result.stderr))
+
+
+def test_each_refusal_status_has_its_exit_code():
+    statuses = (400, 401, 403, 404, 409, 413, 429, 500, 502)
+    assert [cli.status_exit_code(status) for status in statuses] == [5, 7, 7, 5, 5, 5, 7, 8, 8]
+
+
+def test_a_server_error_exits_8():
+    error = {"error": {"code": "error", "message": "A server error occurred.", "fields": {}}}
+    with stand_in_server(500, error) as server:
+        result = gate("--candidate", "fam:v2", "--wait", token="t", server=server)
+    assert result.returncode == cli.EXIT_SERVER == 8
+    assert last_line(result.stderr) == (
+        "error: the server answered 500 error: A server error occurred. (see the server's log)"
+    )
+    with stand_in_server(200, "<html>not EvalHub</html>") as server:
+        result = gate("--candidate", "fam:v2", token="t", server=server)
+    assert result.returncode == 8 and "no JSON body (is --server an EvalHub?)" in result.stderr
+
+
+@pytest.mark.parametrize(("status", "verdict"), [("succeeded", "error"), ("error", "error"), ("failed", "")])
+def test_a_run_that_errored_exits_3(status, verdict):
+    with stand_in_server(202, finished_run(status=status, verdict=verdict, server="http://x")) as server:
+        result = gate("--candidate", "fam:v2", "--wait", token="t", server=server)
+    assert result.returncode == cli.EXIT_RUN_ERROR == 3, result.stderr
+    assert "  error: the backend did not answer" in result.stdout
+    assert last_line(result.stderr).startswith("no decision: the run ended in error")
+
+
+def test_a_python_without_httpx_exits_9_saying_how_to_fix_it():
+    # The module imported as a Python without httpx would import it; the command still starts.
+    no_httpx = (
+        "import runpy, sys; sys.modules['httpx'] = None; runpy.run_module('evalhub.cli', run_name='__main__')"
+    )
+    result = gate("--candidate", "fam:v2", token="t", python=("-c", no_httpx))
+    assert result.returncode == cli.EXIT_MISSING_DEPENDENCY == 9
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(
+        f"error: {sys.executable} cannot import httpx"
+    )
+    assert "`make install` puts in .venv/bin" in result.stderr
+
+
+def test_ctrl_c_exits_130_and_says_the_run_goes_on(monkeypatch, capsys):
+    def interrupted(args, *, out, err):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "gate", interrupted)
+    assert cli.main(["gate", "--candidate", "fam:v2"]) == cli.EXIT_INTERRUPTED == 130
+    assert "a started gate run goes on on the server" in capsys.readouterr().err
+
+
+def test_evalhub_is_the_projects_console_script():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"evalhub": "evalhub.cli:main"}
+    module, _, name = scripts["evalhub"].partition(":")
+    assert getattr(importlib.import_module(module), name) is cli.main
+    # Where the project is installed (`make install`, CI), the installed command is this one.
+    installed = importlib.metadata.entry_points(group="console_scripts", name="evalhub")
+    assert all(entry.value == scripts["evalhub"] for entry in installed)
 
 
 def test_the_server_defaults_to_evalhub_server_then_the_local_one(monkeypatch):

@@ -13,7 +13,7 @@ import pytest
 from canary.models import TurnEvent
 from tests.canary.services.test_proxy import proxy_url, running, served, token  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 CLIENTS, PER_CLIENT = 16, 64  # 1 024 requests: one failover would be 0.098 %
 QUESTION = "The Buyer shall pay each invoice within 30 days of receipt."
 

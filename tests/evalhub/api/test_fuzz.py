@@ -26,7 +26,7 @@ from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import api_token_create, user_role_grant
 from tests.canary.traffic import experiment_backdate
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SEED = 20261201
 EXAMPLES = 12  # per operation, token and generation mode: about 1 400 requests in all

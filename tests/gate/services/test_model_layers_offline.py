@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.slow  # textattack and the models load in a child process
 
 SCRIPT = r"""
 import socket

@@ -48,11 +48,17 @@ def port_holder(*, port: int, host: str = "127.0.0.1") -> str | None:
         except OSError:
             pass
     with contextlib.suppress(psutil.Error, OSError):
-        for conn in psutil.net_connections(kind="inet"):
-            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
-                # Another user's process shows no pid: then only the port is named.
-                command = " ".join(" ".join(psutil.Process(conn.pid).cmdline()).split())
-                return f"port {port} is in use by pid {conn.pid} ({command[:160]})"
+        # Another user's process shows no pid: then only the port is named. Of a server's processes
+        # sharing the socket (gunicorn's), the oldest: its master.
+        pids = [
+            conn.pid
+            for conn in psutil.net_connections(kind="inet")
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid
+        ]
+        if pids:
+            holder = min((psutil.Process(pid) for pid in pids), key=lambda process: process.create_time())
+            command = " ".join(" ".join(holder.cmdline()).split())
+            return f"port {port} is in use by pid {holder.pid} ({command[:160]})"
     return f"port {port} is in use"
 
 
@@ -193,14 +199,29 @@ def _answers(port: int) -> bool:
     return False
 
 
-def main() -> int:
-    python = os.environ.get("PYTHON") or sys.executable
-    var_dir = Path(os.environ.get("EVALHUB_VAR_DIR", "var"))
-    port = int(os.environ.get("EVALHUB_PORT", 8000))
-    serve_ports = [int(p) for p in os.environ.get("EVALHUB_DEMO_SERVE_PORTS", "8101,8102").split(",")]
-    for taken in filter(None, (port_holder(port=p) for p in (port, *serve_ports))):
+def stack_ports() -> tuple[int, list[int]]:
+    """The web server's port and the demo model servers' ports."""
+    serve_ports = os.environ.get("EVALHUB_DEMO_SERVE_PORTS", "8101,8102")
+    return int(os.environ.get("EVALHUB_PORT", 8000)), [int(p) for p in serve_ports.split(",")]
+
+
+def ports_taken() -> str | None:
+    """The first of `make run`'s ports that another process holds, as one line; None when all are free."""
+    port, serve_ports = stack_ports()
+    return next(filter(None, (port_holder(port=p) for p in (port, *serve_ports))), None)
+
+
+def main(argv: list[str]) -> int:
+    """Start and watch the stack; with `--check-ports` only say whether its ports are free (`make run`
+    asks before it migrates and installs the demo, so a second one touches nothing)."""
+    if taken := ports_taken():
         print(f"make run: not starting: {taken}", file=sys.stderr)
         return 1
+    if argv == ["--check-ports"]:
+        return 0
+    python = os.environ.get("PYTHON") or sys.executable
+    var_dir = Path(os.environ.get("EVALHUB_VAR_DIR", "var"))
+    port, serve_ports = stack_ports()
     var_dir.mkdir(parents=True, exist_ok=True)
     log_requests = os.environ.get("EVALHUB_LOG_REQUESTS", "0").lower() in ("1", "true", "yes", "on")
     specs = stack_specs(
@@ -223,11 +244,11 @@ def main() -> int:
 
 
 def _serve(stack: Stack, *, port: int, var_dir: Path, stopping: list[int]) -> int:
-    deadline = time.monotonic() + 60
+    # No deadline: a loaded machine starts gunicorn slowly, and its exit is noticed here.
     while not _answers(port):
         if (code := stack.watch()) is not None:
             return code or 1
-        if stopping or time.monotonic() > deadline:
+        if stopping:
             return 1
         time.sleep(0.5)
     print(
@@ -252,4 +273,4 @@ def _serve(stack: Stack, *, port: int, var_dir: Path, stopping: list[int]) -> in
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -35,9 +35,9 @@ def test_a_taken_port_names_the_process_holding_it():
     assert "pytest" in holder  # this process's command line
 
 
-def run_local(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def run_local(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bin/run-local"],
+        ["bin/run-local", *args],
         cwd=ROOT,
         env={**os.environ, "PYTHON": sys.executable, "EVALHUB_VAR_DIR": str(tmp_path / "var"), **env},
         capture_output=True,
@@ -55,6 +55,13 @@ def test_run_local_refuses_a_taken_web_port_with_one_line(tmp_path):
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"make run: not starting: port {port} is in use by pid {os.getpid()} (")
     assert not (tmp_path / "var").exists()  # nothing was started
+
+
+def test_the_port_check_alone_says_nothing_when_the_ports_are_free(tmp_path):
+    # `make run` checks first, before it migrates and installs the demo.
+    result = run_local(tmp_path, "--check-ports", EVALHUB_PORT="0", EVALHUB_DEMO_SERVE_PORTS="0,0")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    assert not (tmp_path / "var").exists()
 
 
 def test_run_local_refuses_a_taken_model_server_port(tmp_path):

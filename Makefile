@@ -35,6 +35,7 @@ makemessages: install
 
 ## Start EvalHub with the bundled demo on embedded defaults (SQLite, no broker server).
 run: install messages
+	$(PY) -m evalhub.localrun --check-ports
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py demo_setup
 	$(PY) manage.py collectstatic --noinput -v 0

@@ -155,23 +155,10 @@ class Api:
             delay = min(delay * 2, MAX_BACKOFF_S)
 
     def queue_hint(self, run: dict) -> str:
-        """Why a queued run waits: the runs ahead of it on the workers ("" when that is unknown)."""
-        try:
-            running = self.client.get("/api/v1/gate-runs/", params={"status": "running", "limit": 50})
-            queued = self.client.get("/api/v1/gate-runs/", params={"status": "queued", "limit": 200})
-            running.raise_for_status()
-            queued.raise_for_status()
-            active = running.json()["results"]
-            ahead = [r for r in queued.json()["results"] if r["id"] < run["id"]]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
-            return ""
-        if not active and not ahead:
-            return "no run ahead of it: waiting for a gpu worker to take it (is one running?)"
-        count = len(active) + len(ahead)
-        doing = ", ".join(f"#{r['id']} running {r.get('progress') or 0}%" for r in active)
-        return f"{count} run{'s' if count > 1 else ''} ahead on the gpu queue" + (
-            f": {doing}" if doing else ""
-        )
+        """Why a queued run waits, as the server says it: behind other runs, or on a queue that no live
+        worker consumes ("" when the server does not say)."""
+        live = run.get("live")
+        return str(live.get("waiting_reason") or "") if isinstance(live, dict) else ""
 
     def report_save(self, run_id: int, path: str, *, err: TextIO) -> None:
         """Save the Markdown report; a missing report is a warning, never a failed command."""

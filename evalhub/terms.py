@@ -5,7 +5,9 @@ out so that `makemessages` collects it."""
 
 from __future__ import annotations
 
-from django.utils.translation import pgettext_lazy
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import pgettext, pgettext_lazy
 
 TERMS = {
     # Version status
@@ -139,6 +141,9 @@ TERMS = {
     "openai": pgettext_lazy("code", "openai"),
     "hf": pgettext_lazy("code", "hf"),
     "builtin": pgettext_lazy("code", "builtin"),
+    # Where a layer computed (a torch device, or an endpoint), and the SRM check's error
+    "remote": pgettext_lazy("code", "remote"),
+    "no units": pgettext_lazy("code", "no units"),
     # Readings of the daily table and probe findings (stored as phrases)
     "improvement shown": pgettext_lazy("code", "improvement shown"),
     "candidate worse": pgettext_lazy("code", "candidate worse"),
@@ -160,3 +165,29 @@ def term_label(value: object) -> object:
     if isinstance(value, str):
         return TERMS.get(value, value)
     return value
+
+
+# The parts of the system that act on their own (`registry.actors.SystemActor` names, as audit rows
+# and the canary history store them), in the reader's language; a user's name is data and stays.
+SYSTEM_ACTORS = {
+    "system": pgettext_lazy("actor", "system"),
+    "gate": pgettext_lazy("actor", "gate"),
+    "reaper": pgettext_lazy("actor", "reaper"),
+    "demo": pgettext_lazy("actor", "demo"),
+    "admin": pgettext_lazy("actor", "admin"),
+    "canary analysis": pgettext_lazy("actor", "canary analysis"),
+}
+
+
+def actor_label(name: str) -> str | SafeString:
+    """A system part's name in the active language. "gate run 12" and "worker <host:task>" keep their
+    number or host (marked as not for translation); a command ("manage.py import_suite") stays as is."""
+    if name in SYSTEM_ACTORS:
+        return str(SYSTEM_ACTORS[name])
+    run = name.removeprefix("gate run ")
+    if run != name and run.isdigit():
+        return pgettext("actor", "gate run #%(id)s") % {"id": run}
+    worker = name.removeprefix("worker ")
+    if worker != name and worker:
+        return format_html('{} <span translate="no">{}</span>', pgettext("actor", "worker"), worker)
+    return name

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import override_settings
-from django.utils import timezone
+from django.utils import timezone, translation
 from rest_framework.test import APIClient
 
 from engines.model_server import model_server_create
@@ -75,6 +75,14 @@ def model_dir_setting(test_model_dir):
     # override_settings, not the `settings` fixture: some tests take a parameter named `settings`.
     with override_settings(EVALHUB_MODEL_DIR=test_model_dir):
         yield test_model_dir
+
+
+@pytest.fixture(autouse=True)
+def default_language():
+    # A page request leaves its language active in the thread (LocaleMiddleware activates, nothing
+    # deactivates): each test starts in the default language, whatever the one before it read.
+    with translation.override(None):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -110,8 +110,10 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_live(self, obj: GateRun) -> dict[str, Any]:
-        """Per required layer: state, units done of total; elapsed and ETA (s); for a queued run,
-        the runs ahead of it on its queue and why it waits."""
+        """Per required layer: state, units done of total; elapsed and ETA (s); where the run is
+        (`where`: running on `worker`, its worker silent, behind `runs_ahead` runs, next, or on a queue
+        no live worker consumes; `queue_workers`: that queue's live workers, null when unknown) and
+        `waiting_reason`, the same in the request's language."""
         if obj.status == GateRun.Status.QUEUED and "gate_queue" not in self.context:
             self.context["gate_queue"] = gate_queue_snapshot()  # once per list, not per row
         return dict(to_json(gate_run_live(run=obj, waiting=self.context.get("gate_queue"))))

@@ -318,6 +318,9 @@ CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", 3600))
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# How long the pages wait for the workers to say which queues they consume (a broadcast; the answer
+# is cached for 10 s), so "no worker consumes the gpu queue" is told apart from "waiting". 0: not asked.
+EVALHUB_WORKER_INSPECT_SECONDS = float(os.environ.get("EVALHUB_WORKER_INSPECT_SECONDS", 1.5))
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # A line per request or task (the web access log, each refused request, the proxy's outbound calls,

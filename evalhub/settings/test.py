@@ -47,6 +47,8 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Unit tests never reach a broker; end-to-end tests start a real worker on REDIS_URL.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "memory://"
 CELERY_BROKER_TRANSPORT_OPTIONS = {}
+# No worker listens to a unit test's broadcast: asking would only wait out the timeout.
+EVALHUB_WORKER_INSPECT_SECONDS = float(os.environ.get("EVALHUB_WORKER_INSPECT_SECONDS", 0))
 EVALHUB_TELEMETRY_REDIS_URL = os.environ.get("EVALHUB_TELEMETRY_REDIS_URL", "")
 EVALHUB_TELEMETRY_STREAM = "evalhub:test:canary:turns"
 # Tests sign in a lot: throttles far above what any test does, so none locks another out (the

@@ -1,6 +1,7 @@
 """Template filters for the reader's language: `{{ value|term }}` labels a stored code,
 `{{ text|reason }}` translates a stored reason (see `evalhub.terms` and `evalhub.reasons`),
-`{{ text|change }}` the codes in a history row's change (`draft → running, 50 %`)."""
+`{{ text|change }}` the codes in a history row's change (`draft → running, 50 %`), `{{ name|actor }}` a
+system part's name."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from django.utils.formats import date_format
 from django.utils.timezone import localtime
 
 from evalhub.reasons import reason_translate
-from evalhub.terms import term_label
+from evalhub.terms import actor_label, term_label
 
 register = template.Library()
 register.filter("term", term_label)
+register.filter("actor", actor_label)
 
 
 @register.filter

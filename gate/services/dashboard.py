@@ -174,6 +174,7 @@ class HistoryRow:
     change: str
     reason: str
     verdict: str = ""
+    system: bool = False  # `who` is a part of the system (its name is shown in the reader's language)
 
 
 def _change(before: dict | None, after: dict | None) -> str:
@@ -199,6 +200,7 @@ def experiment_history(*, experiment: Experiment, limit: int = 50) -> list[Histo
             what=experiment_action_name(row),
             change=_change(row.before, row.after),
             reason=row.reason,
+            system=row.actor_id is None,
         )
         for row in experiment_audit_rows(experiment=experiment)
     ]
@@ -211,6 +213,7 @@ def experiment_history(*, experiment: Experiment, limit: int = 50) -> list[Histo
             change="",
             reason="; ".join(analysis.reasons),
             verdict=analysis.verdict,
+            system=True,
         )
         for analysis in analyses_latest(experiment=experiment, limit=limit)
     ]

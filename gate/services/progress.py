@@ -1,12 +1,14 @@
 """A gate run as it goes, for the live page and the run API: each required layer's state and units
-done of total, elapsed time and ETA, and for a queued run why it waits."""
+done of total, elapsed time and ETA, and where it is: running on which worker, waiting behind other
+runs, or waiting on a queue no live worker consumes."""
 
 from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
@@ -14,9 +16,21 @@ from django.utils.translation import ngettext
 from gate.layers.registry import LAYERS, gate_policy_read
 from gate.models import GateRun
 from registry.dispatch import QUEUE_OF, Task
+from registry.selectors.workers import queue_workers_get
 
 Status = GateRun.Status
 WAITING, RUNNING, DONE = "waiting", "running", "done"
+
+
+class Where:
+    """Where a run is, as a code beside its sentence (`GateRunLive.where`)."""
+
+    FINISHED = "finished"
+    RUNNING = "running"  # on `worker`, which reported within the stale limit
+    SILENT = "silent"  # running, but its worker has not reported within the stale limit
+    BEHIND = "behind"  # queued behind `runs_ahead` runs
+    NEXT = "next"  # queued, nothing ahead
+    NO_WORKER = "no_worker"  # queued on a queue that no live worker consumes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +54,10 @@ class GateRunLive:
     eta_seconds: float | None
     queue: str
     runs_ahead: int | None  # runs before this one on its queue (queued runs only)
-    waiting_reason: str
+    where: str  # a Where code
+    worker: str  # the worker running it (Celery's hostname), "" when none
+    queue_workers: list[str] | None  # a queued run's queue's live workers; None when unknown
+    waiting_reason: str  # `where` in the reader's language
 
 
 @dataclass(frozen=True)
@@ -50,18 +67,33 @@ class GateQueue:
 
     running: frozenset[int]
     queued: tuple[int, ...]
+    reporting: frozenset[str]  # workers (Celery hostnames) of running runs that report: alive, if busy
 
     def ahead_of(self, run: GateRun) -> int:
         """Runs the gpu worker takes before this one: those running, and those queued earlier."""
         return len(self.running - {run.pk}) + bisect.bisect_left(self.queued, run.pk)
 
 
-def gate_queue_snapshot() -> GateQueue:
+def worker_hostname(worker: str) -> str:
+    """The Celery hostname in a run's `worker` ("machine:gpu@machine:task id")."""
+    parts = worker.split(":")
+    return parts[1] if len(parts) == 3 and parts[1] else worker
+
+
+def _reporting(run_heartbeat: datetime | None, now: datetime) -> bool:
+    stale = timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS)
+    return run_heartbeat is not None and now - run_heartbeat < stale
+
+
+def gate_queue_snapshot(*, now: datetime | None = None) -> GateQueue:
+    now = now or timezone.now()
     active = GateRun.objects.filter(status__in=(Status.RUNNING, Status.QUEUED))
-    rows = list(active.values_list("pk", "status"))
+    rows = list(active.values_list("pk", "status", "worker", "heartbeat_at"))
+    running = [(pk, worker, beat) for pk, status, worker, beat in rows if status == Status.RUNNING]
     return GateQueue(
-        running=frozenset(pk for pk, status in rows if status == Status.RUNNING),
-        queued=tuple(sorted(pk for pk, status in rows if status == Status.QUEUED)),
+        running=frozenset(pk for pk, _, _ in running),
+        queued=tuple(sorted(pk for pk, status, _, _ in rows if status == Status.QUEUED)),
+        reporting=frozenset(worker_hostname(w) for _, w, beat in running if w and _reporting(beat, now)),
     )
 
 
@@ -108,22 +140,19 @@ def gate_run_live(
             )
         )
     queue = QUEUE_OF[Task.GATE_RUN_EXECUTE]
-    ahead = None
-    if run.status == Status.QUEUED:
-        ahead = (waiting or gate_queue_snapshot()).ahead_of(run)
-    reason = ""
-    if ahead is not None:
-        reason = (
-            ngettext(
-                "%(count)d run ahead on the %(queue)s queue",
-                "%(count)d runs ahead on the %(queue)s queue",
-                ahead,
-            )
-            % {"count": ahead, "queue": queue}
-            if ahead
-            else _("next on the %(queue)s queue: waiting for a %(queue)s worker to take it")
-            % {"queue": queue}
-        )
+    ahead, live = None, None
+    worker = worker_hostname(run.worker) if run.status == Status.RUNNING else ""
+    if run.is_finished:
+        where = Where.FINISHED
+    elif run.status == Status.RUNNING:
+        where = Where.RUNNING if _reporting(run.heartbeat_at, now) else Where.SILENT
+    else:
+        snapshot = waiting or gate_queue_snapshot(now=now)
+        ahead = snapshot.ahead_of(run)
+        consumers = queue_workers_get().consumers(queue)
+        if consumers is not None or snapshot.reporting:
+            live = sorted({*(consumers or ()), *snapshot.reporting})
+        where = Where.NO_WORKER if live == [] else Where.BEHIND if ahead else Where.NEXT
     return GateRunLive(
         status=run.status,
         progress=run.progress,
@@ -134,5 +163,32 @@ def gate_run_live(
         eta_seconds=_eta(run, detail, now),
         queue=str(queue),
         runs_ahead=ahead,
-        waiting_reason=reason,
+        where=where,
+        worker=worker,
+        queue_workers=live,
+        waiting_reason=_where_text(where, queue=queue, ahead=ahead or 0, worker=worker, run=run, now=now),
     )
+
+
+def _where_text(where: str, *, queue: str, ahead: int, worker: str, run: GateRun, now: datetime) -> str:
+    if where == Where.RUNNING:
+        return _("running on worker %(worker)s") % {"worker": worker}
+    if where == Where.SILENT:
+        silent = (now - run.heartbeat_at).total_seconds() if run.heartbeat_at else 0
+        return _("no report from worker %(worker)s for %(seconds)d s: the reaper requeues the run") % {
+            "worker": worker,
+            "seconds": silent,
+        }
+    if where == Where.NO_WORKER:
+        return _("no worker is consuming the %(queue)s queue: start one, or see the worker's log") % {
+            "queue": queue
+        }
+    if where == Where.BEHIND:
+        return ngettext(
+            "waiting in the %(queue)s queue behind %(count)d run",
+            "waiting in the %(queue)s queue behind %(count)d runs",
+            ahead,
+        ) % {"count": ahead, "queue": queue}
+    if where == Where.NEXT:
+        return _("next on the %(queue)s queue: waiting for a %(queue)s worker to take it") % {"queue": queue}
+    return ""

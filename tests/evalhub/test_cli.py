@@ -175,7 +175,7 @@ def test_wait_prints_progress_summary_and_exits_by_verdict(
     assert (run.verdict, layer.verdict) == (verdict, verdict)
     out = result.stdout
     assert f"gate run {run.pk} started: {live_server.url}/api/v1/gate-runs/{run.pk}/" in out
-    assert f"gate run {run.pk}: queued 0% (no run ahead of it: waiting for a gpu worker" in out
+    assert f"gate run {run.pk}: queued 0% (next on the gpu queue: waiting for a gpu worker" in out
     assert f"gate run {run.pk}: succeeded 100%" in out
     assert "\r" not in out  # not a terminal: one line per change
     assert f"gate run {run.pk}: fam:v2 vs fam:v1, suite fam@1, policy default (succeeded)" in out
@@ -362,25 +362,14 @@ def test_without_evalhub_token_a_local_server_gets_the_demo_ci_token(monkeypatch
         cli.token_find("http://127.0.0.1:8000", err=err)
 
 
-def test_a_queued_run_says_what_it_waits_for():
-    def runs(status, ids):
-        return {"count": len(ids), "results": [{"id": i, "status": status, "progress": 40} for i in ids]}
-
-    def reply(request):
-        status = request.url.params["status"]
-        return httpx.Response(200, json=runs(status, {"running": [6], "queued": [5, 7, 8]}[status]))
-
+def test_a_queued_run_says_what_it_waits_for_as_the_server_says():
     api = cli.Api(server="http://evalhub.test", token="t")
-    api.client = httpx.Client(base_url=api.server, transport=httpx.MockTransport(reply))
-    assert api.queue_hint({"id": 7}) == "2 runs ahead on the gpu queue: #6 running 40%"
-    api.client = httpx.Client(
-        base_url=api.server, transport=httpx.MockTransport(lambda r: httpx.Response(200, json=runs("x", [])))
-    )
-    assert api.queue_hint({"id": 7}).startswith("no run ahead of it: waiting for a gpu worker")
-    api.client = httpx.Client(
-        base_url=api.server, transport=httpx.MockTransport(lambda r: httpx.Response(403))
-    )
-    assert api.queue_hint({"id": 7}) == ""
+    waiting = {
+        "id": 7,
+        "live": {"where": "no_worker", "waiting_reason": "no worker is consuming the gpu queue"},
+    }
+    assert api.queue_hint(waiting) == "no worker is consuming the gpu queue"
+    assert api.queue_hint({"id": 7}) == ""  # a server that does not say
 
 
 def test_imports_neither_django_nor_the_project():

@@ -1,6 +1,7 @@
 /* Live figures without reloading. The element with id "live" names what to poll and how often
    (data-live-seconds, default 3) and which updater reads the answer: "gate_run" polls the run's
-   JSON API (data-live-url) for progress per layer, elapsed, ETA and why a queued run waits, and
+   JSON API (data-live-url) for progress per layer, elapsed, ETA and where the run is (the worker
+   running it, or why a queued run waits: behind other runs, or no live worker on its queue), and
    reloads once when the run finishes, to show its results; "page" fetches the page itself and
    swaps in its [data-live-swap] parts and chart data (the canary dashboard). */
 (function () {

@@ -557,3 +557,24 @@ def test_unblinding_from_the_page_needs_the_permission_and_a_reason(experiment, 
     again = statistician.post("/canary/exp/unblind/", {"reason": "twice"}, follow=True)
     assert "was unblinded by unblinder" in again.content.decode()
     assert AuditLog.objects.filter(action="experiment.unblind").count() == 1
+
+
+def test_the_history_reads_in_chinese_with_system_parts_named_and_users_kept(experiment, traffic, manager):
+    plans_register(experiment)
+    experiment_analyze(experiment=experiment, act=False)
+    assert manager.post("/canary/exp/pause/", {"reason": "检查"}).status_code == 302
+    manager.defaults["HTTP_ACCEPT_LANGUAGE"] = "zh-hans"
+    html = manager.get("/canary/exp/").content.decode()
+    history = html[
+        html.index('<table id="history"') : html.index("</table>", html.index('<table id="history"'))
+    ]
+    assert "登记时界" in history and "horizon_register" not in history  # the plans' registration
+    assert "<td>灰度分析</td>" in history and "canary analysis" not in history  # who analysed
+    assert "<td>系统</td>" in history and ">system<" not in history  # who started it
+    assert f'<td translate="no">{manager.user.username}</td>' in history  # a user's name is data
+
+
+def test_a_sample_ratio_check_without_units_reads_in_chinese(experiment, manager):
+    manager.defaults["HTTP_ACCEPT_LANGUAGE"] = "zh-hans"
+    html = manager.get("/canary/exp/").content.decode()
+    assert "未检验（没有单元）" in html and "no units" not in html

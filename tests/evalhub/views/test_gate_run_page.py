@@ -5,11 +5,14 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.test import Client
 
 from engines.demo.dataset import demo_dataset_build
+from gate.models import LayerResult
 from gate.services.gate_runs import gate_run_execute, gate_run_start
 from registry.actors import SYSTEM
+from registry.selectors.workers import queue_workers_get
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
@@ -92,3 +95,49 @@ def test_the_markdown_report_holds_tables_and_no_json(finished_run, ci_client):
     assert "| suite | fam@1 |" in text and "*candidate.by_tag*" in text
     assert "*candidate / baseline*" in text and "| accuracy | 0.65 | 0.65 |" in text
     assert len(text.splitlines()) < 200
+
+
+def test_the_time_a_layer_took_on_an_endpoint_reads_in_chinese(finished_run, client):
+    LayerResult.objects.filter(gate_run=finished_run).update(device="remote")
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "zh-hans"
+    html = client.get(f"/gate-runs/{finished_run.pk}/").content.decode()
+    assert "在 远程端点 上耗时" in html and "remote" not in html
+
+
+@pytest.fixture
+def queued_run(sent_tasks):
+    builtin = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
+    records = [{"id": "q-1", "input": "Pay within 30 days.", "label": "payment"}]
+    suite = eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=SYSTEM)[0]
+    baseline = incumbent_register(family="fam", label="v1", actor=SYSTEM, **builtin)
+    candidate = model_version_register(family="fam", label="v2", baseline=baseline, actor=SYSTEM, **builtin)
+    cache.clear()
+    yield gate_run_start(candidate=candidate, suite=suite, actor=SYSTEM)
+    cache.clear()
+
+
+@pytest.mark.parametrize(
+    ("language", "said", "not_said"),
+    [
+        ("en", "no worker is consuming the gpu queue", "waiting for a gpu worker"),
+        ("zh-hans", "没有工作进程在消费 gpu 队列", "等待 gpu 工作进程领取"),
+    ],
+)
+def test_a_queued_run_whose_queue_has_no_live_worker_says_so(queued_run, client, language, said, not_said):
+    # The workers' answer to the broadcast: only the cpu worker is alive (the gpu one was killed).
+    queue_workers_get(inspect=lambda: {"cpu@vm": [{"name": "cpu", "routing_key": "cpu"}]})
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = language
+    html = client.get(f"/gate-runs/{queued_run.pk}/").content.decode()
+    assert said in html and not_said not in html
+    live = client.get(f"/api/v1/gate-runs/{queued_run.pk}/").json()["live"]
+    assert (live["where"], live["queue_workers"], live["waiting_reason"].startswith(said)) == (
+        "no_worker",
+        [],
+        True,
+    )
+
+
+def test_a_queued_run_next_for_a_live_worker_waits_for_it(queued_run, client):
+    queue_workers_get(inspect=lambda: {"gpu@vm": [{"name": "gpu", "routing_key": "gpu"}]})
+    html = client.get(f"/gate-runs/{queued_run.pk}/").content.decode()
+    assert "next on the gpu queue: waiting for a gpu worker to take it" in html

@@ -38,3 +38,18 @@ def test_the_decision_form_says_plainly_when_no_gate_run_finished():
     client.force_login(user)
     html = client.get("/versions/fam:v1/").content.decode()
     assert "No gate run of this version has finished yet." in html and "none finished" not in html
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+@pytest.mark.parametrize("page", ["/login/", "/", "/canary/"])
+def test_the_language_menu_names_each_language_in_itself(language, page):
+    user = get_user_model().objects.create_user(username="reader")
+    user_role_grant(user=user, role="viewer")
+    client = Client(HTTP_ACCEPT_LANGUAGE=language)
+    if page != "/login/":  # a signed-in user is sent on from the sign-in page
+        client.force_login(user)
+    html = client.get(page).content.decode()
+    assert f'<html lang="{language}"' in html
+    assert '<option value="en" lang="en">English</option>' in html.replace(" selected", "")
+    assert '<option value="zh-hans" lang="zh-hans">简体中文</option>' in html.replace(" selected", "")
+    assert "英语" not in html and "Simplified Chinese" not in html

@@ -3,15 +3,30 @@
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.utils import timezone
 
 from gate.layers.base import Progress
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute
 from gate.services.progress import gate_run_live
+from registry.selectors.workers import queue_workers_get
 from tests.gate.services.test_gate_runs import start, suite  # noqa: F401 (fixtures)
+from tests.registry.selectors.test_workers import queue
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def workers_answer(reply):
+    """The workers' answer to the broadcast, as the pages will read it (from the selector's cache)."""
+    queue_workers_get(inspect=lambda: reply)
 
 
 def test_progress_counts_per_layer_and_estimates_the_rest(monkeypatch):
@@ -56,6 +71,7 @@ def test_a_queued_run_says_how_many_runs_are_ahead_on_the_gpu_queue(versions, su
     first, second, third = (start(candidate, suite) for _ in range(3))
     GateRun.objects.filter(pk=first.pk).update(
         status="running",
+        worker="vm:w1:task-1",
         started_at=timezone.now() - timedelta(seconds=30),
         heartbeat_at=timezone.now() - timedelta(seconds=5),
         progress_detail={
@@ -73,7 +89,57 @@ def test_a_queued_run_says_how_many_runs_are_ahead_on_the_gpu_queue(versions, su
     assert running.eta_seconds == pytest.approx(85.0, abs=1.0) and running.elapsed_seconds == pytest.approx(
         30, abs=1
     )
-    assert gate_run_live(run=second).waiting_reason == "1 run ahead on the gpu queue"
-    assert gate_run_live(run=third).waiting_reason == "2 runs ahead on the gpu queue"
+    assert (running.where, running.worker) == ("running", "w1")
+    assert running.waiting_reason == "running on worker w1"
+    assert gate_run_live(run=second).waiting_reason == "waiting in the gpu queue behind 1 run"
+    assert gate_run_live(run=third).waiting_reason == "waiting in the gpu queue behind 2 runs"
     GateRun.objects.filter(pk__in=[first.pk, second.pk]).update(status="succeeded")
     assert gate_run_live(run=third).runs_ahead == 0
+
+
+def test_a_queued_run_on_a_queue_no_worker_consumes_says_so(versions, suite, sent_tasks):  # noqa: F811
+    candidate, _ = versions
+    start(candidate, suite)
+    second = start(candidate, suite)
+    workers_answer({"cpu@vm": [queue("cpu")]})  # the gpu worker is gone; the cpu one answers
+    live = gate_run_live(run=second)
+    assert (live.where, live.queue_workers, live.runs_ahead) == ("no_worker", [], 1)
+    assert live.waiting_reason.startswith("no worker is consuming the gpu queue")
+
+
+def test_a_queued_run_behind_a_live_worker_waits_behind_it(versions, suite, sent_tasks):  # noqa: F811
+    candidate, _ = versions
+    first, second = start(candidate, suite), start(candidate, suite)
+    workers_answer({"gpu@vm": [queue("gpu")]})
+    live = gate_run_live(run=second)
+    assert (live.where, live.queue_workers, live.waiting_reason) == (
+        "behind",
+        ["gpu@vm"],
+        "waiting in the gpu queue behind 1 run",
+    )
+    first.delete()
+    assert gate_run_live(run=second).where == "next"
+
+
+def test_a_busy_worker_that_misses_the_broadcast_is_still_alive(versions, suite, sent_tasks):  # noqa: F811
+    candidate, _ = versions
+    first, second = start(candidate, suite), start(candidate, suite)
+    GateRun.objects.filter(pk=first.pk).update(
+        status="running", worker="vm:gpu@vm:t1", heartbeat_at=timezone.now()
+    )
+    workers_answer(None)  # nobody answered in time: the gpu worker is busy on a loaded machine
+    live = gate_run_live(run=second)
+    assert (live.where, live.queue_workers) == ("behind", ["gpu@vm"])
+
+
+def test_a_running_run_whose_worker_went_silent_says_so(versions, suite, settings, sent_tasks):  # noqa: F811
+    candidate, _ = versions
+    run = start(candidate, suite)
+    silent_since = timezone.now() - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS + 60)
+    GateRun.objects.filter(pk=run.pk).update(
+        status="running", worker="vm:gpu@vm:t1", heartbeat_at=silent_since
+    )
+    run.refresh_from_db()
+    live = gate_run_live(run=run)
+    assert (live.where, live.worker) == ("silent", "gpu@vm")
+    assert live.waiting_reason.startswith("no report from worker gpu@vm for 36")

@@ -10,16 +10,18 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install messages makemessages run test lint format tools bench docs lock clean
 
-## The runtime lock, the development tools' lock, and the project itself (editable, for the
-## `evalhub` command in $(VENV)/bin).
+## The runtime lock and the development tools' lock.
 $(STAMP): $(LOCKS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
-	$(PY) -m pip install -q --no-deps -e .
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
+## The project itself, editable, for the `evalhub` command in $(VENV)/bin: installed again whenever
+## the environment's `evalhub` is another checkout's (`.ci/run` shares one environment between clones).
 install: $(STAMP)
+	@(cd / && $(abspath $(PY)) -c 'import evalhub, pathlib, sys; sys.exit(pathlib.Path(evalhub.__file__).resolve().parent != pathlib.Path("$(CURDIR)/evalhub").resolve())') 2>/dev/null \
+	  || $(PY) -m pip install -q --no-deps --no-build-isolation -e .
 
 ## The compiled translation catalogues (GNU gettext's msgfmt; `.ci/run` installs it when missing).
 MO := $(patsubst %.po,%.mo,$(wildcard locale/*/LC_MESSAGES/django.po))

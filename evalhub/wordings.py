@@ -10,15 +10,24 @@ from typing import Any
 from django.utils.translation import gettext
 
 from engines.reasons import Reason, Words, reason_render, stored_reason_read
+from engines.reasons import reason_payload as engines_reason_payload
 from evalhub.terms import term_label
 
-WORDS = Words(translate=gettext, term=lambda code: str(term_label(code)))
+
+def words() -> Words:
+    """The active language's words (sentences joined as that language punctuates them)."""
+    return Words(translate=gettext, term=lambda code: str(term_label(code)), join=gettext("; "))
 
 
 def reason_words(value: Any) -> str:
     """A reason (a `Reason`, its stored JSON, or the sentence a run from before codes stored)."""
-    return reason_render(value if isinstance(value, Reason) else stored_reason_read(value), words=WORDS)
+    return reason_render(value if isinstance(value, Reason) else stored_reason_read(value), words=words())
 
 
 def reasons_words(values: Iterable[Any]) -> list[str]:
     return [reason_words(value) for value in values]
+
+
+def reason_payload(value: Any) -> dict[str, Any]:
+    """A reason as the API gives it: `code`, `params` and `message` in the request's language."""
+    return engines_reason_payload(value, words=words())

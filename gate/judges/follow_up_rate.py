@@ -787,7 +787,7 @@ def _decide(
     what = _judged_what(use_bound=use_bound, tau=tau, of_difference=False)
     bar_code = FollowUpRateCode.BAR_CLEARS if bar_passed else FollowUpRateCode.BAR_EXCEEDED
     outcomes = [(bar_passed, reason(bar_code, what=what, judged=judged, bar=max_rate, described=described))]
-    notes = []
+    notes: list[Reason | str] = []
     non_inferior = None
     if difference is None:
         notes.append(reason(FollowUpRateCode.NO_BASELINE))
@@ -821,13 +821,13 @@ def _decide(
     checks = FollowUpChecks(bar=bar_passed, non_inferiority=non_inferior)
     failed: list[Reason | str] = [why for passed, why in outcomes if not passed]
     if not failed:
-        return replace(result, verdict=PASS, reasons=[why for _, why in outcomes] + notes, checks=checks)
+        return replace(result, verdict=PASS, reasons=[*(why for _, why in outcomes), *notes], checks=checks)
     points = rate <= max_rate and (difference is None or difference.estimate <= difference.margin)
     if tau is not None and use_bound and points:
         # Always valid: the bounds may still clear at a later run; nothing is decided yet.
         not_yet = reason(FollowUpRateCode.NOT_SHOWN_YET)
         return replace(result, verdict=INSUFFICIENT, reasons=[*failed, *notes, not_yet], checks=checks)
-    return replace(result, verdict=FAIL, reasons=failed + notes, checks=checks)
+    return replace(result, verdict=FAIL, reasons=[*failed, *notes], checks=checks)
 
 
 def _judged_what(*, use_bound: bool, tau: float | None, of_difference: bool) -> Reason:

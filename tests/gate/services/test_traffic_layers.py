@@ -550,6 +550,14 @@ def test_a_finished_run_announces_its_verdict_by_webhook(
     assert event == "gate_run.finished"
     assert data["gate_run"] == run.pk and data["verdict"] == run.verdict == "insufficient_data"
     assert data["layers"] == {"follow_up_rate": "insufficient_data"}
+    # The reasons in English for any receiver, with the code and parameters a receiver can act on.
+    assert data["reasons"] == [
+        {
+            "code": "verdict.layer_verdict",
+            "params": {"layer": {"term": "follow_up_rate"}, "verdict": {"term": "insufficient_data"}},
+            "message": "follow_up_rate: insufficient_data",
+        }
+    ]
 
 
 def test_a_retry_after_a_failed_answer_is_not_a_follow_up_but_after_a_fallback_it_is(experiment):

@@ -148,7 +148,7 @@ class Words:
 
     translate: Callable[[str], str]
     term: Callable[[str], str]
-    join: str = "; "
+    join: str = gettext_noop("; ")  # between sentences, translated like a wording
 
 
 # English as a service that has no reader writes it (a run's error message, a log line): the
@@ -217,7 +217,7 @@ def _param_render(value: Any, *, words: Words) -> Any:
         return _Shown(words.term(value.code), value)
     if isinstance(value, list | tuple):
         # Reasons in a list are sentences of their own (`words.join`); other values a list (", ").
-        join = words.join if any(isinstance(item, Reason) for item in value) else ", "
+        join = words.translate(words.join) if any(isinstance(item, Reason) for item in value) else ", "
         return _Shown(join.join(str(_param_render(item, words=words)) for item in value), value)
     if value is None:
         return _Shown("—", value)

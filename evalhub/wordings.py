@@ -13,15 +13,12 @@ from engines.reasons import Reason, Words, reason_render, stored_reason_read
 from engines.reasons import reason_payload as engines_reason_payload
 from evalhub.terms import term_label
 
-
-def words() -> Words:
-    """The active language's words (sentences joined as that language punctuates them)."""
-    return Words(translate=gettext, term=lambda code: str(term_label(code)), join=gettext("; "))
+WORDS = Words(translate=gettext, term=lambda code: str(term_label(code)))
 
 
 def reason_words(value: Any) -> str:
     """A reason (a `Reason`, its stored JSON, or the sentence a run from before codes stored)."""
-    return reason_render(value if isinstance(value, Reason) else stored_reason_read(value), words=words())
+    return reason_render(value if isinstance(value, Reason) else stored_reason_read(value), words=WORDS)
 
 
 def reasons_words(values: Iterable[Any]) -> list[str]:
@@ -30,4 +27,4 @@ def reasons_words(values: Iterable[Any]) -> list[str]:
 
 def reason_payload(value: Any) -> dict[str, Any]:
     """A reason as the API gives it: `code`, `params` and `message` in the request's language."""
-    return engines_reason_payload(value, words=words())
+    return engines_reason_payload(value, words=WORDS)

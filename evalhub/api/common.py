@@ -181,6 +181,7 @@ class ReasonOutputSerializer(serializers.Serializer):
     message = serializers.CharField(help_text="the reason in words, in the request's language")
 
 
+@extend_schema_field(ReasonOutputSerializer(many=True))
 class ReasonListField(serializers.Field):
     """Stored reasons (each `{code, params}` or an old sentence) as `ReasonOutputSerializer`s."""
 
@@ -189,6 +190,3 @@ class ReasonListField(serializers.Field):
 
     def to_representation(self, value):
         return [reason_payload(stored) for stored in value or []]
-
-
-extend_schema_field(ReasonOutputSerializer(many=True))(ReasonListField)

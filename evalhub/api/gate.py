@@ -22,7 +22,7 @@ from evalhub.api.common import (
     filter_params,
     paginated,
 )
-from evalhub.wordings import words
+from evalhub.wordings import WORDS
 from gate.layers.base import to_json
 from gate.layers.registry import LAYER_NAMES, gate_policy_read
 from gate.models import Decision, GateRun, LayerResult
@@ -233,8 +233,8 @@ class GateRunReportApi(APIView):
     def get(self, request, pk: int):
         report = gate_run_report(run=gate_run_get(gate_run_id=pk))
         if request.accepted_renderer.format == "md":
-            return Response(gate_report_markdown(report, words=words()))
-        return Response(to_json(report, words=words()))
+            return Response(gate_report_markdown(report, words=WORDS))
+        return Response(to_json(report, words=WORDS))
 
 
 class SampleOutputSerializer(serializers.Serializer):

@@ -12,8 +12,10 @@ import pytest
 from django.utils import translation
 from django.utils.translation import gettext
 
+import canary
 import gate
-from engines.reasons import Reason, Term, reason, sentences, wording_fields, wordings_all
+import registry
+from engines.reasons import Reason, ReasonsCode, Term, reason, sentences, wording_fields, wordings_all
 from evalhub.templatetags.evalhub_i18n import reason as reason_filter
 from evalhub.wordings import reason_payload, reason_words
 from gate.judges.clean_accuracy import CleanAccuracyCode
@@ -24,11 +26,15 @@ from registry.actors import SYSTEM
 from registry.services.versions import model_version_register
 from tests.lifecycle import gate_run_record
 
+APPS = (gate, canary, registry)
+
 
 def _code_enumerations() -> dict[str, type[StrEnum]]:
-    """Every reason-code enumeration of the gate (each module imported, so its wordings are registered)."""
+    """Every reason-code enumeration of the apps (each module imported, so its wordings are registered;
+    the pure engines register theirs when an app imports them)."""
     found: dict[str, type[StrEnum]] = {}
-    for module in pkgutil.walk_packages(gate.__path__, prefix="gate."):
+    modules = [m for package in APPS for m in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")]
+    for module in modules:
         if ".migrations" in module.name:
             continue
         loaded = importlib.import_module(module.name)
@@ -39,6 +45,7 @@ def _code_enumerations() -> dict[str, type[StrEnum]]:
 
 
 ENUMERATIONS = _code_enumerations()
+CODES = sorted({str(code) for enumeration in [*ENUMERATIONS.values(), ReasonsCode] for code in enumeration})
 
 
 def _filled(wording: str) -> dict[str, float]:
@@ -48,15 +55,14 @@ def _filled(wording: str) -> dict[str, float]:
 
 def test_every_code_is_an_owners_name_and_has_an_english_wording():
     wordings = wordings_all()
-    codes = [code for enumeration in ENUMERATIONS.values() for code in enumeration]
-    assert len(codes) > 100
-    for code in codes:
+    assert len(CODES) > 100
+    for code in CODES:
         assert re.fullmatch(r"[a-z_]+\.[a-z_]+", code), code
         assert code in wordings, f"{code} has no English wording"
         wordings[code].format(**_filled(wordings[code]))  # its fields and specs take numbers
 
 
-@pytest.mark.parametrize("code", sorted(wordings_all()))
+@pytest.mark.parametrize("code", CODES)
 def test_every_wording_has_a_chinese_translation_with_the_same_fields(code):
     """Fails for a wording missing from the compiled catalogue (or left fuzzy there), and for a
     translation whose `{fields}` or format specs differ from the English ones."""

@@ -10,7 +10,7 @@ This module is pure (no Django): the translation and the labels of codes are pas
 from __future__ import annotations
 
 import string
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -51,6 +51,28 @@ class Reason:
             code=str(data["code"]), params={name: _param_from_json(value) for name, value in params.items()}
         )
 
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """Inside a stored document (a layer's details, the report) a reason is its JSON, read back as
+        a `Reason`; a dump given `context={"words": Words}` adds its `message` in those words."""
+        from pydantic_core import core_schema  # only where documents are stored: engines need no pydantic
+
+        def read(value: Any) -> Reason:
+            if isinstance(value, Reason):
+                return value
+            if isinstance(value, Mapping) and "code" in value:
+                return Reason.from_json(value)
+            raise ValueError("not a reason")
+
+        def dump(value: Reason, info: Any) -> dict[str, Any]:
+            words = (info.context or {}).get("words")
+            data = value.to_json()
+            return data if words is None else {**data, "message": reason_render(value, words=words)}
+
+        return core_schema.no_info_plain_validator_function(
+            read, serialization=core_schema.plain_serializer_function_ser_schema(dump, info_arg=True)
+        )
+
 
 def reason(code: str, /, **params: Any) -> Reason:
     """`reason(RobustnessCode.BELOW_BAR, rate=0.81, bar=0.85)`."""
@@ -78,9 +100,16 @@ def _param_from_json(value: Any) -> Any:
     return value
 
 
+def reasons_to_json(values: Iterable[Reason | str]) -> list[Any]:
+    """Reasons as a JSON column stores them (a sentence passed through: a reason not yet coded)."""
+    return [value.to_json() if isinstance(value, Reason) else value for value in values]
+
+
 def stored_reason_read(value: Any) -> Reason | str:
     """A reason as stored: a `{"code", "params"}` object, or the English sentence that runs from
     before reason codes stored (shown as it was written)."""
+    if isinstance(value, Reason):
+        return value
     if isinstance(value, Mapping) and "code" in value:
         return Reason.from_json(value)
     return str(value)
@@ -119,7 +148,24 @@ class Words:
 
     translate: Callable[[str], str]
     term: Callable[[str], str]
-    join: str = "; "
+    join: str = gettext_noop("; ")  # between sentences, translated like a wording
+
+
+# English as a service that has no reader writes it (a run's error message, a log line): the
+# wordings as declared, codes as they are (the English pages show them so too).
+ENGLISH = Words(translate=lambda text: text, term=lambda code: code)
+
+
+class ReasonsCode(StrEnum):
+    SENTENCES = "reasons.sentences"
+
+
+wordings_register({ReasonsCode.SENTENCES: gettext_noop("{sentences}")})
+
+
+def sentences(values: Sequence[Reason | str]) -> Reason:
+    """Several reasons as one (an attribution's summary, a horizon's basis), joined by `Words.join`."""
+    return reason(ReasonsCode.SENTENCES, sentences=list(values))
 
 
 def reason_render(value: Reason | str, *, words: Words) -> str:
@@ -133,6 +179,15 @@ def reason_render(value: Reason | str, *, words: Words) -> str:
         shown = ", ".join(f"{name}={param}" for name, param in params.items())
         return f"{value.code}({shown})" if shown else value.code
     return words.translate(wording).format(**params)
+
+
+def reason_payload(value: Any, *, words: Words) -> dict[str, Any]:
+    """A stored reason as the API and the webhook give it: its `code` and `params` (None and {} for a
+    sentence stored before codes) and its `message` in `words`' language."""
+    read = value if isinstance(value, Reason) else stored_reason_read(value)
+    if isinstance(read, str):
+        return {"code": None, "params": {}, "message": read}
+    return {**read.to_json(), "message": reason_render(read, words=words)}
 
 
 def reasons_render(values: Sequence[Reason | str], *, words: Words) -> Iterator[str]:
@@ -161,7 +216,9 @@ def _param_render(value: Any, *, words: Words) -> Any:
     if isinstance(value, Term):
         return _Shown(words.term(value.code), value)
     if isinstance(value, list | tuple):
-        return _Shown(", ".join(str(_param_render(item, words=words)) for item in value), value)
+        # Reasons in a list are sentences of their own (`words.join`); other values a list (", ").
+        join = words.translate(words.join) if any(isinstance(item, Reason) for item in value) else ", "
+        return _Shown(join.join(str(_param_render(item, words=words)) for item in value), value)
     if value is None:
         return _Shown("—", value)
     return _Shown(str(value), value)

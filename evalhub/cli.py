@@ -228,6 +228,12 @@ def layer_line(layer: dict) -> str:
     return line
 
 
+def reason_message(reason: dict | str) -> str:
+    """A reason as the API gives it (`code`, `params`, `message` in the asked language); a server from
+    before reason codes gave the sentence alone."""
+    return reason["message"] if isinstance(reason, dict) else str(reason)
+
+
 def summary_text(run: dict) -> str:
     baseline = run.get("baseline") or "no baseline"
     lines = [
@@ -238,10 +244,10 @@ def summary_text(run: dict) -> str:
     ]
     for layer in run.get("layers") or []:
         lines.append(layer_line(layer))
-        lines += [f"      {reason}" for reason in layer.get("reasons") or []]
+        lines += [f"      {reason_message(reason)}" for reason in layer.get("reasons") or []]
     if run.get("error_message"):
         lines.append(f"  error: {run['error_message']}")
-    reasons = "; ".join(run.get("verdict_reasons") or [])
+    reasons = "; ".join(reason_message(reason) for reason in run.get("verdict_reasons") or [])
     lines.append(f"VERDICT: {run['verdict']}" + (f" ({reasons})" if reasons else ""))
     lines.append(f"run: {run['url']}")
     if run.get("html_url"):

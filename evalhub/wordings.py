@@ -10,6 +10,7 @@ from typing import Any
 from django.utils.translation import gettext
 
 from engines.reasons import Reason, Words, reason_render, stored_reason_read
+from engines.reasons import reason_payload as engines_reason_payload
 from evalhub.terms import term_label
 
 WORDS = Words(translate=gettext, term=lambda code: str(term_label(code)))
@@ -22,3 +23,8 @@ def reason_words(value: Any) -> str:
 
 def reasons_words(values: Iterable[Any]) -> list[str]:
     return [reason_words(value) for value in values]
+
+
+def reason_payload(value: Any) -> dict[str, Any]:
+    """A reason as the API gives it: `code`, `params` and `message` in the request's language."""
+    return engines_reason_payload(value, words=WORDS)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engines.reasons import ENGLISH, Reason, Words, reason_render
+
 LEVELS = ("phenomenon", "data", "system")
 RULE = (
     "a gate run passes only when every required layer passes; otherwise the worst outcome wins: "
@@ -21,14 +23,14 @@ RULE = (
 
 @dataclass(frozen=True, kw_only=True)
 class Table:
-    title: str
+    title: Reason | str
     columns: list[str]
     rows: list[list[Any]]
 
 
 @dataclass(frozen=True, kw_only=True)
 class AttributionLevel:
-    summary: str
+    summary: Reason | str
     reproduce: str = ""
     tables: list[Table] = field(default_factory=list)
 
@@ -60,7 +62,7 @@ class LayerReport:
     ci_low: float | None
     ci_high: float | None
     threshold: float | None
-    reasons: list[str]
+    reasons: list[Reason | str]
     inputs: dict[str, Any]
     method: str
     estimates: dict[str, Any]
@@ -102,7 +104,7 @@ class GateReport:
     experiment: str | None
     status: str
     verdict: str
-    verdict_reasons: list[str]
+    verdict_reasons: list[Reason | str]
     created_at: str
     finished_at: str | None
     layers: list[LayerReport]
@@ -212,9 +214,9 @@ def facts_markdown(title: str, value: dict[str, Any]) -> list[str]:
     return lines + sections
 
 
-def table_markdown(table: Table) -> list[str]:
+def table_markdown(table: Table, *, words: Words = ENGLISH) -> list[str]:
     lines = [
-        f"*{table.title}*",
+        f"*{reason_render(table.title, words=words)}*",
         "",
         "| " + " | ".join(table.columns) + " |",
         "|" + "---|" * len(table.columns),
@@ -245,7 +247,8 @@ def _stored_policy_markdown(policy: PolicyRef) -> list[str]:
     return [line for table in tables if table.rows for line in [*table_markdown(table), ""]]
 
 
-def gate_report_markdown(report: GateReport) -> str:
+def gate_report_markdown(report: GateReport, *, words: Words) -> str:
+    """The report for audits, its reasons in `words` (the reader's language, given by the edge)."""
     suite = report.suite
     lines = [
         f"# Gate run {report.gate_run}: {report.candidate} — **{report.verdict.upper()}**",
@@ -258,7 +261,7 @@ def gate_report_markdown(report: GateReport) -> str:
         "",
     ]
     if report.verdict_reasons:
-        lines += ["Reasons:", *[f"- {reason}" for reason in report.verdict_reasons], ""]
+        lines += ["Reasons:", *[f"- {reason_render(r, words=words)}" for r in report.verdict_reasons], ""]
     lines += _stored_policy_markdown(report.policy)
     lines += [
         "| layer | verdict | metric | estimate | interval | threshold | seconds | device |",
@@ -276,7 +279,7 @@ def gate_report_markdown(report: GateReport) -> str:
         lines.append(f"| {name} | {verdict} (retired layer) | | | | | | |")
     for layer in report.layers:
         lines += ["", f"## {layer.layer}: {layer.verdict}", "", f"Method: {layer.method}", ""]
-        lines += [f"- {reason}" for reason in layer.reasons]
+        lines += [f"- {reason_render(reason, words=words)}" for reason in layer.reasons]
         if layer.inputs:
             lines += ["", *facts_markdown("Inputs", layer.inputs)]
         if layer.estimates:
@@ -288,9 +291,9 @@ def gate_report_markdown(report: GateReport) -> str:
         if layer.attribution is not None:
             lines += ["", "### Attribution"]
             for name, level in layer.attribution.levels():
-                lines += ["", f"**{name.capitalize()}**: {level.summary}"]
+                lines += ["", f"**{name.capitalize()}**: {reason_render(level.summary, words=words)}"]
                 if level.reproduce:
                     lines += ["", "Reproduce:", "", "```", level.reproduce, "```"]
                 for table in level.tables:
-                    lines += ["", *table_markdown(table)]
+                    lines += ["", *table_markdown(table, words=words)]
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evalhub.wordings import reason_payload
 from registry.errors import NotFoundError
 from registry.selectors.suites import eval_suite_get
 from registry.selectors.versions import model_version_get
@@ -170,3 +171,28 @@ class ApiNotFound(APIView):
         raise NotFoundError(f"No API endpoint at {request.path}.")
 
     post = put = patch = delete = get
+
+
+class ReasonOutputSerializer(serializers.Serializer):
+    """A reason as the API returns it (gate runs' `verdict_reasons`, layers' `reasons`): the code and
+    its parameters for programs, the sentence for people in the request's language (Accept-Language)."""
+
+    code = serializers.CharField(
+        allow_null=True, help_text="`<layer>.<name>`; null for a sentence stored before reason codes"
+    )
+    params = serializers.DictField(
+        help_text='the numbers, bounds and names the code needs; a stored code is `{"term": code}`, '
+        'a nested reason `{"reason": {code, params}}`'
+    )
+    message = serializers.CharField(help_text="the reason in words, in the request's language")
+
+
+@extend_schema_field(ReasonOutputSerializer(many=True))
+class ReasonListField(serializers.Field):
+    """Stored reasons (each `{code, params}` or an old sentence) as `ReasonOutputSerializer`s."""
+
+    def __init__(self, **kwargs):
+        super().__init__(read_only=True, **kwargs)
+
+    def to_representation(self, value):
+        return [reason_payload(stored) for stored in value or []]

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from evalhub.api.common import (
     Pagination,
+    ReasonListField,
     RecordRefField,
     StrictSerializer,
     SuiteRefField,
@@ -23,6 +24,7 @@ from evalhub.api.common import (
     filter_params,
     paginated,
 )
+from evalhub.wordings import WORDS
 from gate.layers.base import to_json
 from gate.layers.registry import LAYER_NAMES, gate_policy_read
 from gate.models import Decision, GateRun, LayerResult, SampleResult
@@ -41,6 +43,7 @@ from registry.selectors.suites import eval_suite_get
 
 class LayerResultOutputSerializer(serializers.ModelSerializer):
     samples_url = serializers.SerializerMethodField()
+    reasons = ReasonListField()
 
     class Meta:
         model = LayerResult
@@ -71,6 +74,7 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
     policy = serializers.CharField(source="policy.name", default=None, allow_null=True)
     experiment = serializers.CharField(source="experiment.name", default=None, allow_null=True)
     layers = LayerResultOutputSerializer(many=True, read_only=True)
+    verdict_reasons = ReasonListField()
     url = serializers.SerializerMethodField()
     html_url = serializers.SerializerMethodField()
     live = serializers.SerializerMethodField()
@@ -239,8 +243,8 @@ class GateRunReportApi(APIView):
     def get(self, request: Request, pk: int) -> Response:
         report = gate_run_report(run=gate_run_get(gate_run_id=pk))
         if request.accepted_renderer.format == "md":
-            return Response(gate_report_markdown(report))
-        return Response(to_json(report))
+            return Response(gate_report_markdown(report, words=WORDS))
+        return Response(to_json(report, words=WORDS))
 
 
 class SampleOutputSerializer(serializers.Serializer):

@@ -1,5 +1,5 @@
 """Template filters for the reader's language: `{{ value|term }}` labels a stored code,
-`{{ text|reason }}` translates a stored reason (see `evalhub.terms` and `evalhub.reasons`),
+`{{ value|reason }}` words a stored reason (see `evalhub.terms` and `evalhub.wordings`),
 `{{ text|change }}` the codes in a history row's change (`draft → running, 50 %`), `{{ name|actor }}` a
 system part's name."""
 
@@ -10,8 +10,10 @@ from django.utils.dateparse import parse_datetime
 from django.utils.formats import date_format
 from django.utils.timezone import localtime
 
+from engines.reasons import Reason
 from evalhub.reasons import reason_translate
 from evalhub.terms import actor_label, term_label
+from evalhub.wordings import reason_words
 
 register = template.Library()
 register.filter("term", term_label)
@@ -20,6 +22,10 @@ register.filter("actor", actor_label)
 
 @register.filter
 def reason(value: object) -> object:
+    """A coded reason (or its stored JSON) in the reader's language; a sentence through the shapes
+    still kept for sentences (errors, the canary analysis), else as written."""
+    if isinstance(value, Reason) or (isinstance(value, dict) and "code" in value):
+        return reason_words(value)
     return reason_translate(value) if isinstance(value, str) else value
 
 

@@ -30,13 +30,22 @@ power at a fixed horizon; at 300 users per arm V ≈ 0.018, so the sequential te
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import StrEnum
 from functools import partial
 
 import numpy as np
 
+from engines.reasons import gettext_noop, reason, wordings_register
 from engines.stats.sufficient import RATIO_CUPED_SUMS, RatioCupedStats
 from gate.judges.business_value import DECREASE, BusinessValueResult, FixedHorizon, business_value_judge
 from gate.judges.verdict import PASS
+
+
+class AaSimulationCode(StrEnum):
+    LAST_LOOK = "aa_simulation.last_look"
+
+
+wordings_register({AaSimulationCode.LAST_LOOK: gettext_noop("registered at the start: the last look")})
 
 DEFAULT_TAU = 0.2  # hours per contract: the minimum effect worth detecting, fixed in advance
 USER_EFFECT_SIGMA = 0.5
@@ -91,7 +100,7 @@ def _runs(
 ) -> list[dict[str, BusinessValueResult | bool]]:
     """Per run, what each scenario gave: "<scenario>[_cuped]" → passed at the last look or at any."""
     sizes = _look_sizes(users, looks)
-    horizon = FixedHorizon(units_per_arm=users, basis="registered at the start: the last look")
+    horizon = FixedHorizon(units_per_arm=users, basis=reason(AaSimulationCode.LAST_LOOK))
     out = []
     for run in range(cumulative.shape[1]):
         passed: dict[str, BusinessValueResult | bool] = dict.fromkeys(

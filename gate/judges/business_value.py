@@ -55,7 +55,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
+from engines.reasons import Reason, Term, gettext_noop, reason, wordings_register
 from engines.stats.effects import (
     Effect,
     mean_effect,
@@ -80,6 +82,98 @@ PER = ("user", "outcome")
 # Which fixed horizon registers: the plain delta method's, or one shrunk by CUPED's measured reduction.
 PLAIN, CUPED = "plain", "cuped"
 HORIZON_SIZINGS = (PLAIN, CUPED)
+
+
+class BusinessValueCode(StrEnum):
+    SAMPLE_RATIO_MISMATCH = "business_value.sample_ratio_mismatch"
+    CHI_SQUARE = "business_value.chi_square"
+    EXACT_BINOMIAL = "business_value.exact_binomial"
+    NO_HORIZON = "business_value.no_horizon"
+    TOO_FEW_UNITS = "business_value.too_few_units"
+    BEFORE_HORIZON = "business_value.before_horizon"
+    NO_EFFECT = "business_value.no_effect"
+    NO_SEQUENTIAL_INTERVAL = "business_value.no_sequential_interval"
+    INTERIM = "business_value.interim"
+    INTERIM_WITH_NUMBERS = "business_value.interim_with_numbers"
+    IMPROVEMENT = "business_value.improvement"
+    IMPROVEMENT_ALWAYS_VALID = "business_value.improvement_always_valid"
+    CUPED_ADJUSTED = "business_value.cuped_adjusted"
+    AT_HORIZON = "business_value.at_horizon"
+    CLEARS_MIN_EFFECT = "business_value.clears_min_effect"
+    CLEARS_ZERO = "business_value.clears_zero"
+    BELOW_MIN_EFFECT = "business_value.below_min_effect"
+    NOT_ABOVE_ZERO = "business_value.not_above_zero"
+    NOT_SHOWN_MIN_EFFECT = "business_value.not_shown_min_effect"
+    NOT_SHOWN_ZERO = "business_value.not_shown_zero"
+
+
+wordings_register(
+    {
+        BusinessValueCode.SAMPLE_RATIO_MISMATCH: gettext_noop(
+            "sample ratio mismatch: {baseline} baseline and {candidate} candidate units assigned against an "
+            "expected candidate share {share:g} ({test}, p = {p:.3g} < {alpha:g}): the assignment or logging "
+            "is broken, the effect is not trusted"
+        ),
+        BusinessValueCode.CHI_SQUARE: gettext_noop("chi-square {chi_square:.2f}"),
+        BusinessValueCode.EXACT_BINOMIAL: gettext_noop("exact binomial test"),
+        BusinessValueCode.NO_HORIZON: gettext_noop(
+            "no fixed horizon was registered: {basis}; the fixed-horizon test is judged once, at the "
+            "horizon; set business_sequential_tau (fixed before the experiment) for an interval that may be "
+            "judged at every look"
+        ),
+        BusinessValueCode.TOO_FEW_UNITS: gettext_noop(
+            "{arm} has {n} units, the policy needs at least {need}"
+        ),
+        BusinessValueCode.BEFORE_HORIZON: gettext_noop(
+            "before the registered horizon of {units} units per arm ({baseline} baseline and {candidate} "
+            "candidate units so far; {basis}): the fixed-horizon test is judged once, at the horizon; set "
+            "business_sequential_tau (fixed before the experiment) for an interval that may be judged at "
+            "every look"
+        ),
+        BusinessValueCode.NO_EFFECT: gettext_noop("the effect cannot be estimated: {why}"),
+        BusinessValueCode.NO_SEQUENTIAL_INTERVAL: gettext_noop(
+            "the sequential interval cannot be computed: {why}"
+        ),
+        BusinessValueCode.INTERIM: gettext_noop("{unblinded}; interim numbers, not a decision"),
+        BusinessValueCode.INTERIM_WITH_NUMBERS: gettext_noop(
+            # xgettext:no-python-format
+            "{unblinded}; interim numbers, not a decision: improvement ({direction} is better) "
+            "{estimate:.4g}, {level:g} % interval [{low:.4g}, {high:.4g}], read before the horizon"
+        ),
+        BusinessValueCode.IMPROVEMENT: gettext_noop(
+            # xgettext:no-python-format
+            "improvement ({direction} is better) {estimate:.4g}, {level:g} % interval [{low:.4g}, {high:.4g}]"
+        ),
+        BusinessValueCode.IMPROVEMENT_ALWAYS_VALID: gettext_noop(
+            "improvement ({direction} is better) {estimate:.4g}, {level:g} % always-valid interval "
+            "[{low:.4g}, {high:.4g}]"
+        ),
+        BusinessValueCode.CUPED_ADJUSTED: gettext_noop("CUPED-adjusted {summary}"),
+        BusinessValueCode.AT_HORIZON: gettext_noop(" at the registered horizon of {units} units per arm"),
+        BusinessValueCode.CLEARS_MIN_EFFECT: gettext_noop(
+            "{summary}{at}: lower bound {low:.4g} >= the minimum effect {min_effect:g} (one-sided test at "
+            "alpha {alpha:g})"
+        ),
+        BusinessValueCode.CLEARS_ZERO: gettext_noop(
+            "{summary}{at}: lower bound {low:.4g} > 0 (one-sided test at alpha {alpha:g})"
+        ),
+        BusinessValueCode.BELOW_MIN_EFFECT: gettext_noop(
+            "{summary}{at}: lower bound {low:.4g} is below the minimum effect {min_effect:g}"
+        ),
+        BusinessValueCode.NOT_ABOVE_ZERO: gettext_noop(
+            "{summary}{at}: lower bound {low:.4g} is not above 0 (no improvement shown)"
+        ),
+        BusinessValueCode.NOT_SHOWN_MIN_EFFECT: gettext_noop(
+            "not shown yet: the estimate clears the minimum effect {min_effect:g} but the bound does not; "
+            "about {baseline} baseline and {candidate} candidate units would show it if the effect held at "
+            "its estimate"
+        ),
+        BusinessValueCode.NOT_SHOWN_ZERO: gettext_noop(
+            "not shown yet: the estimate clears 0 but the bound does not; about {baseline} baseline and "
+            "{candidate} candidate units would show it if the effect held at its estimate"
+        ),
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -170,7 +264,7 @@ class FixedHorizon:
     was sized (the standard deviation used and where it came from)."""
 
     units_per_arm: int | None
-    basis: str
+    basis: Reason | str  # a sentence in plans registered before reason codes
     registered_at: str | None = None
 
 
@@ -217,7 +311,7 @@ class BusinessValueResult:
     sequential test, or a caller that judges one look it chose in advance)."""
 
     verdict: str
-    reasons: list[str]
+    reasons: list[Reason | str]
     method: str
     direction: str
     min_effect: float
@@ -369,12 +463,6 @@ def _srm(*, assigned_units: tuple[int, int] | None, share: float | None, alpha: 
     )
 
 
-PEEKING = (
-    "the fixed-horizon test is judged once, at the horizon; set business_sequential_tau (fixed before "
-    "the experiment) for an interval that may be judged at every look"
-)
-
-
 def _undecided_reasons(
     *,
     baseline: Stats,
@@ -385,42 +473,52 @@ def _undecided_reasons(
     share: float | None,
     horizon: FixedHorizon | None,
     effect: Effect,
-) -> tuple[str, list[str]] | None:
+) -> tuple[str, list[Reason | str]] | None:
     """(verdict, reasons) when the data cannot decide: a sample ratio mismatch (error), no registered
     horizon or before it, too few units, an effect that cannot be estimated; None when they can."""
     if srm is not None and srm.mismatch:
         assert assigned_units is not None  # srm is only checked on assigned units
-        test = f"chi-square {srm.chi_square:.2f}" if srm.chi_square is not None else "exact binomial test"
-        reason = (
-            f"sample ratio mismatch: {assigned_units[0]} baseline and {assigned_units[1]} candidate units "
-            f"assigned against an expected candidate share {share:g} ({test}, "
-            f"p = {srm.p_value:.3g} < {srm.alpha:g}): the assignment or logging is broken, the effect is "
-            "not trusted"
+        test = (
+            reason(BusinessValueCode.CHI_SQUARE, chi_square=srm.chi_square)
+            if srm.chi_square is not None
+            else reason(BusinessValueCode.EXACT_BINOMIAL)
         )
-        return ERROR, [reason]
+        mismatch = reason(
+            BusinessValueCode.SAMPLE_RATIO_MISMATCH,
+            baseline=assigned_units[0],
+            candidate=assigned_units[1],
+            share=share,
+            test=test,
+            p=srm.p_value,
+            alpha=srm.alpha,
+        )
+        return ERROR, [mismatch]
     if horizon is not None and horizon.units_per_arm is None:
-        return INSUFFICIENT, [f"no fixed horizon was registered: {horizon.basis}; {PEEKING}"]
-    too_few = [
-        f"{arm} has {stats.n} units, the policy needs at least {min_units}"
+        return INSUFFICIENT, [reason(BusinessValueCode.NO_HORIZON, basis=horizon.basis)]
+    too_few: list[Reason | str] = [
+        reason(BusinessValueCode.TOO_FEW_UNITS, arm=Term(arm), n=stats.n, need=min_units)
         for arm, stats in (("baseline", baseline), ("candidate", candidate))
         if stats.n < min_units
     ]
     if horizon is not None and horizon.units_per_arm and min(baseline.n, candidate.n) < horizon.units_per_arm:
-        reason = (
-            f"before the registered horizon of {horizon.units_per_arm} units per arm "
-            f"({baseline.n} baseline and {candidate.n} candidate units so far; {horizon.basis}): {PEEKING}"
+        before = reason(
+            BusinessValueCode.BEFORE_HORIZON,
+            units=horizon.units_per_arm,
+            baseline=baseline.n,
+            candidate=candidate.n,
+            basis=horizon.basis,
         )
-        return INSUFFICIENT, [reason, *too_few]
+        return INSUFFICIENT, [before, *too_few]
     if too_few:
         return INSUFFICIENT, too_few
     if effect.error is not None:
-        return INSUFFICIENT, [f"the effect cannot be estimated: {effect.error}"]
+        return INSUFFICIENT, [reason(BusinessValueCode.NO_EFFECT, why=effect.error)]
     return None
 
 
 def _improvement(
     *, baseline: Stats, candidate: Stats, effect: Effect, direction: str, alpha: float, tau: float | None
-) -> Improvement | str:
+) -> Improvement | Reason:
     """The decision interval as "better is positive" (the always-valid one with `tau`), or why the
     sequential interval cannot be computed."""
     confidence = 1 - 2 * alpha
@@ -431,7 +529,7 @@ def _improvement(
             control=baseline_units, treatment=candidate_units, tau=tau, confidence=confidence
         )
         if decision.error is not None:
-            return f"the sequential interval cannot be computed: {decision.error}"
+            return reason(BusinessValueCode.NO_SEQUENTIAL_INTERVAL, why=decision.error)
     assert decision.estimate is not None and decision.ci_low is not None and decision.ci_high is not None
     if direction == DECREASE:
         estimate, low, high = -decision.estimate, -decision.ci_high, -decision.ci_low
@@ -461,7 +559,7 @@ def _interim(
     result: BusinessValueResult, *, unblinded: Unblinding, baseline: Stats, candidate: Stats
 ) -> BusinessValueResult:
     """Before the look, unblinded: the numbers so far beside the undecided verdict, with who unblinded."""
-    reason = f"{unblinded.note}; interim numbers, not a decision"
+    interim = reason(BusinessValueCode.INTERIM, unblinded=unblinded.note)
     if result.verdict == INSUFFICIENT and result.effect.error is None and min(baseline.n, candidate.n) >= 2:
         improvement = _improvement(
             baseline=baseline,
@@ -473,12 +571,16 @@ def _interim(
         )
         if isinstance(improvement, Improvement):
             result = replace(result, improvement=improvement)
-            reason += (
-                f": improvement ({result.direction} is better) {improvement.estimate:.4g}, "
-                f"{improvement.confidence * 100:g} % interval [{improvement.ci_low:.4g}, "
-                f"{improvement.ci_high:.4g}], read before the horizon"
+            interim = reason(
+                BusinessValueCode.INTERIM_WITH_NUMBERS,
+                unblinded=unblinded.note,
+                direction=Term(result.direction),
+                estimate=improvement.estimate,
+                level=improvement.confidence * 100,
+                low=improvement.ci_low,
+                high=improvement.ci_high,
             )
-    return replace(result, reasons=[*result.reasons, reason], unblinded=unblinded)
+    return replace(result, reasons=[*result.reasons, interim], unblinded=unblinded)
 
 
 def business_value_judge(
@@ -581,28 +683,38 @@ def _decide(
         alpha=alpha,
         tau=tau,
     )
-    if isinstance(improvement, str):
+    if isinstance(improvement, Reason):
         return replace(result, verdict=INSUFFICIENT, reasons=[improvement])
     estimate, low, high = improvement.estimate, improvement.ci_low, improvement.ci_high
     result = replace(result, improvement=improvement)
     passed = low >= min_effect if min_effect > 0 else low > 0
-    always = "always-valid " if result.sequential else ""
-    summary = (
-        f"improvement ({direction} is better) {estimate:.4g}, "
-        f"{improvement.confidence * 100:g} % {always}interval [{low:.4g}, {high:.4g}]"
+    interval = (
+        BusinessValueCode.IMPROVEMENT_ALWAYS_VALID if result.sequential else BusinessValueCode.IMPROVEMENT
+    )
+    summary = reason(
+        interval,
+        direction=Term(direction),
+        estimate=estimate,
+        level=improvement.confidence * 100,
+        low=low,
+        high=high,
     )
     if result.cuped is not None:
-        summary = f"CUPED-adjusted {summary}"
-    at_horizon = f" at the registered horizon of {horizon.units_per_arm} units per arm" if horizon else ""
+        summary = reason(BusinessValueCode.CUPED_ADJUSTED, summary=summary)
+    at = reason(BusinessValueCode.AT_HORIZON, units=horizon.units_per_arm) if horizon else ""
+    judged = {"summary": summary, "at": at, "low": low}
     if passed:
-        comparison = f">= the minimum effect {min_effect:g}" if min_effect > 0 else "> 0"
-        reason = (
-            f"{summary}{at_horizon}: lower bound {low:.4g} {comparison} (one-sided test at alpha {alpha:g})"
-        )
-        return replace(result, verdict=PASS, reasons=[reason])
-    target = f"the minimum effect {min_effect:g}" if min_effect > 0 else "0"
-    shortfall = f"is below {target}" if min_effect > 0 else "is not above 0 (no improvement shown)"
-    reasons = [f"{summary}{at_horizon}: lower bound {low:.4g} {shortfall}"]
+        if min_effect > 0:
+            clears = reason(BusinessValueCode.CLEARS_MIN_EFFECT, **judged, min_effect=min_effect, alpha=alpha)
+        else:
+            clears = reason(BusinessValueCode.CLEARS_ZERO, **judged, alpha=alpha)
+        return replace(result, verdict=PASS, reasons=[clears])
+    below = (
+        reason(BusinessValueCode.BELOW_MIN_EFFECT, **judged, min_effect=min_effect)
+        if min_effect > 0
+        else reason(BusinessValueCode.NOT_ABOVE_ZERO, **judged)
+    )
+    reasons: list[Reason | str] = [below]
     if estimate > min_effect and horizon is None:
         factor = _units_factor(
             variance=_difference_variance(baseline, candidate),
@@ -612,9 +724,9 @@ def _decide(
         )
         needed = {"baseline": math.ceil(baseline.n * factor), "candidate": math.ceil(candidate.n * factor)}
         reasons.append(
-            f"not shown yet: the estimate clears {target} but the bound does not; about "
-            f"{needed['baseline']} baseline and {needed['candidate']} candidate units would show it if the "
-            "effect held at its estimate"
+            reason(BusinessValueCode.NOT_SHOWN_MIN_EFFECT, min_effect=min_effect, **needed)
+            if min_effect > 0
+            else reason(BusinessValueCode.NOT_SHOWN_ZERO, **needed)
         )
         improvement = replace(improvement, units_needed=needed)
         return replace(result, verdict=INSUFFICIENT, reasons=reasons, improvement=improvement)

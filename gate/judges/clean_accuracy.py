@@ -5,10 +5,33 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
+from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from engines.stats.intervals import wilson_interval
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
 from gate.policy import LOWER_BOUND, PolicySection, setting
+
+
+class CleanAccuracyCode(StrEnum):
+    TOO_FEW_ITEMS = "clean_accuracy.too_few_items"
+    BOUND_CLEARS = "clean_accuracy.bound_clears"
+    BOUND_BELOW = "clean_accuracy.bound_below"
+    ACCURACY_CLEARS = "clean_accuracy.accuracy_clears"
+    ACCURACY_BELOW = "clean_accuracy.accuracy_below"
+    ITEMS_ERRORED = "clean_accuracy.items_errored"
+
+
+wordings_register(
+    {
+        CleanAccuracyCode.TOO_FEW_ITEMS: gettext_noop("{n} items scored, the policy needs at least {need}"),
+        CleanAccuracyCode.BOUND_CLEARS: gettext_noop("lower bound {value:.3f} >= bar {bar:.3f}"),
+        CleanAccuracyCode.BOUND_BELOW: gettext_noop("lower bound {value:.3f} < bar {bar:.3f}"),
+        CleanAccuracyCode.ACCURACY_CLEARS: gettext_noop("accuracy {value:.3f} >= bar {bar:.3f}"),
+        CleanAccuracyCode.ACCURACY_BELOW: gettext_noop("accuracy {value:.3f} < bar {bar:.3f}"),
+        CleanAccuracyCode.ITEMS_ERRORED: gettext_noop("{errors} of {n} items errored (counted as wrong)"),
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -99,7 +122,7 @@ def accuracy_summarize(*, outcomes: Sequence[ItemOutcome], confidence: float) ->
 @dataclass(frozen=True)
 class CleanAccuracyResult:
     verdict: str
-    reasons: list[str]
+    reasons: list[Reason]
     candidate: AccuracySummary
     baseline: AccuracySummary | None
 
@@ -118,16 +141,16 @@ def clean_accuracy_judge(
     baseline_summary = accuracy_summarize(outcomes=baseline, confidence=confidence) if baseline else None
     bar = policy.clean_accuracy_min
     if summary.n < policy.clean_min_items:
-        reason = f"{summary.n} items scored, the policy needs at least {policy.clean_min_items}"
-        return CleanAccuracyResult(INSUFFICIENT, [reason], summary, baseline_summary)
+        too_few = reason(CleanAccuracyCode.TOO_FEW_ITEMS, n=summary.n, need=policy.clean_min_items)
+        return CleanAccuracyResult(INSUFFICIENT, [too_few], summary, baseline_summary)
     use_bound = decide_on == LOWER_BOUND
     judged = summary.ci_low if use_bound else summary.accuracy
     assert judged is not None  # n >= clean_min_items >= 1
-    what = "lower bound" if use_bound else "accuracy"
     if judged >= bar:
-        reasons = [f"{what} {judged:.3f} >= {bar:.3f}"]
-        return CleanAccuracyResult(PASS, reasons, summary, baseline_summary)
-    reasons = [f"{what} {judged:.3f} < {bar:.3f}"]
+        clears = CleanAccuracyCode.BOUND_CLEARS if use_bound else CleanAccuracyCode.ACCURACY_CLEARS
+        return CleanAccuracyResult(PASS, [reason(clears, value=judged, bar=bar)], summary, baseline_summary)
+    below = CleanAccuracyCode.BOUND_BELOW if use_bound else CleanAccuracyCode.ACCURACY_BELOW
+    reasons = [reason(below, value=judged, bar=bar)]
     if summary.errors:
-        reasons.append(f"{summary.errors} of {summary.n} items errored (counted as wrong)")
+        reasons.append(reason(CleanAccuracyCode.ITEMS_ERRORED, errors=summary.errors, n=summary.n))
     return CleanAccuracyResult(FAIL, reasons, summary, baseline_summary)

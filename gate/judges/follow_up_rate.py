@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 from engines.follow_up.correction import (
     CorrectedDifference,
@@ -45,6 +46,7 @@ from engines.follow_up.correction import (
     rate_correct,
 )
 from engines.follow_up.live_rates import LanguageErrorRates
+from engines.reasons import Reason, Term, gettext_noop, reason, wordings_register
 from engines.stats.effects import sequential_half_width
 from engines.stats.hypothesis import SrmResult, clustered_srm_check
 from engines.stats.intervals import newcombe_interval, wilson_interval
@@ -67,6 +69,114 @@ ROGAN_GLADEN, NO_CORRECTION = "rogan_gladen", "none"
 FOLLOW_UP_CORRECTIONS = (ROGAN_GLADEN, NO_CORRECTION)
 # Share of user turns the detector may still owe (their answers not stored yet) before the layer waits.
 MAX_UNJUDGED_SHARE = 0.05
+
+
+class FollowUpRateCode(StrEnum):
+    TOO_FEW_ANSWERED = "follow_up_rate.too_few_answered"
+    UNINFORMATIVE_LANGUAGE = "follow_up_rate.uninformative_language"
+    SAMPLE_RATIO_MISMATCH = "follow_up_rate.sample_ratio_mismatch"
+    NO_HORIZON = "follow_up_rate.no_horizon"
+    BEFORE_HORIZON = "follow_up_rate.before_horizon"
+    BEFORE_HORIZON_NO_BASELINE = "follow_up_rate.before_horizon_no_baseline"
+    INTERIM = "follow_up_rate.interim"
+    DETECTOR_OWES = "follow_up_rate.detector_owes"
+    RATE = "follow_up_rate.rate"
+    RATE_BOUND = "follow_up_rate.rate_bound"
+    RATE_ALWAYS_VALID_BOUND = "follow_up_rate.rate_always_valid_bound"
+    OBSERVED = "follow_up_rate.observed"
+    CORRECTED = "follow_up_rate.corrected"
+    BAR_CLEARS = "follow_up_rate.bar_clears"
+    BAR_EXCEEDED = "follow_up_rate.bar_exceeded"
+    DIFFERENCE = "follow_up_rate.difference"
+    DIFFERENCE_BOUND = "follow_up_rate.difference_bound"
+    DIFFERENCE_ALWAYS_VALID_BOUND = "follow_up_rate.difference_always_valid_bound"
+    BY_DELTA_METHOD = "follow_up_rate.by_delta_method"
+    BY_NEWCOMBE = "follow_up_rate.by_newcombe"
+    MARGIN_CLEARS = "follow_up_rate.margin_clears"
+    MARGIN_EXCEEDED = "follow_up_rate.margin_exceeded"
+    NO_BASELINE = "follow_up_rate.no_baseline"
+    NOT_SHOWN_YET = "follow_up_rate.not_shown_yet"
+    PLANNING_RATE_NOT_UNDER_BAR = "follow_up_rate.planning_rate_not_under_bar"
+    ZERO_MARGIN = "follow_up_rate.zero_margin"
+    ERROR_RATES_TOO_WIDE = "follow_up_rate.error_rates_too_wide"
+
+
+wordings_register(
+    {
+        FollowUpRateCode.TOO_FEW_ANSWERED: gettext_noop(
+            "{arm} has {n} answered questions, the policy needs at least {need}"
+        ),
+        FollowUpRateCode.UNINFORMATIVE_LANGUAGE: gettext_noop(
+            "the detector {detector} has no informative measured error rates for language '{language}' "
+            "(sensitivity + specificity must exceed 1): its follow-up rate cannot be corrected"
+        ),
+        FollowUpRateCode.SAMPLE_RATIO_MISMATCH: gettext_noop(
+            "sample ratio mismatch: {baseline} baseline and {candidate} candidate answered questions against "
+            "an expected candidate share {share:g} (clustered by user, p = {p:.3g} < {alpha:g}): the "
+            "assignment or logging is broken, the rate is not trusted"
+        ),
+        FollowUpRateCode.NO_HORIZON: gettext_noop("no horizon of answered questions was registered: {basis}"),
+        FollowUpRateCode.BEFORE_HORIZON: gettext_noop(
+            "before the registered horizon of {units} answered questions per arm ({baseline} baseline and "
+            "{candidate} candidate so far; {basis}): the rate is judged once, at the horizon"
+        ),
+        FollowUpRateCode.BEFORE_HORIZON_NO_BASELINE: gettext_noop(
+            "before the registered horizon of {units} answered questions per arm ({candidate} candidate so "
+            "far; {basis}): the rate is judged once, at the horizon"
+        ),
+        FollowUpRateCode.INTERIM: gettext_noop("{unblinded}; interim numbers, not a decision"),
+        FollowUpRateCode.DETECTOR_OWES: gettext_noop(
+            "the detector still owes {unjudged} of {turns:g} user turns (their answers are not stored yet); "
+            "run the gate again in a few minutes"
+        ),
+        FollowUpRateCode.RATE: gettext_noop("follow-up rate"),
+        FollowUpRateCode.RATE_BOUND: gettext_noop("follow-up rate upper bound"),
+        FollowUpRateCode.RATE_ALWAYS_VALID_BOUND: gettext_noop("follow-up rate always-valid upper bound"),
+        FollowUpRateCode.OBSERVED: gettext_noop(
+            "rate {rate:.3f}, {level:g} % CI [{low:.3f}, {high:.3f}], {follow_ups} follow-ups of {answered} "
+            "answers"
+        ),
+        FollowUpRateCode.CORRECTED: gettext_noop(
+            "corrected rate {rate:.3f}, {level:g} % CI [{low:.3f}, {high:.3f}] by Rogan–Gladen per language "
+            "for detector {detector}; observed {observed:.3f}, {follow_ups} follow-ups of {answered} answers"
+        ),
+        FollowUpRateCode.BAR_CLEARS: gettext_noop("{what} {judged:.3f} <= bar {bar:g} ({described})"),
+        FollowUpRateCode.BAR_EXCEEDED: gettext_noop("{what} {judged:.3f} > bar {bar:g} ({described})"),
+        FollowUpRateCode.DIFFERENCE: gettext_noop("difference from the baseline"),
+        FollowUpRateCode.DIFFERENCE_BOUND: gettext_noop("difference from the baseline upper bound"),
+        FollowUpRateCode.DIFFERENCE_ALWAYS_VALID_BOUND: gettext_noop(
+            "difference from the baseline always-valid upper bound"
+        ),
+        FollowUpRateCode.BY_DELTA_METHOD: gettext_noop("Rogan–Gladen corrected, delta method"),
+        FollowUpRateCode.BY_NEWCOMBE: gettext_noop("Newcombe's hybrid score"),
+        FollowUpRateCode.MARGIN_CLEARS: gettext_noop(
+            "{what} {judged:+.3f} <= margin {margin:g} (difference {estimate:+.3f}, {level:g} % CI "
+            "[{low:+.3f}, {high:+.3f}] by {method}; baseline rate {rate:.3f}, {follow_ups} follow-ups of "
+            "{answered} answers)"
+        ),
+        FollowUpRateCode.MARGIN_EXCEEDED: gettext_noop(
+            "{what} {judged:+.3f} > margin {margin:g} (difference {estimate:+.3f}, {level:g} % CI "
+            "[{low:+.3f}, {high:+.3f}] by {method}; baseline rate {rate:.3f}, {follow_ups} follow-ups of "
+            "{answered} answers)"
+        ),
+        FollowUpRateCode.NO_BASELINE: gettext_noop(
+            "no baseline arm: non-inferiority not checked, the verdict rests on the bar alone"
+        ),
+        FollowUpRateCode.NOT_SHOWN_YET: gettext_noop(
+            "not shown yet: the estimates clear the bar and the margin, the always-valid bounds not yet"
+        ),
+        FollowUpRateCode.PLANNING_RATE_NOT_UNDER_BAR: gettext_noop(
+            "the planning rate {rate:g} is not under the bar {bar:g}"
+        ),
+        FollowUpRateCode.ZERO_MARGIN: gettext_noop(
+            "a margin of 0 cannot be shown for a candidate as good as the baseline"
+        ),
+        FollowUpRateCode.ERROR_RATES_TOO_WIDE: gettext_noop(
+            "the detector's measured error rates alone leave the bar's bound wider than the gap at any "
+            "traffic: measure it on more labelled pairs"
+        ),
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -240,7 +350,7 @@ class AnswerHorizon:
     started (`answers_per_arm` None: none could be sized, `basis` says why)."""
 
     answers_per_arm: int | None
-    basis: str
+    basis: Reason | str  # a sentence in plans registered before reason codes
     registered_at: str | None = None
 
 
@@ -263,7 +373,7 @@ class FollowUpRateResult:
     turns the detector still owed."""
 
     verdict: str
-    reasons: list[str]
+    reasons: list[Reason | str]
     candidate: ArmFollowUps
     baseline: ArmFollowUps | None
     difference: RateDifference | None
@@ -329,10 +439,6 @@ def _check_settings(
         raise ValueError(f"confidence={confidence} outside (0, 1)")
 
 
-def _percent(confidence: float) -> str:
-    return f"{confidence * 100:g} %"
-
-
 def _uninformative_languages(*, arms: dict[str, FollowUpCounts], detector: DetectorAccuracy) -> list[str]:
     """Languages of judged turns for which the detector has no error rates it can be corrected by."""
     languages = {
@@ -347,19 +453,17 @@ def _uninformative_languages(*, arms: dict[str, FollowUpCounts], detector: Detec
 
 def _insufficient_reasons(
     *, arms: dict[str, FollowUpCounts], min_answered: int, detector: DetectorAccuracy | None
-) -> list[str]:
+) -> list[Reason | str]:
     """Every reason the data cannot decide yet; empty when they can. Each check appends its reason
     here (another one, such as live agreement with human labels, joins the same list)."""
-    reasons = [
-        f"{name} has {counts.answered} answered questions, the policy needs at least {min_answered}"
+    reasons: list[Reason | str] = [
+        reason(FollowUpRateCode.TOO_FEW_ANSWERED, arm=Term(name), n=counts.answered, need=min_answered)
         for name, counts in arms.items()
         if counts.answered < min_answered
     ]
     if detector is not None:
         reasons += [
-            f"the detector {detector.version} has no informative measured error rates for language "
-            f"{language!r} (sensitivity + specificity must exceed 1): its follow-up rate cannot be "
-            "corrected"
+            reason(FollowUpRateCode.UNINFORMATIVE_LANGUAGE, detector=detector.version, language=language)
             for language in _uninformative_languages(arms=arms, detector=detector)
         ]
     return reasons
@@ -462,29 +566,33 @@ def _undecided(
     srm: SrmResult | None,
     split: AnswerSplit | None,
     horizon: AnswerHorizon | None,
-) -> tuple[str, list[str]] | None:
+) -> tuple[str, list[Reason | str]] | None:
     """(verdict, reasons) when the data cannot decide: a sample ratio mismatch of the answered questions
     (error), no registered horizon or before it, or what `_insufficient_reasons` finds; None when they can."""
     if srm is not None and srm.mismatch:
         assert split is not None and srm.p_value is not None
-        return ERROR, [
-            f"sample ratio mismatch: {split.baseline} baseline and {split.candidate} candidate answered "
-            f"questions against an expected candidate share {split.candidate_share:g} (clustered by user, "
-            f"p = {srm.p_value:.3g} < {srm.alpha:g}): the assignment or logging is broken, the rate is not "
-            "trusted"
-        ]
+        mismatch = reason(
+            FollowUpRateCode.SAMPLE_RATIO_MISMATCH,
+            baseline=split.baseline,
+            candidate=split.candidate,
+            share=split.candidate_share,
+            p=srm.p_value,
+            alpha=srm.alpha,
+        )
+        return ERROR, [mismatch]
     if horizon is not None and horizon.answers_per_arm is None:
-        return INSUFFICIENT, [f"no horizon of answered questions was registered: {horizon.basis}"]
+        return INSUFFICIENT, [reason(FollowUpRateCode.NO_HORIZON, basis=horizon.basis)]
     reasons = _insufficient_reasons(arms=arms, min_answered=min_answered, detector=detector)
     if horizon is not None and horizon.answers_per_arm is not None:
         short = min(counts.answered for counts in arms.values())
         if short < horizon.answers_per_arm:
-            counted = " and ".join(f"{counts.answered} {name}" for name, counts in reversed(arms.items()))
-            reasons.insert(
-                0,
-                f"before the registered horizon of {horizon.answers_per_arm} answered questions per arm "
-                f"({counted} so far; {horizon.basis}): the rate is judged once, at the horizon",
+            counted = {name: counts.answered for name, counts in arms.items()}
+            code = (
+                FollowUpRateCode.BEFORE_HORIZON
+                if "baseline" in counted
+                else FollowUpRateCode.BEFORE_HORIZON_NO_BASELINE
             )
+            reasons.insert(0, reason(code, units=horizon.answers_per_arm, basis=horizon.basis, **counted))
     return (INSUFFICIENT, reasons) if reasons else None
 
 
@@ -611,7 +719,7 @@ def follow_up_rate_judge(
         return follow_up_rate_blind(result)
     return replace(
         result,
-        reasons=[*result.reasons, f"{unblinded.note}; interim numbers, not a decision"],
+        reasons=[*result.reasons, reason(FollowUpRateCode.INTERIM, unblinded=unblinded.note)],
         unblinded=unblinded,
     )
 
@@ -624,11 +732,8 @@ def _owed(result: FollowUpRateResult, *, user_turns: float) -> FollowUpRateResul
         or result.unjudged / user_turns <= MAX_UNJUDGED_SHARE
     ):
         return result
-    reason = (
-        f"the detector still owes {result.unjudged} of {user_turns:g} user turns (their answers are not "
-        "stored yet); run the gate again in a few minutes"
-    )
-    return replace(result, verdict=INSUFFICIENT, reasons=[*result.reasons, reason])
+    owes = reason(FollowUpRateCode.DETECTOR_OWES, unjudged=result.unjudged, turns=user_turns)
+    return replace(result, verdict=INSUFFICIENT, reasons=[*result.reasons, owes])
 
 
 def _decide(
@@ -640,7 +745,7 @@ def _decide(
 ) -> FollowUpRateResult:
     """The two checks on the bounds (always-valid with `tau`) or the estimates."""
     use_bound, confidence = result.decide_on == UPPER_BOUND, result.confidence
-    max_rate, level = result.threshold, _percent(confidence)
+    max_rate, level = result.threshold, confidence * 100
     arm, counts, difference = result.candidate, arms["candidate"], result.difference
     rate = arm.judged_rate
     assert arm.rate is not None and rate is not None  # answered >= min_answered >= 1
@@ -657,59 +762,85 @@ def _decide(
     assert upper is not None
     judged = upper if use_bound else rate
     bar_passed = judged <= max_rate
-    always = "always-valid " if tau is not None else ""
     if arm.corrected is not None:
-        described = (
-            f"corrected rate {rate:.3f}, {level} CI [{arm.judged_low:.3f}, {arm.judged_high:.3f}] by "
-            f"Rogan–Gladen per language for detector {correcting.version if correcting else ''}; observed "
-            f"{arm.rate:.3f}, {counts.follow_ups} follow-ups of {counts.answered} answers"
+        described = reason(
+            FollowUpRateCode.CORRECTED,
+            rate=rate,
+            level=level,
+            low=arm.judged_low,
+            high=arm.judged_high,
+            detector=correcting.version if correcting else "",
+            observed=arm.rate,
+            follow_ups=counts.follow_ups,
+            answered=counts.answered,
         )
     else:
-        described = (
-            f"rate {arm.rate:.3f}, {level} CI [{arm.ci_low:.3f}, {arm.ci_high:.3f}], "
-            f"{counts.follow_ups} follow-ups of {counts.answered} answers"
+        described = reason(
+            FollowUpRateCode.OBSERVED,
+            rate=arm.rate,
+            level=level,
+            low=arm.ci_low,
+            high=arm.ci_high,
+            follow_ups=counts.follow_ups,
+            answered=counts.answered,
         )
-    bound = f"{always}upper bound " if use_bound else ""
-    outcomes = [
-        (
-            bar_passed,
-            f"follow-up rate {bound}{judged:.3f} {'<=' if bar_passed else '>'} bar {max_rate:g} "
-            f"({described})",
-        )
-    ]
-    notes = []
+    what = _judged_what(use_bound=use_bound, tau=tau, of_difference=False)
+    bar_code = FollowUpRateCode.BAR_CLEARS if bar_passed else FollowUpRateCode.BAR_EXCEEDED
+    outcomes = [(bar_passed, reason(bar_code, what=what, judged=judged, bar=max_rate, described=described))]
+    notes: list[Reason | str] = []
     non_inferior = None
     if difference is None:
-        notes.append("no baseline arm: non-inferiority not checked, the verdict rests on the bar alone")
+        notes.append(reason(FollowUpRateCode.NO_BASELINE))
     else:
         other = result.baseline
         assert other is not None and other.rate is not None and other.judged_rate is not None
         assert difference_upper is not None
         judged = difference_upper if use_bound else difference.estimate
         non_inferior = judged <= difference.margin
-        how = "Rogan–Gladen corrected, delta method" if difference.corrected else "Newcombe's hybrid score"
+        method = FollowUpRateCode.BY_DELTA_METHOD if difference.corrected else FollowUpRateCode.BY_NEWCOMBE
+        margin_code = FollowUpRateCode.MARGIN_CLEARS if non_inferior else FollowUpRateCode.MARGIN_EXCEEDED
         outcomes.append(
             (
                 non_inferior,
-                f"difference from the baseline {bound}{judged:+.3f} "
-                f"{'<=' if non_inferior else '>'} margin {difference.margin:g} (difference "
-                f"{difference.estimate:+.3f}, {level} CI [{difference.ci_low:+.3f}, "
-                f"{difference.ci_high:+.3f}] by {how}; baseline rate "
-                f"{other.judged_rate:.3f}, {other.follow_ups} follow-ups of {other.answered} answers)",
+                reason(
+                    margin_code,
+                    what=_judged_what(use_bound=use_bound, tau=tau, of_difference=True),
+                    judged=judged,
+                    margin=difference.margin,
+                    estimate=difference.estimate,
+                    level=level,
+                    low=difference.ci_low,
+                    high=difference.ci_high,
+                    method=reason(method),
+                    rate=other.judged_rate,
+                    follow_ups=other.follow_ups,
+                    answered=other.answered,
+                ),
             )
         )
     checks = FollowUpChecks(bar=bar_passed, non_inferiority=non_inferior)
-    failed = [reason for passed, reason in outcomes if not passed]
+    failed: list[Reason | str] = [why for passed, why in outcomes if not passed]
     if not failed:
-        return replace(
-            result, verdict=PASS, reasons=[reason for _, reason in outcomes] + notes, checks=checks
-        )
+        return replace(result, verdict=PASS, reasons=[*(why for _, why in outcomes), *notes], checks=checks)
     points = rate <= max_rate and (difference is None or difference.estimate <= difference.margin)
     if tau is not None and use_bound and points:
         # Always valid: the bounds may still clear at a later run; nothing is decided yet.
-        reason = "not shown yet: the estimates clear the bar and the margin, the always-valid bounds not yet"
-        return replace(result, verdict=INSUFFICIENT, reasons=[*failed, *notes, reason], checks=checks)
-    return replace(result, verdict=FAIL, reasons=failed + notes, checks=checks)
+        not_yet = reason(FollowUpRateCode.NOT_SHOWN_YET)
+        return replace(result, verdict=INSUFFICIENT, reasons=[*failed, *notes, not_yet], checks=checks)
+    return replace(result, verdict=FAIL, reasons=[*failed, *notes], checks=checks)
+
+
+def _judged_what(*, use_bound: bool, tau: float | None, of_difference: bool) -> Reason:
+    """What a check judged: the estimate, its upper bound, or its always-valid upper bound."""
+    if of_difference:
+        codes = (
+            FollowUpRateCode.DIFFERENCE,
+            FollowUpRateCode.DIFFERENCE_BOUND,
+            FollowUpRateCode.DIFFERENCE_ALWAYS_VALID_BOUND,
+        )
+    else:
+        codes = (FollowUpRateCode.RATE, FollowUpRateCode.RATE_BOUND, FollowUpRateCode.RATE_ALWAYS_VALID_BOUND)
+    return reason(codes[0 if not use_bound else 1 if tau is None else 2])
 
 
 MAX_HORIZON = 10**9
@@ -770,15 +901,15 @@ def follow_up_horizon_answers(
     power: float,
     decide_on: str,
     errors: ErrorRates | None = None,
-) -> int | str:
+) -> int | Reason:
     """The answered questions per arm at which a candidate as good as the baseline (both at `rate`)
     passes the bar and the non-inferiority margin with probability `power` (`follow_up_horizon_power`):
     the smallest such n, or why there is none (the rate not under the bar, no margin, or the error rates'
     own uncertainty wider than the gap at any traffic)."""
     if not 0 <= rate < max_rate:
-        return f"the planning rate {rate:g} is not under the bar {max_rate:g}"
+        return reason(FollowUpRateCode.PLANNING_RATE_NOT_UNDER_BAR, rate=rate, bar=max_rate)
     if margin <= 0 and decide_on == UPPER_BOUND:
-        return "a margin of 0 cannot be shown for a candidate as good as the baseline"
+        return reason(FollowUpRateCode.ZERO_MARGIN)
 
     def passes(n: int) -> bool:
         chance = follow_up_horizon_power(
@@ -795,10 +926,7 @@ def follow_up_horizon_answers(
     high = 2
     while not passes(high):
         if high >= MAX_HORIZON:
-            return (
-                "the detector's measured error rates alone leave the bar's bound wider than the gap at any "
-                "traffic: measure it on more labelled pairs"
-            )
+            return reason(FollowUpRateCode.ERROR_RATES_TOO_WIDE)
         high *= 2
     low = high // 2
     while high - low > 1:  # the chance grows with n: the first n that passes

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from engines.follow_up.live_rates import LIVE, ClassRate, LanguageErrorRates
+from engines.reasons import Reason, Term, gettext_noop, reason, wordings_register
 from engines.stats.intervals import wilson_interval
 from gate.judges.verdict import ERROR, INSUFFICIENT
 from gate.policy import PolicySection, setting
@@ -61,6 +63,59 @@ class LiveAgreementPolicy(PolicySection):
     )
 
 
+class FollowUpReviewCode(StrEnum):
+    AGREEMENT = "follow_up_review.agreement"
+    NONE_REVIEWED = "follow_up_review.none_reviewed"
+    TOO_FEW_LABELS = "follow_up_review.too_few_labels"
+    BELOW_MINIMUM = "follow_up_review.below_minimum"
+    MET = "follow_up_review.met"
+    LIVE_RATES = "follow_up_review.live_rates"
+    SHIPPED_RATES = "follow_up_review.shipped_rates"
+    UNMEASURED = "follow_up_review.unmeasured"
+    DISAGREES_BLOCKING = "follow_up_review.disagrees_blocking"
+    DISAGREES_LIVE_USED = "follow_up_review.disagrees_live_used"
+
+
+wordings_register(
+    {
+        FollowUpReviewCode.AGREEMENT: gettext_noop(
+            "live agreement of the detector with reviewers {agreement:.3f} ({agreeing} of {labels} reviewed "
+            "turns, {level:g} % CI [{low:.3f}, {high:.3f}])"
+        ),
+        FollowUpReviewCode.NONE_REVIEWED: gettext_noop("no live turns reviewed yet"),
+        FollowUpReviewCode.TOO_FEW_LABELS: gettext_noop(
+            "{summary}: not checked, the policy needs at least {need} reviewed turns"
+        ),
+        FollowUpReviewCode.BELOW_MINIMUM: gettext_noop(
+            "{summary} is below the policy's minimum {minimum:g}: the detector's labels cannot be trusted "
+            "on this traffic"
+        ),
+        FollowUpReviewCode.MET: gettext_noop("{summary} >= minimum {minimum:g}"),
+        FollowUpReviewCode.LIVE_RATES: gettext_noop(
+            "error rates for language '{language}' from {n} reviewed live turns: sensitivity {se:.3f} "
+            "({tp} of {positives}), specificity {sp:.3f} ({tn} of {negatives})"
+        ),
+        FollowUpReviewCode.SHIPPED_RATES: gettext_noop(
+            "error rates for language '{language}' as shipped, from the detector's test split: sensitivity "
+            "{se:.3f}, specificity {sp:.3f} ({positives} follow-ups and {negatives} others reviewed, the "
+            "live ones need {need} of each)"
+        ),
+        FollowUpReviewCode.UNMEASURED: gettext_noop("unmeasured"),
+        FollowUpReviewCode.DISAGREES_BLOCKING: gettext_noop(
+            "language '{language}': the live {name} {live:.3f} ({k} of {n} reviewed turns) disagrees with "
+            "the shipped {shipped:.3f} ({shipped_k} of {shipped_n} test pairs; Fisher's exact p {p:.3g}, "
+            "Holm-adjusted {adjusted:.3g} < {alpha:g}): too few turns are reviewed to replace it, so the "
+            "corrected rate cannot be trusted yet"
+        ),
+        FollowUpReviewCode.DISAGREES_LIVE_USED: gettext_noop(
+            "language '{language}': the live {name} {live:.3f} ({k} of {n} reviewed turns) disagrees with "
+            "the shipped {shipped:.3f} ({shipped_k} of {shipped_n} test pairs; Fisher's exact p {p:.3g}, "
+            "Holm-adjusted {adjusted:.3g} < {alpha:g}): the live one is used"
+        ),
+    }
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class LiveAgreement:
     """Reviewed turns (`labels`), those where detector and reviewer agree on counted or not
@@ -83,7 +138,7 @@ class LiveAgreement:
     minimum: float
     min_labels: int
     status: str
-    reason: str
+    reason: Reason | str  # a sentence in details stored before reason codes
 
     @property
     def kinds(self) -> list[str]:
@@ -132,23 +187,27 @@ def live_agreement_judge(
     low, high = wilson_interval(successes=agreeing, n=labels, confidence=confidence)
     agreement = _ratio(agreeing, labels)
     summary = (
-        f"live agreement of the detector with reviewers {agreement:.3f} ({agreeing} of {labels} reviewed "
-        f"turns, {confidence * 100:g} % CI [{low:.3f}, {high:.3f}])"
+        reason(
+            FollowUpReviewCode.AGREEMENT,
+            agreement=agreement,
+            agreeing=agreeing,
+            labels=labels,
+            level=confidence * 100,
+            low=low,
+            high=high,
+        )
         if agreement is not None
-        else "no live turns reviewed yet"
+        else reason(FollowUpReviewCode.NONE_REVIEWED)
     )
     if labels < min_labels:
         status = TOO_FEW_LABELS
-        reason = f"{summary}: not checked, the policy needs at least {min_labels} reviewed turns"
+        why = reason(FollowUpReviewCode.TOO_FEW_LABELS, summary=summary, need=min_labels)
     elif agreement is not None and agreement < minimum:
         status = BELOW_MINIMUM
-        reason = (
-            f"{summary} is below the policy's minimum {minimum:g}: the detector's labels cannot be trusted "
-            "on this traffic"
-        )
+        why = reason(FollowUpReviewCode.BELOW_MINIMUM, summary=summary, minimum=minimum)
     else:
         status = MET
-        reason = f"{summary} >= minimum {minimum:g}"
+        why = reason(FollowUpReviewCode.MET, summary=summary, minimum=minimum)
     return LiveAgreement(
         labels=labels,
         agreeing=agreeing,
@@ -164,13 +223,13 @@ def live_agreement_judge(
         minimum=minimum,
         min_labels=min_labels,
         status=status,
-        reason=reason,
+        reason=why,
     )
 
 
 def live_agreement_apply(
-    *, verdict: str, reasons: Sequence[str], live: LiveAgreement
-) -> tuple[str, list[str]]:
+    *, verdict: str, reasons: Sequence[Reason | str], live: LiveAgreement
+) -> tuple[str, list[Reason | str]]:
     """Layer 2's verdict and reasons once the live agreement is known: `insufficient_data` when the
     agreement is below the minimum (a pass or a fail of an untrusted detector shows nothing), the
     agreement noted among the reasons whenever some turn was reviewed. An error stays an error."""
@@ -232,45 +291,59 @@ def reviewer_agreement_judge(
     )
 
 
-def _rate(value: float | None) -> str:
-    return f"{value:.3f}" if value is not None else "unmeasured"
+def _rate(value: float | None) -> float | Reason:
+    return value if value is not None else reason(FollowUpReviewCode.UNMEASURED)
 
 
-def error_rates_reason(rates: LanguageErrorRates) -> str:
+def error_rates_reason(rates: LanguageErrorRates) -> Reason:
     """Where one language's error rates come from: its reviewed live turns, or the shipped ones."""
     se, sp = rates.classes
     if se.source == LIVE:
-        return (
-            f"error rates for language '{rates.language}' from {se.live_n + sp.live_n} reviewed live turns: "
-            f"sensitivity {_rate(se.value)} ({se.live_k} of {se.live_n}), specificity {_rate(sp.value)} "
-            f"({sp.live_k} of {sp.live_n})"
+        return reason(
+            FollowUpReviewCode.LIVE_RATES,
+            language=rates.language,
+            n=se.live_n + sp.live_n,
+            se=_rate(se.value),
+            tp=se.live_k,
+            positives=se.live_n,
+            sp=_rate(sp.value),
+            tn=sp.live_k,
+            negatives=sp.live_n,
         )
-    return (
-        f"error rates for language '{rates.language}' as shipped, from the detector's test split: "
-        f"sensitivity {_rate(se.value)}, specificity {_rate(sp.value)} ({se.live_n} follow-ups and "
-        f"{sp.live_n} others reviewed, the live ones need {se.min_labels} of each)"
+    return reason(
+        FollowUpReviewCode.SHIPPED_RATES,
+        language=rates.language,
+        se=_rate(se.value),
+        sp=_rate(sp.value),
+        positives=se.live_n,
+        negatives=sp.live_n,
+        need=se.min_labels,
     )
 
 
-def disagreement_reason(language: str, rate: ClassRate) -> str:
+def disagreement_reason(language: str, rate: ClassRate) -> Reason:
     """A class whose live and shipped rates differ beyond chance, and what follows from it."""
     assert rate.live is not None and rate.shipped is not None and rate.p_value is not None
-    tail = (
-        "too few turns are reviewed to replace it, so the corrected rate cannot be trusted yet"
-        if rate.blocking
-        else "the live one is used"
-    )
-    return (
-        f"language '{language}': the live {rate.name} {rate.live:.3f} ({rate.live_k} of {rate.live_n} "
-        f"reviewed turns) disagrees with the shipped {rate.shipped:.3f} ({rate.shipped_k} of "
-        f"{rate.shipped_n} test pairs; Fisher's exact p {rate.p_value:.3g}, Holm-adjusted "
-        f"{rate.adjusted_p:.3g} < {rate.alpha:g}): {tail}"
+    code = FollowUpReviewCode.DISAGREES_BLOCKING if rate.blocking else FollowUpReviewCode.DISAGREES_LIVE_USED
+    return reason(
+        code,
+        language=language,
+        name=Term(rate.name),
+        live=rate.live,
+        k=rate.live_k,
+        n=rate.live_n,
+        shipped=rate.shipped,
+        shipped_k=rate.shipped_k,
+        shipped_n=rate.shipped_n,
+        p=rate.p_value,
+        adjusted=rate.adjusted_p,
+        alpha=rate.alpha,
     )
 
 
 def error_rates_apply(
-    *, verdict: str, reasons: Sequence[str], rates: Mapping[str, LanguageErrorRates]
-) -> tuple[str, list[str]]:
+    *, verdict: str, reasons: Sequence[Reason | str], rates: Mapping[str, LanguageErrorRates]
+) -> tuple[str, list[Reason | str]]:
     """Layer 2's verdict and reasons once its error rates are chosen: each language's sources among
     the reasons, each disagreement too, and `insufficient_data` when a shipped rate still in use is
     contradicted (an error stays an error)."""
@@ -283,4 +356,4 @@ def error_rates_apply(
     ]
     if any(blocking for blocking, _ in disagreements) and verdict != ERROR:
         verdict = INSUFFICIENT
-    return verdict, [*reasons, *notes, *(reason for _, reason in disagreements)]
+    return verdict, [*reasons, *notes, *(why for _, why in disagreements)]

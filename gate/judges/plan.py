@@ -18,10 +18,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
+
+from engines.reasons import Reason, gettext_noop, reason, wordings_register
 
 # The keys a plan registered before plans froze every setting recorded, by policy key (layer 3 only).
 LEGACY_KEYS = {"business_metric": "metric", "business_per": "per"}
+
+
+class PlanCode(StrEnum):
+    UNBLINDED = "plan.unblinded"
+    NOT_REGISTERED = "plan.not_registered"
+    SETTING_DIFFERS = "plan.setting_differs"
+
+
+wordings_register(
+    {
+        PlanCode.UNBLINDED: gettext_noop("unblinded by {by} at {at}: {why}"),
+        PlanCode.NOT_REGISTERED: gettext_noop(
+            "not the registered test ({differences}): the plan registered at {at} binds the test, and "
+            "changing it is a new registration, counted from then on"
+        ),
+        PlanCode.SETTING_DIFFERS: gettext_noop("{key} {value}, registered {registered}"),
+    }
+)
 
 
 def moment(value: str | None) -> str:
@@ -46,8 +67,8 @@ class Unblinding:
     reason: str
 
     @property
-    def note(self) -> str:
-        return f"unblinded by {self.by} at {moment(self.at)}: {self.reason}"
+    def note(self) -> Reason:
+        return reason(PlanCode.UNBLINDED, by=self.by, at=moment(self.at), why=self.reason)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,12 +118,12 @@ def _value(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-def not_registered_reason(*, differences: list[SettingDifference], registered_at: str | None) -> str:
+def not_registered_reason(*, differences: list[SettingDifference], registered_at: str | None) -> Reason:
     """The `error` reason of a layer whose run does not judge the registered test."""
-    parts = ", ".join(
-        f"{d.key} {_value(d.effective)} (registered {_value(d.registered)})" for d in differences
-    )
-    return (
-        f"not the registered test: {parts}; the plan registered at {moment(registered_at)} binds the test, "
-        "and changing it is a new registration, counted from then on"
-    )
+    parts = [
+        reason(
+            PlanCode.SETTING_DIFFERS, key=d.key, value=_value(d.effective), registered=_value(d.registered)
+        )
+        for d in differences
+    ]
+    return reason(PlanCode.NOT_REGISTERED, differences=parts, at=moment(registered_at))

@@ -6,14 +6,41 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from engines.perturbation.attack import AttackReport, AttackSpec
+from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from engines.stats.hypothesis import mcnemar_exact
 from engines.stats.intervals import wilson_interval
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
 from gate.policy import LOWER_BOUND, PolicyError, PolicySection, setting
 
 JUDGE_BY = ("reference", "consistency")
+
+
+class RobustnessCode(StrEnum):
+    TOO_FEW_SAMPLES = "robustness.too_few_samples"
+    BOUND_CLEARS = "robustness.bound_clears"
+    BOUND_BELOW = "robustness.bound_below"
+    RATE_CLEARS = "robustness.rate_clears"
+    RATE_BELOW = "robustness.rate_below"
+    WEAKEST = "robustness.weakest"
+    SAMPLES_ERRORED = "robustness.samples_errored"
+
+
+wordings_register(
+    {
+        RobustnessCode.TOO_FEW_SAMPLES: gettext_noop(
+            "{n} perturbed samples, the policy needs at least {need}"
+        ),
+        RobustnessCode.BOUND_CLEARS: gettext_noop("lower bound {value:.3f} >= bar {bar:.3f}"),
+        RobustnessCode.BOUND_BELOW: gettext_noop("lower bound {value:.3f} < bar {bar:.3f}"),
+        RobustnessCode.RATE_CLEARS: gettext_noop("robustness {value:.3f} >= bar {bar:.3f}"),
+        RobustnessCode.RATE_BELOW: gettext_noop("robustness {value:.3f} < bar {bar:.3f}"),
+        RobustnessCode.WEAKEST: gettext_noop("weakest: {name} {correct}/{n}"),
+        RobustnessCode.SAMPLES_ERRORED: gettext_noop("{errors} samples errored (counted as wrong)"),
+    }
+)
 
 
 def _shares(key: str, value: object) -> dict[str, float]:
@@ -244,7 +271,7 @@ def worst_items(*, outcomes: Sequence[SampleOutcome], limit: int = 20) -> list[W
 @dataclass(frozen=True)
 class RobustnessResult:
     verdict: str
-    reasons: list[str]
+    reasons: list[Reason | str]
     candidate: RobustnessSummary
     baseline: RobustnessSummary | None
     comparison: PairedComparison | None
@@ -268,22 +295,25 @@ def robustness_judge(
     worst = worst_items(outcomes=candidate)
     n = summary.n
     if n < policy.robustness_min_samples:
-        reasons = [f"{n} perturbed samples, the policy needs at least {policy.robustness_min_samples}"]
-        return RobustnessResult(
-            INSUFFICIENT, reasons + list(shortfall), summary, baseline_summary, comparison, worst
-        )
+        reasons: list[Reason | str] = [
+            reason(RobustnessCode.TOO_FEW_SAMPLES, n=n, need=policy.robustness_min_samples),
+            *shortfall,  # the perturbation engine's notes, as it wrote them
+        ]
+        return RobustnessResult(INSUFFICIENT, reasons, summary, baseline_summary, comparison, worst)
     bar = policy.robustness_min
     use_bound = decide_on == LOWER_BOUND
     judged = summary.ci_low if use_bound else summary.rate
     assert judged is not None  # n >= robustness_min_samples >= 1
-    what = "lower bound" if use_bound else "robustness"
     if judged >= bar:
-        return RobustnessResult(
-            PASS, [f"{what} {judged:.3f} >= {bar:.3f}"], summary, baseline_summary, comparison, worst
-        )
-    reasons = [f"{what} {judged:.3f} < {bar:.3f}"]
+        clears = RobustnessCode.BOUND_CLEARS if use_bound else RobustnessCode.RATE_CLEARS
+        reasons = [reason(clears, value=judged, bar=bar)]
+        return RobustnessResult(PASS, reasons, summary, baseline_summary, comparison, worst)
+    below = RobustnessCode.BOUND_BELOW if use_bound else RobustnessCode.RATE_BELOW
+    reasons = [reason(below, value=judged, bar=bar)]
     weakest = sorted(summary.by_type.items(), key=lambda kv: kv[1].rate or 0.0)[:2]
-    reasons += [f"weakest: {name} {cell.correct}/{cell.n}" for name, cell in weakest]
+    reasons += [
+        reason(RobustnessCode.WEAKEST, name=name, correct=cell.correct, n=cell.n) for name, cell in weakest
+    ]
     if summary.errors:
-        reasons.append(f"{summary.errors} samples errored (counted as wrong)")
+        reasons.append(reason(RobustnessCode.SAMPLES_ERRORED, errors=summary.errors))
     return RobustnessResult(FAIL, reasons, summary, baseline_summary, comparison, worst)

@@ -11,7 +11,7 @@ import functools
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, TypeVar
@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from django.db import transaction
 from pydantic import TypeAdapter, ValidationError
 
+from engines.reasons import Reason, Words, reasons_to_json
 from gate.models import GateRun, LayerResult
 from gate.policy import GatePolicyConfig, PolicySection
 from gate.reporting import Attribution
@@ -105,10 +106,11 @@ def _adapter(kind: type) -> TypeAdapter[Any]:
     return TypeAdapter(kind)
 
 
-def to_json(value: object) -> Any:
-    """A dataclass (or anything pydantic can dump) as plain JSON values."""
+def to_json(value: object, *, words: Words | None = None) -> Any:
+    """A dataclass (or anything pydantic can dump) as plain JSON values; with `words`, each reason in
+    it also carries its `message` in them."""
     kind: type = type(value)  # as a plain `type`: mypy reads type[object] as unhashable for the cache
-    return _adapter(kind).dump_python(value, mode="json")
+    return _adapter(kind).dump_python(value, mode="json", context={"words": words} if words else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,7 +214,7 @@ class GateLayer(ABC, Generic[D]):
         started: float,
         verdict: str,
         details: D,
-        reasons: list[str],
+        reasons: Sequence[Reason | str],
         threshold: float | None,
         estimate: float | None = None,
         ci_low: float | None = None,
@@ -233,7 +235,7 @@ class GateLayer(ABC, Generic[D]):
                     "ci_low": ci_low,
                     "ci_high": ci_high,
                     "threshold": threshold,
-                    "reasons": reasons,
+                    "reasons": reasons_to_json(reasons),
                     "details": to_json(details),
                     "wall_seconds": time.perf_counter() - started,
                     "device": device,
@@ -242,7 +244,7 @@ class GateLayer(ABC, Generic[D]):
         return result
 
 
-def layer_error_store(*, layer: GateLayer[Any], run: GateRun, reasons: list[str]) -> LayerResult:
+def layer_error_store(*, layer: GateLayer[Any], run: GateRun, reasons: Sequence[Reason | str]) -> LayerResult:
     """`layer` not computed for a reason outside it (its model is not the one that serves): `error`,
     with what failed, no details."""
     with transaction.atomic():
@@ -256,7 +258,7 @@ def layer_error_store(*, layer: GateLayer[Any], run: GateRun, reasons: list[str]
                 "estimate": None,
                 "ci_low": None,
                 "ci_high": None,
-                "reasons": reasons,
+                "reasons": reasons_to_json(reasons),
                 "details": {},
             },
         )

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from enum import StrEnum
 from functools import partial
 from typing import Any
 
@@ -26,6 +27,7 @@ from canary.selectors import (
     outcomes_worst_sql,
     traffic_window_get,
 )
+from engines.reasons import gettext_noop, reason, sentences, stored_reason_read, wordings_register
 from engines.routing import BASELINE, CANDIDATE
 from engines.stats.sufficient import MeanStats, RatioCupedStats, RatioStats
 from gate.judges.business_value import (
@@ -45,6 +47,7 @@ from gate.layers.looks import look_keep, look_returned, look_stored
 from gate.layers.traffic import (
     BLIND_LEVEL,
     EXAMPLES,
+    TrafficCode,
     no_experiment_reason,
     plan_counted_since,
     probe_table,
@@ -143,18 +146,43 @@ class BusinessAssessment:
     new_look: bool = False
 
 
+class BusinessLayerCode(StrEnum):
+    HORIZON_REACHED = "business_value.horizon_reached"
+    NO_METRIC = "business_value.no_metric"
+    DATA_SUMMARY = "business_value.data_summary"
+    BY_HOUR_TITLE = "business_value.by_hour_title"
+    WORST_TITLE = "business_value.worst_title"
+
+
+wordings_register(
+    {
+        BusinessLayerCode.HORIZON_REACHED: gettext_noop(
+            "the registered horizon of {units} units per arm is reached: the next gate run takes the one look"
+        ),
+        BusinessLayerCode.NO_METRIC: gettext_noop(
+            "the policy names no outcome metric (policy key business_metric)"
+        ),
+        BusinessLayerCode.DATA_SUMMARY: gettext_noop(
+            "the candidate's units with the worst {metric}; stress probes: {probes}"
+        ),
+        BusinessLayerCode.BY_HOUR_TITLE: gettext_noop("{metric} by hour"),
+        BusinessLayerCode.WORST_TITLE: gettext_noop("the candidate's worst {metric}"),
+    }
+)
+
+
 def _plan_horizon(experiment: Experiment, plan: dict[str, Any], min_units: int) -> FixedHorizon:
     """The plan's horizon (at least `min_units`: a plan registered before horizons were raised to it
     could otherwise never decide)."""
     if not plan:
         return FixedHorizon(
             units_per_arm=None,
-            basis=f"experiment {experiment.name} started without one; register a plan to count from now on",
+            basis=reason(TrafficCode.STARTED_WITHOUT_PLAN, experiment=experiment.name),
         )
     units = plan.get("units_per_arm")
     return FixedHorizon(
         units_per_arm=max(int(units), min_units) if isinstance(units, int) else None,
-        basis=str(plan.get("basis", "")),
+        basis=stored_reason_read(plan.get("basis", "")),
         registered_at=plan.get("registered_at"),
     )
 
@@ -213,9 +241,9 @@ def business_value_assess(
         _judge, window=window, policy=policy, units=units, unblinded=unblinded, sequential=bool(plan)
     )
     if differences:
-        reason = not_registered_reason(differences=differences, registered_at=plan.get("registered_at"))
+        why = not_registered_reason(differences=differences, registered_at=plan.get("registered_at"))
         blind = business_value_blind(judge(arms=so_far, horizon=None))
-        return BusinessAssessment(result=replace(blind, verdict=ERROR, reasons=[reason], horizon=horizon))
+        return BusinessAssessment(result=replace(blind, verdict=ERROR, reasons=[why], horizon=horizon))
     if plan and policy.business_sequential_tau is not None:
         return BusinessAssessment(result=judge(arms=so_far, horizon=None))
     stored = look_stored(plan, BusinessValueResult)
@@ -259,12 +287,9 @@ def _at_horizon(
     if result.verdict not in (PASS, FAIL):
         return BusinessAssessment(result=result)  # undecided at the horizon: blind, nothing stored
     if not take_look:
-        reason = (
-            f"the registered horizon of {units} units per arm is reached: the next gate run takes the "
-            "one look"
-        )
+        reached = reason(BusinessLayerCode.HORIZON_REACHED, units=units)
         blind = business_value_blind(result)
-        return BusinessAssessment(result=replace(blind, verdict=INSUFFICIENT, reasons=[reason]))
+        return BusinessAssessment(result=replace(blind, verdict=INSUFFICIENT, reasons=[reached]))
     record = LookRecord(
         taken_at=timezone.now().isoformat(timespec="seconds"),
         gate_run=gate_run,
@@ -286,22 +311,22 @@ def attribution_build(*, window: TrafficWindow, metric: str, result: BusinessVal
     probes_summary, probes = probe_table(window)
     return Attribution(
         phenomenon=AttributionLevel(
-            summary="; ".join(result.reasons),
+            summary=sentences(result.reasons),
             reproduce=outcomes_by_arm_sql(window=window, metric=metric),
             tables=[
                 Table(
-                    title=f"{metric} by hour",
+                    title=reason(BusinessLayerCode.BY_HOUR_TITLE, metric=metric),
                     columns=["hour", "arm", "outcomes", "mean"],
                     rows=[[h.hour.isoformat(), h.arm, h.outcomes, h.mean] for h in hours[-48:]],
                 )
             ],
         ),
         data=AttributionLevel(
-            summary=f"the candidate's units with the worst {metric}; stress probes: {probes_summary}",
+            summary=reason(BusinessLayerCode.DATA_SUMMARY, metric=metric, probes=probes_summary),
             reproduce=outcomes_worst_sql(window=window, metric=metric, arm=CANDIDATE, highest=highest),
             tables=[
                 Table(
-                    title=f"the candidate's worst {metric}",
+                    title=reason(BusinessLayerCode.WORST_TITLE, metric=metric),
                     columns=["unit", "user", "value", "at"],
                     rows=[[u.unit_id, u.user_id, u.value, u.occurred_at.isoformat()] for u in worst],
                 ),
@@ -356,7 +381,7 @@ class BusinessValueLayer(GateLayer[BusinessValueDetails]):
                 started=started,
                 verdict=ERROR,
                 details=BusinessValueDetails(inputs=inputs),
-                reasons=["the policy names no outcome metric (policy key business_metric)"],
+                reasons=[reason(BusinessLayerCode.NO_METRIC)],
                 threshold=section.business_min_effect,
             )
         mark = time.perf_counter()
@@ -407,7 +432,7 @@ class BusinessValueLayer(GateLayer[BusinessValueDetails]):
             result=assessment.result,
             look=assessment.look,
             blind=business_value_blind,
-            data="data",
+            counted_answers=False,
         )
 
     def report(

@@ -6,6 +6,7 @@ import time
 
 from django.db import transaction
 
+from engines.reasons import reason, reasons_to_json
 from gate.judges.clean_accuracy import (
     AccuracySide,
     AccuracySummary,
@@ -23,7 +24,7 @@ from gate.layers.base import (
     gate_run_assert_held,
     to_json,
 )
-from gate.layers.model import answers_judge, breakdown_table, model_attribution
+from gate.layers.model import ModelAttributionCode, answers_judge, breakdown_table, model_attribution
 from gate.layers.outputs import VersionOutputs, model_outputs_predict
 from gate.models import GateRun, LayerResult, SampleResult
 from gate.policy import GatePolicyConfig
@@ -122,7 +123,7 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
                 ci_low=result.candidate.ci_low,
                 ci_high=result.candidate.ci_high,
                 threshold=section.clean_accuracy_min,
-                reasons=result.reasons,
+                reasons=reasons_to_json(result.reasons),
                 details=to_json(details),
                 wall_seconds=time.perf_counter() - started,
                 device=outputs[run.candidate_id].device,
@@ -161,13 +162,13 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
                 result=result,
                 phenomenon=[
                     breakdown_table(
-                        title="weakest tags",
+                        title=reason(ModelAttributionCode.WEAKEST_TAGS_TITLE),
                         key="tag",
                         candidate=candidate.by_tag,
                         baseline=baseline.by_tag if baseline else None,
                     ),
                     breakdown_table(
-                        title="by language",
+                        title=reason(ModelAttributionCode.BY_LANGUAGE_TITLE),
                         key="language",
                         candidate=candidate.by_language,
                         baseline=baseline.by_language if baseline else None,

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from enum import StrEnum
 from functools import partial
 from typing import Any
 
@@ -32,6 +33,7 @@ from canary.services.follow_ups import follow_up_thresholds_get, follow_ups_labe
 from engines.follow_up.classifier import TrainedDetector, detector_load, error_rates
 from engines.follow_up.correction import ErrorRates
 from engines.follow_up.live_rates import LanguageErrorRates
+from engines.reasons import Reason, gettext_noop, reason, stored_reason_read, wordings_register
 from engines.routing import BASELINE, CANDIDATE
 from gate.judges.follow_up_rate import (
     ROGAN_GLADEN,
@@ -59,6 +61,7 @@ from gate.layers.looks import look_keep, look_returned, look_stored
 from gate.layers.traffic import (
     BLIND_LEVEL,
     EXAMPLES,
+    TrafficCode,
     no_experiment_reason,
     plan_counted_since,
     probe_table,
@@ -172,15 +175,60 @@ class FollowUpAssessment:
     new_look: bool = False
 
 
+class FollowUpLayerCode(StrEnum):
+    HORIZON_REACHED_SETTLING = "follow_up_rate.horizon_reached_settling"
+    HORIZON_REACHED_NEXT_RUN = "follow_up_rate.horizon_reached_next_run"
+    NO_ANSWERS = "follow_up_rate.no_answers"
+    CANDIDATE_RATE = "follow_up_rate.candidate_rate"
+    CANDIDATE_RATE_CORRECTED = "follow_up_rate.candidate_rate_corrected"
+    VERSUS_BASELINE = "follow_up_rate.versus_baseline"
+    DATA_SUMMARY = "follow_up_rate.data_summary"
+    BY_HOUR_TITLE = "follow_up_rate.by_hour_title"
+    WORST_HOURS_TITLE = "follow_up_rate.worst_hours_title"
+    LATEST_TITLE = "follow_up_rate.latest_title"
+
+
+wordings_register(
+    {
+        FollowUpLayerCode.HORIZON_REACHED_SETTLING: gettext_noop(
+            "the registered horizon of {units} answered questions per arm is reached: the one look is taken "
+            "once the follow-ups of its last answers are in, from {at}"
+        ),
+        FollowUpLayerCode.HORIZON_REACHED_NEXT_RUN: gettext_noop(
+            "the registered horizon of {units} answered questions per arm is reached: the next gate run "
+            "takes the one look"
+        ),
+        FollowUpLayerCode.NO_ANSWERS: gettext_noop("no answered questions on the candidate arm"),
+        FollowUpLayerCode.CANDIDATE_RATE: gettext_noop(
+            "candidate follow-up rate {rate:.3f} ({follow_ups}/{answered}){versus}"
+        ),
+        FollowUpLayerCode.CANDIDATE_RATE_CORRECTED: gettext_noop(
+            "candidate follow-up rate {rate:.3f} ({follow_ups}/{answered}), corrected for the detector's "
+            "errors {corrected:.3f}{versus}"
+        ),
+        FollowUpLayerCode.VERSUS_BASELINE: gettext_noop(
+            " vs baseline {rate:.3f} ({follow_ups}/{answered}), difference {difference:+.3f}"
+        ),
+        FollowUpLayerCode.DATA_SUMMARY: gettext_noop(
+            "the candidate's hours with the highest follow-up rate, its latest follow-ups with the question "
+            "and answer before them, and the stress probes ({probes})"
+        ),
+        FollowUpLayerCode.BY_HOUR_TITLE: gettext_noop("follow-ups by hour"),
+        FollowUpLayerCode.WORST_HOURS_TITLE: gettext_noop("the candidate's worst hours"),
+        FollowUpLayerCode.LATEST_TITLE: gettext_noop("the candidate's latest follow-ups"),
+    }
+)
+
+
 def _horizon(experiment: Experiment, plan: dict[str, Any]) -> AnswerHorizon:
     if not plan:
         return AnswerHorizon(
             answers_per_arm=None,
-            basis=f"experiment {experiment.name} started without one; register a plan to count from now on",
+            basis=reason(TrafficCode.STARTED_WITHOUT_PLAN, experiment=experiment.name),
         )
     return AnswerHorizon(
         answers_per_arm=plan.get("answers_per_arm"),
-        basis=str(plan.get("basis", "")),
+        basis=stored_reason_read(plan.get("basis", "")),
         registered_at=plan.get("registered_at"),
     )
 
@@ -292,9 +340,9 @@ def _assess(
     section = policy.section(FollowUpRatePolicy)
     differences = settings_differences(plan=plan, effective=follow_up_plan_settings(policy)) if plan else []
     if differences:
-        reason = not_registered_reason(differences=differences, registered_at=plan.get("registered_at"))
+        why = not_registered_reason(differences=differences, registered_at=plan.get("registered_at"))
         blind = follow_up_rate_blind(judge(**arms, horizon=horizon))
-        return replace(blind, verdict=ERROR, reasons=[reason]), None
+        return replace(blind, verdict=ERROR, reasons=[why]), None
     if plan and section.follow_up_sequential_tau is not None:
         return judge(**arms, sequential_tau=section.follow_up_sequential_tau), None
     if horizon.answers_per_arm is None:
@@ -304,18 +352,17 @@ def _assess(
         return judge(**arms, horizon=horizon), None
     settled = progress.cutoff + timedelta(seconds=settle_seconds)
     if not take_look or timezone.now() < settled:
-        when = (
-            f"the one look is taken once the follow-ups of its last answers are in, from "
-            f"{moment(settled.isoformat())}"
+        reached = (
+            reason(
+                FollowUpLayerCode.HORIZON_REACHED_SETTLING,
+                units=horizon.answers_per_arm,
+                at=moment(settled.isoformat()),
+            )
             if take_look
-            else "the next gate run takes the one look"
-        )
-        reason = (
-            f"the registered horizon of {horizon.answers_per_arm} answered questions per arm is reached: "
-            f"{when}"
+            else reason(FollowUpLayerCode.HORIZON_REACHED_NEXT_RUN, units=horizon.answers_per_arm)
         )
         blind = follow_up_rate_blind(judge(**arms, horizon=horizon))
-        return replace(blind, verdict=INSUFFICIENT, reasons=[reason]), None
+        return replace(blind, verdict=INSUFFICIENT, reasons=[reached]), None
     look = _arms_counted(
         window=window, kinds=section.follow_up_kinds, since=since, limit=horizon.answers_per_arm
     )
@@ -330,19 +377,28 @@ def _assess(
     return result, record if result.verdict in (PASS, FAIL) else None
 
 
-def _rate_phrase(result: FollowUpRateResult) -> str:
+def _rate_phrase(result: FollowUpRateResult) -> Reason:
     candidate, baseline = result.candidate, result.baseline
     if candidate.rate is None:
-        return "no answered questions on the candidate arm"
-    text = f"candidate follow-up rate {candidate.rate:.3f} ({candidate.follow_ups}/{candidate.answered})"
-    if candidate.corrected is not None and candidate.corrected.estimate is not None:
-        text += f", corrected for the detector's errors {candidate.corrected.estimate:.3f}"
-    if baseline is not None and baseline.rate is not None:
-        text += (
-            f" vs baseline {baseline.rate:.3f} ({baseline.follow_ups}/{baseline.answered}), "
-            f"difference {candidate.rate - baseline.rate:+.3f}"
+        return reason(FollowUpLayerCode.NO_ANSWERS)
+    versus = (
+        reason(
+            FollowUpLayerCode.VERSUS_BASELINE,
+            rate=baseline.rate,
+            follow_ups=baseline.follow_ups,
+            answered=baseline.answered,
+            difference=candidate.rate - baseline.rate,
         )
-    return text
+        if baseline is not None and baseline.rate is not None
+        else ""
+    )
+    counts = {"rate": candidate.rate, "follow_ups": candidate.follow_ups, "answered": candidate.answered}
+    if candidate.corrected is not None and candidate.corrected.estimate is not None:
+        corrected = candidate.corrected.estimate
+        return reason(
+            FollowUpLayerCode.CANDIDATE_RATE_CORRECTED, **counts, corrected=corrected, versus=versus
+        )
+    return reason(FollowUpLayerCode.CANDIDATE_RATE, **counts, versus=versus)
 
 
 def attribution_build(
@@ -367,24 +423,23 @@ def attribution_build(
             reproduce=follow_ups_by_arm_sql(window=window, kinds=kinds),
             tables=[
                 Table(
-                    title="follow-ups by hour",
+                    title=reason(FollowUpLayerCode.BY_HOUR_TITLE),
                     columns=hour_columns,
                     rows=[[h.hour.isoformat(), h.arm, h.answered, h.follow_ups, h.rate] for h in hours[-48:]],
                 )
             ],
         ),
         data=AttributionLevel(
-            summary="the candidate's hours with the highest follow-up rate, its latest follow-ups with the "
-            f"question and answer before them, and the stress probes ({probes_summary})",
+            summary=reason(FollowUpLayerCode.DATA_SUMMARY, probes=probes_summary),
             reproduce=follow_up_examples_sql(window=window, kinds=kinds, arm=CANDIDATE),
             tables=[
                 Table(
-                    title="the candidate's worst hours",
+                    title=reason(FollowUpLayerCode.WORST_HOURS_TITLE),
                     columns=hour_columns,
                     rows=[[h.hour.isoformat(), h.arm, h.answered, h.follow_ups, h.rate] for h in worst],
                 ),
                 Table(
-                    title="the candidate's latest follow-ups",
+                    title=reason(FollowUpLayerCode.LATEST_TITLE),
                     columns=["session", "question", "answer", "follow-up"],
                     rows=[[e.session_id, e.question, e.answer, e.follow_up] for e in examples],
                 ),
@@ -482,7 +537,7 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
             result=assessment.result,
             look=assessment.look,
             blind=follow_up_rate_blind,
-            data="answers",
+            counted_answers=True,
         )
 
     def report(self, *, run: GateRun, result: LayerResult, details: FollowUpRateDetails | None) -> ReportPart:

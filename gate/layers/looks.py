@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
 from canary.models import Experiment
 from canary.services.plans import experiment_look_store
+from engines.reasons import gettext_noop, reason, wordings_register
 from gate.judges.business_value import BusinessValueResult
 from gate.judges.follow_up_rate import FollowUpRateResult
 from gate.judges.plan import LookRecord, moment
@@ -20,6 +22,33 @@ from gate.models import GateRun
 from registry.actors import SystemActor
 
 R = TypeVar("R", BusinessValueResult, FollowUpRateResult)
+
+
+class LookCode(StrEnum):
+    RETURNED = "look.returned"
+    REGISTERED_AGAIN = "look.registered_again"
+    TAKEN_NOW_ANSWERS = "look.taken_now_answers"
+    TAKEN_NOW_DATA = "look.taken_now_data"
+
+
+wordings_register(
+    {
+        LookCode.RETURNED: gettext_noop(
+            "the registered look, taken at {at} by gate run {run}: every later run returns it unchanged"
+        ),
+        LookCode.REGISTERED_AGAIN: gettext_noop(
+            "the plan was registered again while this run judged it: run the gate again"
+        ),
+        LookCode.TAKEN_NOW_ANSWERS: gettext_noop(
+            "the one look at the registered horizon, taken now (answers up to {cutoff}): every later run "
+            "returns it unchanged"
+        ),
+        LookCode.TAKEN_NOW_DATA: gettext_noop(
+            "the one look at the registered horizon, taken now (data up to {cutoff}): every later run "
+            "returns it unchanged"
+        ),
+    }
+)
 
 
 def look_stored(plan: Mapping[str, Any], kind: type[R]) -> tuple[R, LookRecord] | None:
@@ -34,10 +63,7 @@ def look_stored(plan: Mapping[str, Any], kind: type[R]) -> tuple[R, LookRecord] 
 
 def look_returned(result: R, record: LookRecord) -> R:
     """A stored look's result, saying that this run returns it."""
-    note = (
-        f"the registered look, taken at {moment(record.taken_at)} by gate run {record.gate_run}: every later "
-        "run returns it unchanged"
-    )
+    note = reason(LookCode.RETURNED, at=moment(record.taken_at), run=record.gate_run)
     return replace(result, reasons=[*result.reasons, note])
 
 
@@ -50,9 +76,10 @@ def look_keep(
     result: R,
     look: LookRecord,
     blind: Callable[[R], R],
-    data: str,
+    counted_answers: bool,
 ) -> tuple[R, LookRecord | None, bool]:
-    """Store the look `run` took now in `plan` (`data`: what it counted, for the reason), and return the
+    """Store the look `run` took now in `plan` (`counted_answers`: it counted answers, not outcome data;
+    for the reason), and return the
     result, the look and whether this run took it: another run's look when that one was stored first, a
     blind `insufficient_data` when the plan was registered again meanwhile."""
     kept = experiment_look_store(
@@ -63,14 +90,12 @@ def look_keep(
         actor=SystemActor(f"gate run {run.pk}"),
     )
     if kept is None:
-        reason = "the plan was registered again while this run judged it: run the gate again"
-        return replace(blind(result), verdict=INSUFFICIENT, reasons=[reason]), None, False
+        again = reason(LookCode.REGISTERED_AGAIN)
+        return replace(blind(result), verdict=INSUFFICIENT, reasons=[again]), None, False
     stored = look_stored({"look": kept}, type(result))
     assert stored is not None
     if stored[1].gate_run != run.pk:  # another run took the look first: return it as stored
         return look_returned(*stored), stored[1], False
-    note = (
-        f"the one look at the registered horizon, taken now ({data} up to {moment(look.cutoff)}): every "
-        "later run returns it unchanged"
-    )
+    taken = LookCode.TAKEN_NOW_ANSWERS if counted_answers else LookCode.TAKEN_NOW_DATA
+    note = reason(taken, cutoff=moment(look.cutoff))
     return replace(result, reasons=[*result.reasons, note]), look, True

@@ -5,14 +5,55 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
 from django.db.models import Avg, Count, Q
 
 from engines.backends.base import Prediction
+from engines.reasons import Reason, gettext_noop, reason, sentences, stored_reason_read, wordings_register
 from engines.scoring.answers import answer_correct
 from gate.models import GateRun, LayerResult
 from gate.reporting import Attribution, AttributionLevel, Table
+
+
+class ModelAttributionCode(StrEnum):
+    """The model layers' attribution: its summaries and its tables' titles."""
+
+    WRONG_ANSWERS = "model.wrong_answers"
+    SYSTEM = "model.system"
+    SYSTEM_NO_DEVICE = "model.system_no_device"
+    WRONG_ANSWERS_TITLE = "model.wrong_answers_title"
+    WEAKEST_TAGS_TITLE = "model.weakest_tags_title"
+    BY_LANGUAGE_TITLE = "model.by_language_title"
+    WEAKEST_TYPES_TITLE = "model.weakest_types_title"
+    ITEMS_FAILING_TITLE = "model.items_failing_title"
+    FAILURES_BY_TYPE_TITLE = "model.failures_by_type_title"
+
+
+wordings_register(
+    {
+        ModelAttributionCode.WRONG_ANSWERS: gettext_noop("the candidate's wrong answers"),
+        ModelAttributionCode.SYSTEM: gettext_noop(
+            "{errors} of {samples} candidate answers errored, mean latency {latency:.1f} ms on {device}"
+        ),
+        ModelAttributionCode.SYSTEM_NO_DEVICE: gettext_noop(
+            "{errors} of {samples} candidate answers errored, mean latency {latency:.1f} ms on an "
+            "unknown device"
+        ),
+        ModelAttributionCode.WRONG_ANSWERS_TITLE: gettext_noop("wrong answers"),
+        ModelAttributionCode.WEAKEST_TAGS_TITLE: gettext_noop("weakest tags"),
+        ModelAttributionCode.BY_LANGUAGE_TITLE: gettext_noop("by language"),
+        ModelAttributionCode.WEAKEST_TYPES_TITLE: gettext_noop("weakest perturbation types"),
+        ModelAttributionCode.ITEMS_FAILING_TITLE: gettext_noop("items failing most often"),
+        ModelAttributionCode.FAILURES_BY_TYPE_TITLE: gettext_noop("failures by perturbation type"),
+    }
+)
+
+
+def layer_reasons(result: LayerResult) -> Reason:
+    """A layer's stored reasons as one summary (an attribution's phenomenon)."""
+    return sentences([stored_reason_read(r) for r in result.reasons])
 
 
 class Expectation(Protocol):
@@ -72,7 +113,7 @@ def answers_judge(
 
 
 def breakdown_table(
-    *, title: str, key: str, candidate: dict[str, Any], baseline: dict[str, Any] | None, limit: int = 6
+    *, title: Reason, key: str, candidate: dict[str, Any], baseline: dict[str, Any] | None, limit: int = 6
 ) -> Table:
     """The breakdown cells where the candidate is weakest, with the baseline beside them. Cells are
     dataclasses with an `accuracy` (clean accuracy) or a `rate` (robustness)."""
@@ -107,23 +148,42 @@ def model_attribution(
         samples=Count("id"), errors=Count("id", filter=~Q(error="")), mean_latency_ms=Avg("latency_ms")
     )
     samples_url = f"/api/v1/gate-runs/{run.pk}/samples/?layer={result.layer}"
+    latency = system["mean_latency_ms"] or 0.0
+    system_summary = (
+        reason(
+            ModelAttributionCode.SYSTEM,
+            errors=system["errors"],
+            samples=system["samples"],
+            latency=latency,
+            device=result.device,
+        )
+        if result.device
+        else reason(
+            ModelAttributionCode.SYSTEM_NO_DEVICE,
+            errors=system["errors"],
+            samples=system["samples"],
+            latency=latency,
+        )
+    )
     return Attribution(
         phenomenon=AttributionLevel(
-            summary="; ".join(result.reasons),
+            summary=layer_reasons(result),
             reproduce=f"GET /api/v1/gate-runs/{run.pk}/  (layers[].details)",
             tables=phenomenon,
         ),
         data=AttributionLevel(
-            summary="the candidate's wrong answers",
+            summary=reason(ModelAttributionCode.WRONG_ANSWERS),
             reproduce=f"GET {samples_url}&correct=false",
             tables=[
                 *data,
-                Table(title="wrong answers", columns=["item", "expected", "answered"], rows=wrong_rows),
+                Table(
+                    title=reason(ModelAttributionCode.WRONG_ANSWERS_TITLE),
+                    columns=["item", "expected", "answered"],
+                    rows=wrong_rows,
+                ),
             ],
         ),
         system=AttributionLevel(
-            summary=f"{system['errors']} of {system['samples']} candidate answers errored, mean latency "
-            f"{system['mean_latency_ms'] or 0:.1f} ms on {result.device or 'unknown device'}",
-            reproduce=f"GET {samples_url}  (fields error, latency_ms)",
+            summary=system_summary, reproduce=f"GET {samples_url}  (fields error, latency_ms)"
         ),
     )

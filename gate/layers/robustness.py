@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
 from django.db.models import Count
 
 from engines.backends.base import language_of
+from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from gate.judges.robustness import (
     AttackDetails,
     RobustnessDetails,
@@ -34,7 +36,13 @@ from gate.layers.base import (
     gate_run_assert_held,
     to_json,
 )
-from gate.layers.model import Expected, answers_judge, breakdown_table, model_attribution
+from gate.layers.model import (
+    Expected,
+    ModelAttributionCode,
+    answers_judge,
+    breakdown_table,
+    model_attribution,
+)
 from gate.layers.outputs import model_outputs_predict
 from gate.layers.robustness_adversarial import adversarial_run
 from gate.models import GateRun, LayerResult, SampleResult
@@ -45,6 +53,37 @@ from registry.services.versions import model_version_backend
 
 LANGUAGES = ("en", "zh", "mixed")
 SCORING_BACKENDS = ("hf", "builtin")  # backends with class scores, which attack mode needs
+
+
+class RobustnessLayerCode(StrEnum):
+    ATTACK_NEEDS_CLASS_SCORES = "robustness.attack_needs_class_scores"
+    ATTACK_UNAVAILABLE = "robustness.attack_unavailable"
+
+
+wordings_register(
+    {
+        RobustnessLayerCode.ATTACK_NEEDS_CLASS_SCORES: gettext_noop(
+            "attack mode needs class scores, which backend '{backend}' of {ref} does not give "
+            "(it works with {kinds})"
+        ),
+        RobustnessLayerCode.ATTACK_UNAVAILABLE: gettext_noop("attack mode: {why}"),
+    }
+)
+
+
+def _unscored(versions: list[ModelVersion]) -> Reason | None:
+    """Why attack mode cannot judge these versions: one of them gives no class scores."""
+    for version in versions:
+        if version.backend_kind not in SCORING_BACKENDS:
+            return reason(
+                RobustnessLayerCode.ATTACK_NEEDS_CLASS_SCORES,
+                backend=version.backend_kind,
+                ref=version.ref,
+                kinds=list(SCORING_BACKENDS),
+            )
+    return None
+
+
 # What identifies the perturbed set and its judging: a stored layer with other values is begun again.
 SETUP_FIELDS = (
     "recipe",
@@ -107,15 +146,13 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
         by_id = {item.external_id: item for item in ctx.items}
         timings = {"perturbation": 0.0, "inference": 0.0, "storage": 0.0, "scoring": 0.0}
         mark = time.perf_counter()
+        unbuilt = RobustnessDetails(recipe=spec.recipe, seed=spec.seed, attack_recipe=section.attack_recipe)
         try:
             if section.attack_recipe:  # before any model work: an attack that cannot run is known now
                 attack_recipe_check(recipe=section.attack_recipe)
-                for version in ctx.versions:
-                    if version.backend_kind not in SCORING_BACKENDS:
-                        raise AttackUnavailableError(
-                            f"attack mode needs class scores, which backend {version.backend_kind!r} of "
-                            f"{version.ref} does not give (it works with {', '.join(SCORING_BACKENDS)})"
-                        )
+                unscored = _unscored(ctx.versions)
+                if unscored is not None:
+                    return self._error(ctx=ctx, reason=unscored, details=unbuilt)
             perturbed = perturbation_set_build(
                 items=[
                     (i.external_id, i.input, i.language if i.language in LANGUAGES else language_of(i.input))
@@ -124,10 +161,7 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
                 spec=spec,
             )
         except (PerturbationResourceError, UnknownRecipeError, AttackUnavailableError, ValueError) as exc:
-            details = RobustnessDetails(
-                recipe=spec.recipe, seed=spec.seed, attack_recipe=section.attack_recipe
-            )
-            return self._error(ctx=ctx, reason=str(exc), details=details)
+            return self._error(ctx=ctx, reason=str(exc), details=unbuilt)
         timings["perturbation"] = time.perf_counter() - mark
         setup = RobustnessDetails(
             recipe=spec.recipe,
@@ -216,9 +250,8 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             try:
                 attack = self._attacks_run(ctx=ctx, layer=layer, setup=setup, attack=attack)
             except (PerturbationResourceError, AttackUnavailableError) as exc:
-                return self._error(
-                    ctx=ctx, reason=f"attack mode: {exc}", details=replace(setup, attack=attack)
-                )
+                why = reason(RobustnessLayerCode.ATTACK_UNAVAILABLE, why=str(exc))
+                return self._error(ctx=ctx, reason=why, details=replace(setup, attack=attack))
             timings["attack"] = time.perf_counter() - mark
 
         mark = time.perf_counter()
@@ -331,7 +364,7 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             ctx.progress.advance(section.attack_items)
         return attack
 
-    def _error(self, *, ctx: LayerContext, reason: str, details: RobustnessDetails) -> LayerResult:
+    def _error(self, *, ctx: LayerContext, reason: Reason | str, details: RobustnessDetails) -> LayerResult:
         """The layer ends in `error` with `reason`; samples stored so far are kept."""
         return self.store(
             run=ctx.run,
@@ -372,13 +405,13 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
                 result=result,
                 phenomenon=[
                     breakdown_table(
-                        title="weakest perturbation types",
+                        title=reason(ModelAttributionCode.WEAKEST_TYPES_TITLE),
                         key="type",
                         candidate=candidate.by_type,
                         baseline=baseline.by_type if baseline else None,
                     ),
                     breakdown_table(
-                        title="weakest tags",
+                        title=reason(ModelAttributionCode.WEAKEST_TAGS_TITLE),
                         key="tag",
                         candidate=candidate.by_tag,
                         baseline=baseline.by_tag if baseline else None,
@@ -386,12 +419,12 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
                 ],
                 data=[
                     Table(
-                        title="items failing most often",
+                        title=reason(ModelAttributionCode.ITEMS_FAILING_TITLE),
                         columns=["item", "failed", "samples"],
                         rows=[[w.item_id, w.failed, w.samples] for w in details.worst_items[:10]],
                     ),
                     Table(
-                        title="failures by perturbation type",
+                        title=reason(ModelAttributionCode.FAILURES_BY_TYPE_TITLE),
                         columns=["perturbation", "failed"],
                         rows=[[row["perturbation"], row["failed"]] for row in by_perturbation],
                     ),

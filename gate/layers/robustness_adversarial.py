@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +34,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from engines.backends.base import language_of
+from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from gate.judges.robustness import (
     AdversarialReport,
     RobustnessDetails,
@@ -58,18 +60,70 @@ ADVERSARIAL_SETUP = ("recipe", "seed", "samples_requested", "shortfall", "mode",
 logger = logging.getLogger(__name__)
 
 
+class AdversarialCode(StrEnum):
+    NO_BASELINE = "robustness.transfer_without_baseline"
+    NEEDS_CLASS_SCORES = "robustness.recipe_needs_class_scores"
+    ADAPTIVE_SUMMARY = "robustness.adaptive_summary"
+    TRANSFER_SUMMARY = "robustness.transfer_summary"
+
+
+wordings_register(
+    {
+        AdversarialCode.NO_BASELINE: gettext_noop(
+            "robustness_transfer_from is 'baseline' but the run has no baseline"
+        ),
+        AdversarialCode.NEEDS_CLASS_SCORES: gettext_noop(
+            "{recipe} needs class scores, which backend '{backend}' of {ref} does not give "
+            "(it works with {kinds})"
+        ),
+        AdversarialCode.ADAPTIVE_SUMMARY: gettext_noop(
+            "adaptive {recipe}: accuracy {before:.3f} before, {after:.3f} under attack, success rate "
+            "{rate:.3f}, {queries:.0f} queries per item"
+        ),
+        AdversarialCode.TRANSFER_SUMMARY: gettext_noop(
+            "transfer {recipe}: accuracy {before:.3f} before, {after:.3f} under attack, success rate "
+            "{rate:.3f}, {queries:.0f} queries per item"
+        ),
+    }
+)
+
+
 def _language(item: EvalItem) -> str:
     return item.language if item.language in LANGUAGES else language_of(item.input)
 
 
-def _reference(ctx: LayerContext, transfer_from: str | None) -> ModelVersion | None:
+def _reference(ctx: LayerContext, transfer_from: str | None) -> ModelVersion | Reason | None:
+    """The version whose attacks are transferred, or why there is none to take them from."""
     if transfer_from is None:
         return None
     if transfer_from == "baseline":
-        if ctx.run.baseline is None:
-            raise ApplicationError("robustness_transfer_from is 'baseline' but the run has no baseline")
-        return ctx.run.baseline
+        return ctx.run.baseline or reason(AdversarialCode.NO_BASELINE)
     return model_version_get(ref=transfer_from)
+
+
+def _attacked(
+    ctx: LayerContext, recipe: str, transfer_from: str | None
+) -> tuple[ModelVersion | None, Reason | str | None]:
+    """The version transferred from (None: each is attacked itself), or why the recipe cannot run: no
+    version to transfer from, or an attacked one that gives no class scores."""
+    try:
+        reference = _reference(ctx, transfer_from)
+    except ApplicationError as exc:  # `transfer_from` names no version
+        return None, str(exc)
+    if isinstance(reference, Reason):
+        return None, reference
+    for version in [reference] if reference else ctx.versions:
+        if version.backend_kind not in SCORING_BACKENDS:
+            kinds = list(SCORING_BACKENDS)
+            why = reason(
+                AdversarialCode.NEEDS_CLASS_SCORES,
+                recipe=recipe,
+                backend=version.backend_kind,
+                ref=version.ref,
+                kinds=kinds,
+            )
+            return None, why
+    return reference, None
 
 
 def _scorer(version: ModelVersion) -> tuple[list[str], Any]:
@@ -265,21 +319,14 @@ def adversarial_run(*, layer: GateLayer[RobustnessDetails], ctx: LayerContext) -
         mode=mode,
         transfer_from=section.robustness_transfer_from,
     )
-    try:
-        reference = _reference(ctx, section.robustness_transfer_from)
-        for version in [reference] if reference else ctx.versions:
-            if version.backend_kind not in SCORING_BACKENDS:
-                raise ApplicationError(
-                    f"{section.robustness_recipe} needs class scores, which backend {version.backend_kind!r} "
-                    f"of {version.ref} does not give (it works with {', '.join(SCORING_BACKENDS)})"
-                )
-    except ApplicationError as exc:
+    reference, unrunnable = _attacked(ctx, section.robustness_recipe, section.robustness_transfer_from)
+    if unrunnable is not None:
         return layer.store(
             run=run,
             started=started,
             verdict=GateRun.Verdict.ERROR,
             details=setup,
-            reasons=[str(exc)],
+            reasons=[unrunnable],
             threshold=section.robustness_min,
             device="",
         )
@@ -393,11 +440,16 @@ def adversarial_run(*, layer: GateLayer[RobustnessDetails], ctx: LayerContext) -
     candidate_report = reports[run.candidate.ref]
     reasons = list(result.reasons)
     if candidate_report.attack_success_rate is not None:
+        summary = AdversarialCode.TRANSFER_SUMMARY if mode == "transfer" else AdversarialCode.ADAPTIVE_SUMMARY
         reasons.append(
-            f"{mode} {section.robustness_recipe}: accuracy {candidate_report.accuracy_before:.3f} before, "
-            f"{candidate_report.accuracy_under_attack:.3f} under attack, success rate "
-            f"{candidate_report.attack_success_rate:.3f}, "
-            f"{candidate_report.queries_per_item:.0f} queries per item"
+            reason(
+                summary,
+                recipe=section.robustness_recipe,
+                before=candidate_report.accuracy_before,
+                after=candidate_report.accuracy_under_attack,
+                rate=candidate_report.attack_success_rate,
+                queries=candidate_report.queries_per_item,
+            )
         )
     details = replace(
         setup,

@@ -4,6 +4,7 @@ record about it, and the parts of their attribution that look at probes and each
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from canary.models import Experiment
@@ -14,12 +15,58 @@ from canary.selectors import (
     probe_findings,
     probe_run_latest,
 )
+from engines.reasons import Reason, Term, gettext_noop, reason, sentences, wordings_register
 from gate.judges.plan import Unblinding
 from gate.judges.traffic import TrafficInputs
 from gate.models import GateRun
 from gate.reporting import AttributionLevel, Table
 
 EXAMPLES = 10
+
+
+class TrafficCode(StrEnum):
+    """What both traffic layers say about their experiment, probes and paths (attribution included)."""
+
+    BLIND = "traffic.blind"
+    STARTED_WITHOUT_PLAN = "traffic.started_without_plan"
+    NO_EXPERIMENT = "traffic.no_experiment"
+    NO_EXPERIMENT_NO_BASELINE = "traffic.no_experiment_no_baseline"
+    NO_PROBE_RUN = "traffic.no_probe_run"
+    PROBE_FINDING = "traffic.probe_finding"
+    NO_WEAKNESS_SEPARATES = "traffic.no_weakness_separates"
+    PROBES_TITLE = "traffic.probes_title"
+    ARM_PATH = "traffic.arm_path"
+    ANSWERS_PER_ARM_TITLE = "traffic.answers_per_arm_title"
+
+
+wordings_register(
+    {
+        TrafficCode.BLIND: gettext_noop(
+            "blind until the one look at the registered horizon: no per-arm figures of the metric"
+        ),
+        TrafficCode.STARTED_WITHOUT_PLAN: gettext_noop(
+            "experiment {experiment} started without one; register a plan to count from now on"
+        ),
+        TrafficCode.NO_EXPERIMENT: gettext_noop(
+            "no canary experiment compares {candidate} with {baseline}: start one "
+            "(POST /api/v1/canary/experiments/) and let it collect traffic"
+        ),
+        TrafficCode.NO_EXPERIMENT_NO_BASELINE: gettext_noop(
+            "no canary experiment compares {candidate} with a baseline: start one "
+            "(POST /api/v1/canary/experiments/) and let it collect traffic"
+        ),
+        TrafficCode.NO_PROBE_RUN: gettext_noop("no probe run yet"),
+        TrafficCode.PROBE_FINDING: gettext_noop(
+            "{weakness}: candidate {candidate:.2f} vs baseline {baseline:.2f} ({finding})"
+        ),
+        TrafficCode.NO_WEAKNESS_SEPARATES: gettext_noop("no weakness separates the arms"),
+        TrafficCode.PROBES_TITLE: gettext_noop("stress probes by weakness (probe run {pk})"),
+        TrafficCode.ARM_PATH: gettext_noop(
+            "{arm}: {errors} errors, {fallbacks} fallbacks of {answers} answers, p50 {p50:.0f} ms"
+        ),
+        TrafficCode.ANSWERS_PER_ARM_TITLE: gettext_noop("answers per arm"),
+    }
+)
 
 
 def traffic_inputs(window: TrafficWindow) -> TrafficInputs:
@@ -57,54 +104,66 @@ def unblinding_of(experiment: Experiment) -> Unblinding | None:
 
 
 # What an attribution shows of the judged metric before its look: no per-arm figures of it.
-BLIND_LEVEL = AttributionLevel(
-    summary="blind until the one look at the registered horizon: no per-arm figures of the metric"
-)
+BLIND_LEVEL = AttributionLevel(summary=reason(TrafficCode.BLIND))
 
 
-def no_experiment_reason(run: GateRun) -> str:
-    return (
-        f"no canary experiment compares {run.candidate.ref} with "
-        f"{run.baseline.ref if run.baseline else 'a baseline'}: start one "
-        "(POST /api/v1/canary/experiments/) and let it collect traffic"
-    )
+def no_experiment_reason(run: GateRun) -> Reason:
+    if run.baseline is None:
+        return reason(TrafficCode.NO_EXPERIMENT_NO_BASELINE, candidate=run.candidate.ref)
+    return reason(TrafficCode.NO_EXPERIMENT, candidate=run.candidate.ref, baseline=run.baseline.ref)
 
 
-def probe_table(window: TrafficWindow) -> tuple[str, Table | None]:
+def probe_table(window: TrafficWindow) -> tuple[Reason, Table | None]:
     """The latest probe run's findings per weakness: a summary and the table (None: no run yet)."""
     run = probe_run_latest(experiment=window.experiment)
     if run is None:
-        return "no probe run yet", None
+        return reason(TrafficCode.NO_PROBE_RUN), None
     findings = probe_findings(run=run)
     rows = [
         [f.weakness, f.pairs, f.candidate_rate, f.baseline_rate, f.mcnemar_p, f.finding] for f in findings
     ]
-    summary = "; ".join(
-        f"{f.weakness}: candidate {f.candidate_rate:.2f} vs baseline {f.baseline_rate:.2f} ({f.finding})"
+    summary = [
+        reason(
+            TrafficCode.PROBE_FINDING,
+            weakness=f.weakness,
+            candidate=f.candidate_rate,
+            baseline=f.baseline_rate,
+            finding=Term(f.finding),
+        )
         for f in findings
         if f.weakness != "all"
-    )
+    ]
     table = Table(
-        title=f"stress probes by weakness (probe run {run.pk})",
+        title=reason(TrafficCode.PROBES_TITLE, pk=run.pk),
         columns=["weakness", "pairs", "candidate", "baseline", "McNemar p", "finding"],
         rows=rows,
     )
-    return summary or "no weakness separates the arms", table
+    if not summary:
+        return reason(TrafficCode.NO_WEAKNESS_SEPARATES), table
+    return sentences(summary), table
 
 
 def system_level(window: TrafficWindow) -> AttributionLevel:
     """Errors, fallbacks and latency on each arm's path in the window."""
     paths = answer_paths_by_arm(window=window)
     return AttributionLevel(
-        summary=", ".join(
-            f"{p.arm}: {p.errors} errors, {p.fallbacks} fallbacks of {p.answers} answers, "
-            f"p50 {p.latency_p50_ms or 0:.0f} ms"
-            for p in paths
+        summary=sentences(
+            [
+                reason(
+                    TrafficCode.ARM_PATH,
+                    arm=Term(p.arm),
+                    errors=p.errors,
+                    fallbacks=p.fallbacks,
+                    answers=p.answers,
+                    p50=p.latency_p50_ms or 0,
+                )
+                for p in paths
+            ],
         ),
         reproduce=answer_paths_sql(window=window),
         tables=[
             Table(
-                title="answers per arm",
+                title=reason(TrafficCode.ANSWERS_PER_ARM_TITLE),
                 columns=["arm", "answers", "errors", "fallbacks", "latency p50 ms", "latency p95 ms"],
                 rows=[
                     [p.arm, p.answers, p.errors, p.fallbacks, p.latency_p50_ms, p.latency_p95_ms]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from django.utils.translation import gettext as _
 
@@ -43,6 +44,7 @@ from canary.selectors import (
 )
 from canary.services.experiments import GUARDRAIL_DEFAULTS, experiment_actions_allowed
 from engines.follow_up.correction import ErrorRates
+from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from engines.routing import BASELINE, CANDIDATE
 from engines.stats.effects import sequential_interval
 from engines.stats.hypothesis import SrmResult, srm_check
@@ -112,7 +114,7 @@ class DailyRow:
     until: datetime
     baseline_units: int
     candidate_units: int
-    error: str = ""
+    error: Reason | str = ""
     baseline_value: float | None = None
     candidate_value: float | None = None
     estimate: float | None = None
@@ -131,7 +133,7 @@ class MetricPanel:
     confidence: float
     tau: float | None
     daily: list[DailyRow]
-    daily_skipped: str
+    daily_skipped: Reason | str
 
     @property
     def blind(self) -> bool:
@@ -414,7 +416,30 @@ def _business(*, window: TrafficWindow, policy: BusinessValuePolicy, direction: 
     )
 
 
-BLIND_DAILY = "blind until the one look at the registered horizon (or the experiment is unblinded)"
+class DashboardCode(StrEnum):
+    """Why a metric has no daily table, or a day no figures."""
+
+    BLIND_DAILY = "dashboard.blind_daily"
+    OTHER_METRIC = "dashboard.other_metric"
+    NO_SCALE = "dashboard.no_scale"
+    TOO_FEW_UNITS = "dashboard.too_few_units"
+
+
+wordings_register(
+    {
+        DashboardCode.BLIND_DAILY: gettext_noop(
+            "blind until the one look at the registered horizon (or the experiment is unblinded)"
+        ),
+        DashboardCode.OTHER_METRIC: gettext_noop(
+            "the policy's minimum effect and tau are for {gated}, not {metric}"
+        ),
+        DashboardCode.NO_SCALE: gettext_noop(
+            "the policy sets neither business_sequential_tau nor a business_min_effect above 0: the mixture "
+            "needs a scale of effects, fixed before the data, to bet on"
+        ),
+        DashboardCode.TOO_FEW_UNITS: gettext_noop("too few units"),
+    }
+)
 
 
 def _gated_metric(
@@ -432,7 +457,7 @@ def _gated_metric(
             confidence=1 - 2 * policy.business_alpha,
             tau=policy.business_sequential_tau,
             daily=[],
-            daily_skipped=BLIND_DAILY,
+            daily_skipped=reason(DashboardCode.BLIND_DAILY),
         )
     panel = _metric(window=window, policy=policy, metric=metric, direction=result.direction, units=units)
     return replace(panel, gated=True, result=result)
@@ -456,13 +481,12 @@ def _metric(
     result = business_value_measure(window=window, policy=judged_as, metric=metric, units=units)
     daily_tau = tau or (min_effect if min_effect > 0 else None)
     daily: list[DailyRow] = []
-    skipped = ""
+    skipped: Reason | str = ""
     if daily_tau is None:
         skipped = (
-            f"the policy's minimum effect and tau are for {policy.business_metric}, not {metric}"
+            reason(DashboardCode.OTHER_METRIC, gated=policy.business_metric, metric=metric)
             if not applies
-            else "the policy sets neither business_sequential_tau nor a business_min_effect above 0: "
-            "the mixture needs a scale of effects, fixed before the data, to bet on"
+            else reason(DashboardCode.NO_SCALE)
         )
     else:
         daily = _daily(
@@ -509,7 +533,7 @@ def _daily(
             try:
                 baseline, candidate = baseline.linearised(), candidate.linearised()
             except ValueError:
-                rows.append(replace(row, error="too few units"))
+                rows.append(replace(row, error=reason(DashboardCode.TOO_FEW_UNITS)))
                 continue
         assert not isinstance(baseline, RatioStats) and not isinstance(candidate, RatioStats)
         effect = sequential_interval(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -15,6 +16,7 @@ from django.utils import timezone
 
 from canary.selectors import experiment_for_gate
 from engines.backends.base import BackendError
+from engines.reasons import ENGLISH, reason_payload, reason_render, reasons_to_json, stored_reason_read
 from gate.judges.verdict import gate_verdict
 from gate.layers.base import ClaimLost, LayerContext, LayerKind, Progress, layer_error_store
 from gate.layers.registry import LAYERS, gate_policy_read
@@ -236,7 +238,7 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
     )
     run.status = Status.SUCCEEDED
     run.verdict = verdict
-    run.verdict_reasons = reasons
+    run.verdict_reasons = reasons_to_json(reasons)
     # An earlier attempt's transient failure is no longer the story; a layer's error is.
     run.error_message = _layer_errors(run=run) if verdict == GateRun.Verdict.ERROR else ""
     run.progress = 100
@@ -248,7 +250,7 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
         actor=SystemActor(f"worker {run.worker}"),
         action="gate_run.finish",
         target=run,
-        after={"verdict": verdict, "reasons": reasons},
+        after={"verdict": verdict, "reasons": run.verdict_reasons},
     )
     _candidate_settle(run=run)
     if not run.policy_overrides and all(
@@ -264,8 +266,12 @@ def _layer_errors(*, run: GateRun) -> str:
     """What failed in the layers that ended in error (their stored reasons), or why none did: a
     required layer with no result, or one left pending."""
     errors = run.layers.filter(verdict=GateRun.Verdict.ERROR).order_by("id")
-    parts = [f"{row.layer} error: {'; '.join(row.reasons) or 'no reason stored'}" for row in errors]
-    return "; ".join(parts) or "; ".join(run.verdict_reasons)
+    parts = [f"{row.layer} error: {_english(row.reasons) or 'no reason stored'}" for row in errors]
+    return "; ".join(parts) or _english(run.verdict_reasons)
+
+
+def _english(stored: list[Any]) -> str:
+    return "; ".join(reason_render(stored_reason_read(value), words=ENGLISH) for value in stored)
 
 
 def _verdict_announce(*, run: GateRun, layer_verdicts: dict[str, str]) -> None:
@@ -277,7 +283,8 @@ def _verdict_announce(*, run: GateRun, layer_verdicts: dict[str, str]) -> None:
             "baseline": run.baseline.ref if run.baseline else None,
             "status": run.status,
             "verdict": run.verdict,
-            "reasons": run.verdict_reasons,
+            # English for any receiver, with the codes a receiver can act on.
+            "reasons": [reason_payload(value, words=ENGLISH) for value in run.verdict_reasons],
             "layers": layer_verdicts,
         },
     )

@@ -16,6 +16,7 @@ import json
 import math
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
@@ -31,6 +32,7 @@ from canary.services.experiments import experiment_horizon_register, experiment_
 from canary.services.plans import experiment_plans_replace
 from engines.follow_up.classifier import detector_load
 from engines.follow_up.correction import ErrorRates
+from engines.reasons import Reason, Term, gettext_noop, reason, sentences, wordings_register
 from engines.stats.effects import ratio_cuped_adjust
 from engines.stats.sufficient import MIN_UNITS, MeanStats, RatioCupedStats, RatioStats
 from gate.judges.business_value import CUPED, BusinessValuePolicy, fixed_horizon_units
@@ -41,6 +43,90 @@ from gate.policy import GatePolicyConfig
 from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor
 from registry.errors import ApplicationError
+
+
+class HorizonCode(StrEnum):
+    """Why a registered plan's horizon is what it is (its `basis`), or why there is none."""
+
+    NO_METRIC = "horizon.no_metric"
+    MDE_NOT_ABOVE_MIN_EFFECT = "horizon.mde_not_above_min_effect"
+    SD_MEASURED = "horizon.sd_measured"
+    SD_FROM_POLICY = "horizon.sd_from_policy"
+    TOO_FEW_UNITS = "horizon.too_few_units"
+    BUSINESS_POWER = "horizon.business_power"
+    CUPED_SHRUNK = "horizon.cuped_shrunk"
+    RAISED = "horizon.raised"
+    CUPED_NOT_APPLICABLE = "horizon.cuped_not_applicable"
+    CUPED_TOO_FEW = "horizon.cuped_too_few"
+    CUPED_UNMEASURABLE = "horizon.cuped_unmeasurable"
+    CUPED_MEASURED = "horizon.cuped_measured"
+    ANSWERS_OBSERVED = "horizon.answers_observed"
+    PLANNING_RATE = "horizon.planning_rate"
+    TOO_FEW_ANSWERS = "horizon.too_few_answers"
+    RATE_FROM = "horizon.rate_from"
+    LEAST_FAVOURABLE_LANGUAGE = "horizon.least_favourable_language"
+    FOLLOW_UP_POWER = "horizon.follow_up_power"
+
+
+wordings_register(
+    {
+        HorizonCode.NO_METRIC: gettext_noop("policy '{policy}' names no business_metric"),
+        HorizonCode.MDE_NOT_ABOVE_MIN_EFFECT: gettext_noop(
+            "policy '{policy}' sizes no horizon: business_mde ({mde:g}) must exceed business_min_effect "
+            "({min_effect:g})"
+        ),
+        HorizonCode.SD_MEASURED: gettext_noop(
+            "sd {sd:.4g} measured over {units} units of {metric} in the {days} days before the start"
+        ),
+        HorizonCode.SD_FROM_POLICY: gettext_noop(
+            "sd {sd:.4g} from business_planning_sd ({units} units of {metric} before the start)"
+        ),
+        HorizonCode.TOO_FEW_UNITS: gettext_noop(
+            "only {units} units of {metric} in the {days} days before the start (the policy needs {need}) "
+            "and policy '{policy}' sets no business_planning_sd"
+        ),
+        HorizonCode.BUSINESS_POWER: gettext_noop(
+            "a true improvement of {mde:g} passes the bar {min_effect:g} with power {power:g} at alpha "
+            "{alpha:g}"
+        ),
+        HorizonCode.CUPED_SHRUNK: gettext_noop(
+            "{plain} units shrunk by the CUPED variance reduction {reduction:.3g}"
+        ),
+        HorizonCode.RAISED: gettext_noop("raised from {units} to {key}"),
+        HorizonCode.CUPED_NOT_APPLICABLE: gettext_noop(
+            "CUPED does not apply (business_cuped off, or per outcome)"
+        ),
+        HorizonCode.CUPED_TOO_FEW: gettext_noop(
+            "{n} users of {metric} in the {days} days before the start, {pre_units} with a pre-period: too "
+            "few to measure CUPED's reduction"
+        ),
+        HorizonCode.CUPED_UNMEASURABLE: gettext_noop(
+            "CUPED's reduction could not be measured on the history"
+        ),
+        HorizonCode.CUPED_MEASURED: gettext_noop(
+            "variance reduction {reduction:.3g} measured over {n} users of {metric} in the {days} days "
+            "before the start, {pre_units} with a pre-period"
+        ),
+        HorizonCode.ANSWERS_OBSERVED: gettext_noop(
+            "{follow_ups} follow-ups of {answered} answers in the {days} days before the start"
+        ),
+        HorizonCode.PLANNING_RATE: gettext_noop(
+            "follow_up_planning_rate ({answered} answers in the {days} days before the start)"
+        ),
+        HorizonCode.TOO_FEW_ANSWERS: gettext_noop(
+            "only {answered} answers in the {days} days before the start (the policy needs {need}) and "
+            "policy '{policy}' sets no follow_up_planning_rate"
+        ),
+        HorizonCode.RATE_FROM: gettext_noop("rate {rate:.4g} from {source}"),
+        HorizonCode.LEAST_FAVOURABLE_LANGUAGE: gettext_noop(
+            "for the detector's least favourable language, {language}"
+        ),
+        HorizonCode.FOLLOW_UP_POWER: gettext_noop(
+            "a candidate as good as the baseline passes the bar {bar:g} and the margin {margin:g} with power "
+            "{power:g} at alpha {alpha:g}"
+        ),
+    }
+)
 
 
 def _measured_sd(
@@ -75,7 +161,7 @@ def _sizes(*, experiment: Experiment, policy: BusinessValuePolicy, metric: str, 
     layer pools it. None (with why) where CUPED does not apply or the history cannot measure it."""
     sizes: dict[str, Any] = {"plain": plain, "cuped": None, "variance_reduction": None, "pre_units": 0}
     if not (policy.business_cuped and policy.business_per == "user"):
-        return {**sizes, "cuped_basis": "CUPED does not apply (business_cuped off, or per outcome)"}
+        return {**sizes, "cuped_basis": reason(HorizonCode.CUPED_NOT_APPLICABLE).to_json()}
     days = policy.business_cuped_pre_days
     start = experiment.started_at or timezone.now()
     # RatioCupedStats' keyword arguments: `n` and `pre_units` ints, the sums numbers.
@@ -87,20 +173,27 @@ def _sizes(*, experiment: Experiment, policy: BusinessValuePolicy, metric: str, 
         return {
             **sizes,
             "pre_units": history.pre_units,
-            "cuped_basis": f"{history.n} users of {metric} in the {days} days before the start, "
-            f"{history.pre_units} with a pre-period: too few to measure CUPED's reduction",
+            "cuped_basis": reason(
+                HorizonCode.CUPED_TOO_FEW, n=history.n, metric=metric, days=days, pre_units=history.pre_units
+            ).to_json(),
         }
     reduction = ratio_cuped_adjust(control=history, treatment=history).variance_reduction
     if reduction is None:
-        return {**sizes, "cuped_basis": "CUPED's reduction could not be measured on the history"}
+        return {**sizes, "cuped_basis": reason(HorizonCode.CUPED_UNMEASURABLE).to_json()}
     reduction = max(0.0, reduction)
     return {
         **sizes,
         "cuped": max(MIN_UNITS, math.ceil(plain * (1 - reduction))),
         "variance_reduction": reduction,
         "pre_units": history.pre_units,
-        "cuped_basis": f"variance reduction {reduction:.3g} measured over {history.n} users of {metric} in "
-        f"the {days} days before the start, {history.pre_units} with a pre-period",
+        "cuped_basis": reason(
+            HorizonCode.CUPED_MEASURED,
+            reduction=reduction,
+            n=history.n,
+            metric=metric,
+            days=days,
+            pre_units=history.pre_units,
+        ).to_json(),
     }
 
 
@@ -137,26 +230,27 @@ def business_horizon_plan(
         "registered_at": timezone.now().isoformat(),
     }
     if not metric:
-        return {**plan, "basis": f"policy {policy_name!r} names no business_metric"}
+        return {**plan, "basis": reason(HorizonCode.NO_METRIC, policy=policy_name).to_json()}
     if mde <= min_effect:
-        return {
-            **plan,
-            "basis": f"policy {policy_name!r} sizes no horizon: business_mde ({mde:g}) must exceed "
-            f"business_min_effect ({min_effect:g})",
-        }
+        why = reason(HorizonCode.MDE_NOT_ABOVE_MIN_EFFECT, policy=policy_name, mde=mde, min_effect=min_effect)
+        return {**plan, "basis": why.to_json()}
     days = policy.business_cuped_pre_days
     sd, units = _measured_sd(experiment=experiment, policy=policy, metric=metric)
     if sd is not None and units >= policy.business_min_units:
-        source = f"sd {sd:.4g} measured over {units} units of {metric} in the {days} days before the start"
+        source = reason(HorizonCode.SD_MEASURED, sd=sd, units=units, metric=metric, days=days)
     elif policy.business_planning_sd is not None:
         sd = policy.business_planning_sd
-        source = f"sd {sd:.4g} from business_planning_sd ({units} units of {metric} before the start)"
+        source = reason(HorizonCode.SD_FROM_POLICY, sd=sd, units=units, metric=metric)
     else:
-        return {
-            **plan,
-            "basis": f"only {units} units of {metric} in the {days} days before the start (the policy needs "
-            f"{policy.business_min_units}) and policy {policy_name!r} sets no business_planning_sd",
-        }
+        too_few = reason(
+            HorizonCode.TOO_FEW_UNITS,
+            units=units,
+            metric=metric,
+            days=days,
+            need=policy.business_min_units,
+            policy=policy_name,
+        )
+        return {**plan, "basis": too_few.to_json()}
     assert sd is not None
     plain = fixed_horizon_units(
         sd=sd, min_effect=min_effect, mde=mde, alpha=policy.business_alpha, power=policy.business_power
@@ -164,17 +258,21 @@ def business_horizon_plan(
     sizes = _sizes(experiment=experiment, policy=policy, metric=metric, plain=plain)
     cuped = policy.business_horizon_sizing == CUPED and sizes["cuped"] is not None
     horizon = sizes["cuped"] if cuped else plain
-    basis = (
-        f"{source}; a true improvement of {mde:g} passes the bar {min_effect:g} with power "
-        f"{policy.business_power:g} at alpha {policy.business_alpha:g}"
+    power = reason(
+        HorizonCode.BUSINESS_POWER,
+        mde=mde,
+        min_effect=min_effect,
+        power=policy.business_power,
+        alpha=policy.business_alpha,
     )
+    basis = [source, power]
     if cuped:
-        basis += f"; {plain} units shrunk by the CUPED variance reduction {sizes['variance_reduction']:.3g}"
+        basis.append(reason(HorizonCode.CUPED_SHRUNK, plain=plain, reduction=sizes["variance_reduction"]))
     if horizon < policy.business_min_units:
-        basis += f"; raised from {horizon} to business_min_units"
+        basis.append(reason(HorizonCode.RAISED, units=horizon, key="business_min_units"))
         horizon = policy.business_min_units
     plan["sizes"] = sizes
-    return {**plan, "sd": sd, "units_per_arm": horizon, "basis": basis}
+    return {**plan, "sd": sd, "units_per_arm": horizon, "basis": sentences(basis).to_json()}
 
 
 def _planning_errors(policy: GatePolicyConfig) -> dict[str, ErrorRates | None]:
@@ -234,18 +332,18 @@ def follow_up_horizon_plan(
     )
     if answered >= section.follow_up_min_answered:
         observed = follow_ups / answered
-        source = f"{follow_ups} follow-ups of {answered} answers in the {days} days before the start"
+        source = reason(HorizonCode.ANSWERS_OBSERVED, follow_ups=follow_ups, answered=answered, days=days)
     elif section.follow_up_planning_rate is not None:
-        observed, source = (
-            None,
-            f"follow_up_planning_rate ({answered} answers in the {days} days before the start)",
-        )
+        observed, source = None, reason(HorizonCode.PLANNING_RATE, answered=answered, days=days)
     else:
-        return {
-            **plan,
-            "basis": f"only {answered} answers in the {days} days before the start (the policy needs "
-            f"{section.follow_up_min_answered}) and policy {policy_name!r} sets no follow_up_planning_rate",
-        }
+        too_few = reason(
+            HorizonCode.TOO_FEW_ANSWERS,
+            answered=answered,
+            days=days,
+            need=section.follow_up_min_answered,
+            policy=policy_name,
+        )
+        return {**plan, "basis": too_few.to_json()}
     sized: list[tuple[int, float, str | None]] = []
     for name, errors in _planning_errors(policy).items():
         rate = _corrected(observed, errors) if observed is not None else section.follow_up_planning_rate
@@ -259,21 +357,26 @@ def follow_up_horizon_plan(
             decide_on=section.follow_up_decide_on,
             errors=errors,
         )
-        if isinstance(answers, str):
-            return {**plan, "baseline_rate": rate, "basis": f"rate {rate:.4g} from {source}; {answers}"}
+        if isinstance(answers, Reason):
+            basis = sentences([reason(HorizonCode.RATE_FROM, rate=rate, source=source), answers])
+            return {**plan, "baseline_rate": rate, "basis": basis.to_json()}
         sized.append((answers, rate, name if errors is not None else None))
     answers, rate, language = max(sized, key=lambda size: size[:2])
     parts = [
-        f"rate {rate:.4g} from {source}",
-        *([f"for the detector's least favourable language, {language}"] if language else []),
-        f"a candidate as good as the baseline passes the bar {section.follow_up_max:g} and the margin "
-        f"{section.follow_up_margin:g} with power {section.follow_up_power:g} at alpha {alpha:g}",
+        reason(HorizonCode.RATE_FROM, rate=rate, source=source),
+        *([reason(HorizonCode.LEAST_FAVOURABLE_LANGUAGE, language=Term(language))] if language else []),
+        reason(
+            HorizonCode.FOLLOW_UP_POWER,
+            bar=section.follow_up_max,
+            margin=section.follow_up_margin,
+            power=section.follow_up_power,
+            alpha=alpha,
+        ),
     ]
     if answers < section.follow_up_min_answered:
-        parts.append(f"raised from {answers} to follow_up_min_answered")
+        parts.append(reason(HorizonCode.RAISED, units=answers, key="follow_up_min_answered"))
         answers = section.follow_up_min_answered
-    basis = "; ".join(parts)
-    return {**plan, "baseline_rate": rate, "answers_per_arm": answers, "basis": basis}
+    return {**plan, "baseline_rate": rate, "answers_per_arm": answers, "basis": sentences(parts).to_json()}
 
 
 def _plans(

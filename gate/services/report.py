@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engines.reasons import stored_reason_read
 from gate.layers.base import GateLayer, ReportPart, StoredDetails
 from gate.layers.registry import LAYERS, gate_policy_read
 from gate.models import GateRun, LayerResult
@@ -73,7 +74,7 @@ def _layer_report(*, run: GateRun, view: LayerView, required: bool) -> LayerRepo
         ci_low=result.ci_low,
         ci_high=result.ci_high,
         threshold=result.threshold,
-        reasons=list(result.reasons),
+        reasons=[stored_reason_read(value) for value in result.reasons],
         inputs=part.inputs,
         method=view.layer.method,
         estimates=part.estimates,
@@ -104,7 +105,7 @@ def gate_run_report(*, run: GateRun) -> GateReport:
         experiment=run.experiment.name if run.experiment else None,
         status=run.status,
         verdict=run.verdict,
-        verdict_reasons=list(run.verdict_reasons),
+        verdict_reasons=[stored_reason_read(value) for value in run.verdict_reasons],
         created_at=run.created_at.isoformat(),
         finished_at=run.finished_at.isoformat() if run.finished_at else None,
         layers=[

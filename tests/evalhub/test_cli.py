@@ -25,11 +25,13 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from engines.demo.dataset import demo_dataset_build
 from evalhub import cli
 from evalhub.devstack import port_free
+from evalhub.wordings import reason_words
+from gate.judges.clean_accuracy import CleanAccuracyCode
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute
 from registry.actors import SYSTEM
@@ -153,6 +155,13 @@ def finished_run(*, status: str, verdict: str, server: str) -> dict:
     }  # fmt: skip
 
 
+EXPECTED_CODE = {
+    "pass": CleanAccuracyCode.BOUND_CLEARS,
+    "fail": CleanAccuracyCode.BOUND_BELOW,
+    "insufficient_data": CleanAccuracyCode.TOO_FEW_ITEMS,
+}
+
+
 @pytest.mark.parametrize(
     ("bar", "min_items", "code", "verdict"),
     [("0.0", "30", 0, "pass"), ("1.0", "30", 1, "fail"), ("0.0", "1000", 2, "insufficient_data")],
@@ -184,7 +193,9 @@ def test_wait_prints_progress_summary_and_exits_by_verdict(
         f"  threshold {float(bar)}"
     )
     assert line in out.splitlines(), out
-    assert f"      {layer.reasons[0]}" in out.splitlines()
+    assert layer.reasons[0]["code"] == EXPECTED_CODE[verdict]
+    with translation.override("en"):
+        assert f"      {reason_words(layer.reasons[0])}" in out.splitlines(), out
     reasons = "" if verdict == "pass" else f" (clean_accuracy: {verdict})"
     assert f"VERDICT: {verdict}{reasons}\nrun: {live_server.url}/api/v1/gate-runs/{run.pk}/" in out
     # Without the report endpoint (it is newer than the CLI) a warning, and the verdict decides the exit.

@@ -46,6 +46,7 @@ from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
 from tests.canary.traffic import experiment_backdate, probe_run_finished, user_on
 from tests.lifecycle import incumbent_register
+from tests.wordings import english
 
 pytestmark = pytest.mark.django_db
 
@@ -235,7 +236,7 @@ def test_the_follow_up_panel_is_blind_until_unblinded_and_then_the_gate_judges(e
         assert counts[arm]["sessions"] == shown[arm].sessions == SESSIONS
         assert shown[arm].follow_ups is None and shown[arm].rate is None
         assert f"{counts[arm]['follow_ups'] / counts[arm]['answered']:.3f}" not in panel
-    assert dashboard.follow_up.result.reasons[0].startswith(
+    assert english(dashboard.follow_up.result.reasons)[0].startswith(
         "no horizon of answered questions was registered: experiment exp started without one"
     )
 
@@ -292,7 +293,7 @@ def test_the_gated_metric_is_blind_until_a_gate_run_stores_its_look(experiment, 
     gated = {m.metric: m for m in response.context["dashboard"].business.metrics}["review_hours"]
     # The horizon is reached, but the page takes no look: the next gate run does.
     assert gated.gated and gated.blind and gated.result.improvement is None and gated.daily == []
-    assert gated.result.reasons == [
+    assert english(gated.result.reasons) == [
         f"the registered horizon of {horizon} units per arm is reached: the next gate run takes the one look"
     ]
     assert "lift-review_hours" not in charts_of(response)
@@ -313,7 +314,9 @@ def test_the_gated_metric_is_blind_until_a_gate_run_stores_its_look(experiment, 
     dashboard = viewer.get("/canary/exp/").context["dashboard"]
     gated = {m.metric: m for m in dashboard.business.metrics}["review_hours"]
     assert not gated.blind and gated.result.improvement.estimate == pytest.approx(layer.estimate)
-    assert gated.result.reasons[-1].endswith(f"by gate run {run.pk}: every later run returns it unchanged")
+    assert english(gated.result.reasons)[-1].endswith(
+        f"by gate run {run.pk}: every later run returns it unchanged"
+    )
 
 
 def test_direction_may_be_flipped_for_display(experiment, traffic, viewer):

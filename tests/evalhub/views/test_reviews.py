@@ -26,6 +26,7 @@ from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
 from tests.canary.traffic import chat_session, experiment_backdate
 from tests.lifecycle import incumbent_register
+from tests.wordings import english
 
 pytestmark = pytest.mark.django_db
 
@@ -160,8 +161,10 @@ def test_a_non_staff_annotator_labels_on_the_page_and_layer_2_shows_live_agreeme
     # Wilson 72/80; scipy's binomtest(72, 80).proportion_ci(method="wilson") gives 0.81489, 0.94845.
     assert (round(live.ci_low, 3), round(live.ci_high, 3)) == (0.815, 0.948)
     assert live.precision == 36 / 40 and live.recall == 36 / 40
-    assert layer.reasons[-2].startswith("live agreement of the detector with reviewers 0.900 (72 of 80")
-    assert layer.reasons[-1].startswith("the one look at the registered horizon, taken now")
+    assert english(layer.reasons)[-2].startswith(
+        "live agreement of the detector with reviewers 0.900 (72 of 80"
+    )
+    assert english(layer.reasons)[-1].startswith("the one look at the registered horizon, taken now")
 
     viewer = make_client("viewer")
     report = viewer.get(f"/api/v1/gate-runs/{run.pk}/report/").json()
@@ -182,7 +185,7 @@ def test_a_non_staff_annotator_labels_on_the_page_and_layer_2_shows_live_agreeme
     strict = run_layer_2(experiment)
     [layer] = strict.layers.all()
     assert layer.verdict == "insufficient_data" and strict.verdict == "insufficient_data"
-    assert layer.reasons[-1].endswith(
+    assert english(layer.reasons)[-1].endswith(
         "is below the policy's minimum 0.95: the detector's labels cannot be trusted on this traffic"
     )
     assert layer_get("follow_up_rate").details(layer).live_agreement.status == BELOW_MINIMUM

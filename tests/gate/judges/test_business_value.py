@@ -5,10 +5,13 @@ from dataclasses import asdict
 import pytest
 from scipy import stats as scipy_stats
 
+from engines.reasons import Term, reason
 from engines.stats.effects import ratio_effect, sequential_half_width, sequential_interval
 from engines.stats.sufficient import MeanStats, RatioCupedStats, RatioStats
+from gate.judges.business_value import BusinessValueCode as Code
 from gate.judges.business_value import FixedHorizon, business_value_judge, fixed_horizon_units
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
+from tests.wordings import english
 
 
 def approx(value):
@@ -47,7 +50,7 @@ class TestFixedHorizon:
             "one_sided_level": approx(0.95),
             "units_needed": None,
         }
-        assert result.reasons == [
+        assert english(result.reasons) == [
             "improvement (decrease is better) 0.3, 90 % interval [0.1351, 0.4649]: lower bound 0.1351 >= the "
             "minimum effect 0.1 (one-sided test at alpha 0.05)"
         ]
@@ -78,7 +81,7 @@ class TestFixedHorizon:
         result = judge(min_effect=0.2)
         assert result.verdict == INSUFFICIENT
         assert result.improvement.units_needed == {"baseline": 542, "candidate": 542}
-        assert result.reasons == [
+        assert english(result.reasons) == [
             "improvement (decrease is better) 0.3, 90 % interval [0.1351, 0.4649]: lower bound 0.1351 is "
             "below the minimum effect 0.2",
             "not shown yet: the estimate clears the minimum effect 0.2 but the bound does not; about 542 "
@@ -92,7 +95,7 @@ class TestFixedHorizon:
         assert result.improvement.estimate == approx(-0.3)
         assert result.improvement.ci_low == approx(-0.464869)
         assert result.improvement.units_needed is None
-        assert result.reasons == [
+        assert english(result.reasons) == [
             "improvement (increase is better) -0.3, 90 % interval [-0.4649, -0.1351]: lower bound -0.4649 is "
             "not above 0 (no improvement shown)"
         ]
@@ -130,7 +133,7 @@ class TestSequential:
         assert result.method == "normal_mixture_sequential"
         assert result.improvement.ci_low == approx(0.021283)
         assert result.improvement.ci_high == approx(0.578717)
-        assert "90 % always-valid interval [0.02128, 0.5787]" in result.reasons[0]
+        assert "90 % always-valid interval [0.02128, 0.5787]" in english(result.reasons)[0]
         # The reported effect stays the fixed-horizon one, with its lift.
         assert result.effect.method == "welch_t" and result.effect.relative == approx(-0.15)
 
@@ -183,7 +186,7 @@ class TestSampleRatioMismatch:
         assert result.srm.chi_square == approx(64.0)
         assert result.srm.p_value == pytest.approx(2 * scipy_stats.norm.sf(8), rel=1e-6)
         assert result.srm.mismatch is True
-        assert result.reasons == [
+        assert english(result.reasons) == [
             "sample ratio mismatch: 5400 baseline and 4600 candidate units assigned against an expected "
             "candidate share 0.5 (chi-square 64.00, p = 1.24e-15 < 0.001): the assignment or logging is "
             "broken, the effect is not trusted"
@@ -219,27 +222,27 @@ class TestInsufficientData:
         result = judge(min_units=300)
         assert result.verdict == INSUFFICIENT and result.improvement is None
         assert result.reasons == [
-            "baseline has 200 units, the policy needs at least 300",
-            "candidate has 200 units, the policy needs at least 300",
+            reason(Code.TOO_FEW_UNITS, arm=Term("baseline"), n=200, need=300),
+            reason(Code.TOO_FEW_UNITS, arm=Term("candidate"), n=200, need=300),
         ]
 
     def test_default_minimum(self):
         result = judge(baseline=RATIO_CONTROL, candidate=RATIO_TREATMENT)
         assert result.verdict == INSUFFICIENT
-        assert result.reasons[0] == "baseline has 5 units, the policy needs at least 100"
+        assert english(result.reasons)[0] == "baseline has 5 units, the policy needs at least 100"
 
     def test_zero_variance(self):
         constant = MeanStats(n=150, total=300.0, total_squares=600.0)
         result = judge(baseline=constant, candidate=MeanStats(n=150, total=150.0, total_squares=150.0))
         assert result.verdict == INSUFFICIENT
-        assert result.reasons == ["the effect cannot be estimated: zero variance"]
+        assert result.reasons == [reason(Code.NO_EFFECT, why="zero variance")]
         assert result.effect.error == "zero variance"
 
     def test_zero_denominator(self):
         empty = RatioStats(n=150, sum_x=0.0, sum_y=0.0, sum_x2=0.0, sum_y2=0.0, sum_xy=0.0)
         result = judge(baseline=empty, candidate=RATIO_TREATMENT, min_units=2, sequential_tau=0.2)
         assert result.verdict == INSUFFICIENT
-        assert result.reasons == ["the effect cannot be estimated: denominator mean is zero"]
+        assert english(result.reasons) == ["the effect cannot be estimated: denominator mean is zero"]
 
 
 class TestReport:
@@ -330,7 +333,7 @@ class TestRegisteredHorizon:
         result = judge(min_effect=0.1, horizon=self.HORIZON)
         assert result.verdict == INSUFFICIENT and result.improvement is None
         assert result.horizon == self.HORIZON and result.blind and result.unblinded is None
-        assert result.reasons == [
+        assert english(result.reasons) == [
             "before the registered horizon of 300 units per arm (200 baseline and 200 candidate units so "
             "far; sd 1 from the policy): the fixed-horizon test is judged once, at the horizon; set "
             "business_sequential_tau (fixed before the experiment) for an interval that may be judged at "
@@ -343,7 +346,7 @@ class TestRegisteredHorizon:
         # Where the bound misses but the estimate clears the bar, no "more units would show it": a fail.
         result = judge(min_effect=0.2, horizon=horizon)
         assert result.verdict == FAIL and result.improvement.units_needed is None
-        assert "at the registered horizon of 200 units per arm" in result.reasons[0]
+        assert "at the registered horizon of 200 units per arm" in english(result.reasons)[0]
 
     def test_before_the_horizon_the_result_is_blind(self):
         # Only the units per arm and the sample-ratio check: no estimate, interval, p or per-arm value.
@@ -377,7 +380,7 @@ class TestRegisteredHorizon:
         assert result.verdict == INSUFFICIENT and not result.blind and result.unblinded == unblinded
         assert result.improvement.estimate == approx(0.3) and result.improvement.ci_low == approx(0.135131)
         assert result.baseline.value == approx(2.0) and result.effect.p_value is not None
-        assert result.reasons[-1] == (
+        assert english(result.reasons)[-1] == (
             "unblinded by rm at 2025-01-02 03:04:05: a safety review; interim numbers, not a decision: "
             "improvement (decrease is better) 0.3, 90 % interval [0.1351, 0.4649], read before the horizon"
         )
@@ -386,7 +389,7 @@ class TestRegisteredHorizon:
         horizon = FixedHorizon(units_per_arm=None, basis="the policy sets no business_mde")
         result = judge(min_effect=0.1, horizon=horizon)
         assert result.verdict == INSUFFICIENT
-        assert result.reasons[0].startswith(
+        assert english(result.reasons)[0].startswith(
             "no fixed horizon was registered: the policy sets no business_mde"
         )
 
@@ -428,7 +431,7 @@ class TestCuped:
         )
         assert result.baseline.value == approx(17.5 / 9)
         assert result.improvement.estimate == approx(-expected.effect.estimate)
-        assert result.reasons[0].startswith("CUPED-adjusted improvement (decrease is better)")
+        assert english(result.reasons)[0].startswith("CUPED-adjusted improvement (decrease is better)")
 
     def test_sequential_on_the_adjusted_arms(self):
         from engines.stats.effects import ratio_cuped_adjust

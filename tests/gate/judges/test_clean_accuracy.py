@@ -1,6 +1,8 @@
 import pytest
 
+from engines.reasons import reason
 from gate.judges.clean_accuracy import (
+    CleanAccuracyCode,
     CleanAccuracyPolicy,
     ItemOutcome,
     accuracy_summarize,
@@ -43,7 +45,8 @@ def test_passes_on_lower_bound_by_default():
     policy = Judging(CleanAccuracyPolicy(clean_accuracy_min=0.80), "lower_bound")
     result = clean_accuracy_judge(candidate=outcomes(81, 19), baseline=None, **policy.kwargs())
     assert result.verdict == "fail"
-    assert "0.722" in result.reasons[0]
+    assert result.reasons[0].code == CleanAccuracyCode.BOUND_BELOW
+    assert result.reasons[0].params == {"value": pytest.approx(0.7222, abs=1e-4), "bar": 0.80}
     point = Judging(CleanAccuracyPolicy(clean_accuracy_min=0.80), "point")
     assert clean_accuracy_judge(candidate=outcomes(81, 19), baseline=None, **point.kwargs()).verdict == "pass"
 
@@ -52,6 +55,7 @@ def test_insufficient_data_below_minimum_items():
     policy = Judging(CleanAccuracyPolicy(clean_min_items=30), "lower_bound")
     result = clean_accuracy_judge(candidate=outcomes(20, 0), baseline=None, **policy.kwargs())
     assert result.verdict == "insufficient_data"
+    assert result.reasons == [reason(CleanAccuracyCode.TOO_FEW_ITEMS, n=20, need=30)]
 
 
 def test_errors_count_as_wrong_and_are_reported():
@@ -61,5 +65,5 @@ def test_errors_count_as_wrong_and_are_reported():
     )
     assert result.verdict == "fail"
     assert result.candidate.errors == 30
-    assert any("30 of 100 items errored" in r for r in result.reasons)
+    assert reason(CleanAccuracyCode.ITEMS_ERRORED, errors=30, n=100) in result.reasons
     assert result.baseline.accuracy == pytest.approx(0.9)

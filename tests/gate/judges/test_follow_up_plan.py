@@ -11,16 +11,19 @@ from scipy.stats import binom
 from statsmodels.stats.power import NormalIndPower
 
 from engines.follow_up.correction import ErrorRates
+from engines.reasons import reason
 from gate.judges.aa_simulation import follow_up_rerun_rates
 from gate.judges.follow_up_rate import (
     AnswerHorizon,
     AnswerSplit,
     FollowUpCounts,
+    FollowUpRateCode,
     follow_up_horizon_answers,
     follow_up_rate_judge,
 )
 from gate.judges.plan import Unblinding
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
+from tests.wordings import english
 
 ALPHA = 0.025  # one-sided, the upper end of a two-sided 95 % interval
 
@@ -72,11 +75,11 @@ class TestHorizon:
         shipped = ErrorRates(positives=105, true_positives=89, negatives=159, true_negatives=151)
         assert size(errors=shipped) > 2 * size()
         many = ErrorRates(positives=10, true_positives=8, negatives=10, true_negatives=9)
-        assert "measure it on more labelled pairs" in size(errors=many)
+        assert size(errors=many) == reason(FollowUpRateCode.ERROR_RATES_TOO_WIDE)
 
     def test_what_cannot_be_sized_says_why(self):
-        assert size(rate=0.18) == "the planning rate 0.18 is not under the bar 0.18"
-        assert size(margin=0.0) == "a margin of 0 cannot be shown for a candidate as good as the baseline"
+        assert size(rate=0.18) == reason(FollowUpRateCode.PLANNING_RATE_NOT_UNDER_BAR, rate=0.18, bar=0.18)
+        assert size(margin=0.0) == reason(FollowUpRateCode.ZERO_MARGIN)
 
 
 def counts(follow_ups, answered):
@@ -102,7 +105,7 @@ class TestBlind:
             split=AnswerSplit(baseline=380, candidate=400, sum_squares=1600, candidate_share=0.5),
         )
         assert result.verdict == INSUFFICIENT and result.blind
-        assert result.reasons[0] == (
+        assert english(result.reasons)[0] == (
             "before the registered horizon of 1000 answered questions per arm (380 baseline and 400 "
             "candidate so far; rate 0.12 from follow_up_planning_rate): the rate is judged once, at the "
             "horizon"
@@ -118,7 +121,7 @@ class TestBlind:
             candidate=counts(41, 400), baseline=counts(37, 380), horizon=HORIZON, unblinded=unblinded
         )
         assert result.verdict == INSUFFICIENT and not result.blind and result.candidate.follow_ups == 41
-        assert result.reasons[-1] == (
+        assert english(result.reasons)[-1] == (
             "unblinded by rm at 2025-01-02 03:04:05: a complaint; interim numbers, not a decision"
         )
 
@@ -134,7 +137,7 @@ class TestBlind:
             candidate=counts(150, 1500), baseline=counts(100, 1000), horizon=HORIZON, split=split
         )
         assert result.verdict == ERROR and result.blind
-        assert result.reasons[0].startswith(
+        assert english(result.reasons)[0].startswith(
             "sample ratio mismatch: 1000 baseline and 1500 candidate answered questions against an expected "
             "candidate share 0.5 (clustered by user, p = "
         )
@@ -147,8 +150,8 @@ class TestAlwaysValid:
             candidate=counts(100, 1000), baseline=counts(150, 1000), sequential_tau=0.02, horizon=HORIZON
         )
         assert always.sequential and always.horizon is None and not always.blind
-        assert always.verdict == PASS and "always-valid upper bound" in always.reasons[0]
-        bound = float(always.reasons[0].split("upper bound ")[1].split()[0])
+        assert always.verdict == PASS and "always-valid upper bound" in english(always.reasons)[0]
+        bound = float(english(always.reasons)[0].split("upper bound ")[1].split()[0])
         assert bound > fixed.candidate.ci_high
 
     def test_a_bound_not_clear_yet_is_insufficient_with_no_answers_named(self):
@@ -156,7 +159,7 @@ class TestAlwaysValid:
             candidate=counts(40, 250), baseline=counts(42, 250), sequential_tau=0.02
         )
         assert result.verdict == INSUFFICIENT
-        assert result.reasons[-1] == (
+        assert english(result.reasons)[-1] == (
             "not shown yet: the estimates clear the bar and the margin, the always-valid bounds not yet"
         )
         assert (

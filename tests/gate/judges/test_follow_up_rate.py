@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 
 from engines.follow_up.correction import ROGAN_GLADEN, ErrorRates  # the method's name
+from engines.reasons import Term, reason
 from gate.judges.clean_accuracy import CleanAccuracyPolicy, ItemOutcome, clean_accuracy_judge
 from gate.judges.follow_up_rate import NEWCOMBE, DetectorAccuracy, FollowUpCounts, follow_up_rate_judge
-from gate.judges.verdict import FAIL, INSUFFICIENT, PASS, gate_verdict
+from gate.judges.follow_up_rate import FollowUpRateCode as Code
+from gate.judges.verdict import FAIL, INSUFFICIENT, PASS, VerdictCode, gate_verdict
+from tests.wordings import english
 
 
 def approx(value):
@@ -40,7 +43,7 @@ class TestVerdicts:
             "method": NEWCOMBE,
             "corrected": None,
         }
-        assert result.reasons == [
+        assert english(result.reasons) == [
             "follow-up rate upper bound 0.120 <= bar 0.18 (rate 0.100, 95 % CI [0.083, 0.120], "
             "100 follow-ups of 1000 answers)",
             "difference from the baseline upper bound -0.021 <= margin 0.01 (difference -0.050, 95 % CI "
@@ -55,7 +58,7 @@ class TestVerdicts:
         result = follow_up_rate_judge(candidate=counts(312, 1590), baseline=counts(400, 1600))
         assert result.verdict == FAIL
         assert asdict(result.checks) == {"bar": False, "non_inferiority": True}
-        assert result.reasons == [
+        assert english(result.reasons) == [
             "follow-up rate upper bound 0.216 > bar 0.18 (rate 0.196, 95 % CI [0.177, 0.216], "
             "312 follow-ups of 1590 answers)"
         ]
@@ -69,7 +72,7 @@ class TestVerdicts:
         assert asdict(result.checks) == {"bar": True, "non_inferiority": False}
         assert result.difference.ci_low == approx(0.016264)
         assert result.difference.ci_high == approx(0.064038)
-        assert result.reasons == [
+        assert english(result.reasons) == [
             "difference from the baseline upper bound +0.064 > margin 0.01 (difference +0.040, 95 % CI "
             "[+0.016, +0.064] by Newcombe's hybrid score; baseline rate 0.060, 60 follow-ups of 1000 answers)"
         ]
@@ -79,9 +82,9 @@ class TestVerdicts:
         result = follow_up_rate_judge(candidate=counts(312, 1590), baseline=counts(250, 1590))
         assert result.verdict == FAIL
         assert asdict(result.checks) == {"bar": False, "non_inferiority": False}
-        assert len(result.reasons) == 2
-        assert result.reasons[0].startswith("follow-up rate upper bound 0.216 > bar 0.18")
-        assert result.reasons[1].startswith("difference from the baseline upper bound +0.065 > margin 0.01")
+        assert [r.code for r in result.reasons] == [Code.BAR_EXCEEDED, Code.MARGIN_EXCEEDED]
+        assert result.reasons[0].params["judged"] == approx(0.216469)
+        assert result.reasons[1].params["what"] == reason(Code.DIFFERENCE_BOUND)
         assert result.difference.ci_high == approx(0.065469)
 
     def test_point_decides_where_the_bound_does_not(self):
@@ -97,19 +100,19 @@ class TestVerdicts:
             "non_inferiority": False,
         }
         assert bound.difference.ci_high == approx(0.046139)
-        assert not any("not shown yet" in reason or "would show" in reason for reason in bound.reasons)
+        assert [r.code for r in bound.reasons] == [Code.BAR_EXCEEDED, Code.MARGIN_EXCEEDED]
         assert point.verdict == PASS and asdict(point.checks) == {"bar": True, "non_inferiority": True}
-        assert point.reasons[0].startswith(
+        assert english(point.reasons)[0].startswith(
             "follow-up rate 0.160 <= bar 0.18 (rate 0.160, 95 % CI [0.120, 0.211]"
         )
-        assert point.reasons[1].startswith("difference from the baseline -0.020 <= margin 0.01")
+        assert english(point.reasons)[1].startswith("difference from the baseline -0.020 <= margin 0.01")
 
     def test_a_bound_over_the_bar_is_a_fail_with_no_advice_to_wait(self):
         # 40/250 under the bar on its point (0.16) but not on its bound: no "about 1291 answered questions
         # would show it" any more.
         result = follow_up_rate_judge(candidate=counts(40, 250), baseline=counts(4500, 25000))
         assert result.verdict == FAIL
-        assert not any("answered questions on the candidate" in reason for reason in result.reasons)
+        assert not any("answered questions on the candidate" in reason for reason in english(result.reasons))
 
     def test_a_point_over_the_bar_is_a_fail_however_few_the_answers(self):
         result = follow_up_rate_judge(candidate=counts(50, 250), baseline=counts(4500, 25000))
@@ -139,7 +142,7 @@ class TestVerdicts:
         assert follow_up.verdict == FAIL
         assert asdict(follow_up.checks) == {"bar": False, "non_inferiority": True}
         assert follow_up.difference.ci_high == approx(-0.012814)
-        assert follow_up.reasons == [
+        assert english(follow_up.reasons) == [
             "follow-up rate upper bound 0.259 > bar 0.18 (rate 0.240, 95 % CI [0.222, 0.259], "
             "480 follow-ups of 2000 answers)"
         ]
@@ -147,7 +150,10 @@ class TestVerdicts:
             required_layers=required,
             layer_verdicts={"clean_accuracy": accuracy.verdict, "follow_up_rate": follow_up.verdict},
         )
-        assert (verdict, reasons) == (FAIL, ["follow_up_rate: fail"])
+        assert verdict == FAIL
+        assert reasons == [
+            reason(VerdictCode.LAYER_VERDICT, layer=Term("follow_up_rate"), verdict=Term(FAIL))
+        ]
 
 
 class TestWithoutBaseline:
@@ -156,16 +162,16 @@ class TestWithoutBaseline:
         assert result.verdict == PASS
         assert result.baseline is None and result.difference is None
         assert asdict(result.checks) == {"bar": True, "non_inferiority": None}
-        assert result.reasons[-1] == (
+        assert english(result.reasons)[-1] == (
             "no baseline arm: non-inferiority not checked, the verdict rests on the bar alone"
         )
 
     def test_fail_still_says_non_inferiority_was_not_checked(self):
         result = follow_up_rate_judge(candidate=counts(312, 1590), baseline=None)
         assert result.verdict == FAIL
-        assert len(result.reasons) == 2
-        assert result.reasons[0].startswith("follow-up rate upper bound 0.216 > bar 0.18")
-        assert "non-inferiority not checked" in result.reasons[1]
+        assert len(english(result.reasons)) == 2
+        assert english(result.reasons)[0].startswith("follow-up rate upper bound 0.216 > bar 0.18")
+        assert "non-inferiority not checked" in english(result.reasons)[1]
 
 
 class TestInsufficientData:
@@ -173,8 +179,8 @@ class TestInsufficientData:
         result = follow_up_rate_judge(candidate=counts(10, 150), baseline=counts(5, 199))
         assert result.verdict == INSUFFICIENT
         assert result.reasons == [
-            "candidate has 150 answered questions, the policy needs at least 200",
-            "baseline has 199 answered questions, the policy needs at least 200",
+            reason(Code.TOO_FEW_ANSWERED, arm=Term("candidate"), n=150, need=200),
+            reason(Code.TOO_FEW_ANSWERED, arm=Term("baseline"), n=199, need=200),
         ]
         assert asdict(result.checks) == {"bar": None, "non_inferiority": None}
         # The numbers are still reported.
@@ -184,7 +190,7 @@ class TestInsufficientData:
     def test_baseline_short_even_when_the_candidate_has_enough(self):
         result = follow_up_rate_judge(candidate=counts(10, 500), baseline=counts(1, 20))
         assert result.verdict == INSUFFICIENT
-        assert result.reasons == ["baseline has 20 answered questions, the policy needs at least 200"]
+        assert result.reasons == [reason(Code.TOO_FEW_ANSWERED, arm=Term("baseline"), n=20, need=200)]
 
     def test_no_answers_at_all(self):
         result = follow_up_rate_judge(candidate=counts(0, 0), baseline=None, min_answered=1)
@@ -259,7 +265,7 @@ class TestReport:
         wide = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(150, 1000), confidence=0.99)
         assert wide.candidate.ci_high > narrow.candidate.ci_high
         assert wide.difference.ci_high > narrow.difference.ci_high
-        assert "99 % CI" in wide.reasons[0] and "90 % CI" in narrow.reasons[0]
+        assert "99 % CI" in english(wide.reasons)[0] and "90 % CI" in english(narrow.reasons)[0]
 
 
 class TestValidation:
@@ -333,7 +339,10 @@ class TestCorrected:
         assert result.candidate.rate == approx(0.2)  # observed, still reported
         assert result.correction == "rogan_gladen" and result.detector_version == "follow-up-test-1"
         assert result.verdict == PASS and result.checks.bar is True and corrected.ci_high <= 0.18
-        assert "corrected rate 0.067" in result.reasons[0] and "follow-up-test-1" in result.reasons[0]
+        assert (
+            "corrected rate 0.067" in english(result.reasons)[0]
+            and "follow-up-test-1" in english(result.reasons)[0]
+        )
 
     def test_the_bar_is_judged_on_the_corrected_upper_bound(self):
         # Observed 0.10 passes by itself; corrected (0.10 + 0.95 - 1) / 0.8 = 0.0625 ... rates of a
@@ -375,7 +384,9 @@ class TestCorrected:
             detector=coin,
         )
         assert result.verdict == INSUFFICIENT
-        assert [r for r in result.reasons if "'en'" in r] and [r for r in result.reasons if "'zh'" in r]
+        assert [r for r in english(result.reasons) if "'en'" in r] and [
+            r for r in english(result.reasons) if "'zh'" in r
+        ]
         assert result.candidate.corrected is None and result.correction == "none"
 
     def test_a_bound_the_error_rates_keep_over_the_bar_is_a_fail(self):
@@ -387,4 +398,4 @@ class TestCorrected:
             detector=DETECTOR,
         )
         assert result.verdict == FAIL and result.checks.bar is False
-        assert not any("not shown yet" in reason for reason in result.reasons)
+        assert not any("not shown yet" in reason for reason in english(result.reasons))

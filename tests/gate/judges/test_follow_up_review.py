@@ -4,6 +4,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from engines.follow_up.correction import ErrorRates
 from engines.follow_up.live_rates import error_rates_choose
+from engines.reasons import Term, reason
 from gate.judges.follow_up_rate import FollowUpRatePolicy
 from gate.judges.follow_up_review import (
     BELOW_MINIMUM,
@@ -14,6 +15,7 @@ from gate.judges.follow_up_review import (
     live_agreement_judge,
     reviewer_agreement_judge,
 )
+from gate.judges.follow_up_review import FollowUpReviewCode as Code
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
 from gate.policy import PolicyError
 
@@ -43,11 +45,16 @@ class TestAgreement:
         assert live.precision == approx(40 / 52)  # detector said follow_up 40 + 10 + 2 times
         assert live.recall == approx(40 / 50)  # reviewers said follow_up 50 times
         assert live.status == BELOW_MINIMUM  # 0.78 < 0.80 with 100 >= 50 labels
-        assert live.reason == (
-            "live agreement of the detector with reviewers 0.780 (78 of 100 reviewed turns, 95 % CI "
-            "[0.689, 0.850]) is below the policy's minimum 0.8: the detector's labels cannot be trusted "
-            "on this traffic"
+        summary = reason(
+            Code.AGREEMENT,
+            agreement=0.78,
+            agreeing=78,
+            labels=100,
+            level=95.0,
+            low=live.ci_low,
+            high=live.ci_high,
         )
+        assert live.reason == reason(Code.BELOW_MINIMUM, summary=summary, minimum=0.8)
         assert live.kinds == ["deepening", "follow_up", "new"]
         assert live.confusion_rows == [
             ("deepening", [20, 10, 0]),
@@ -61,18 +68,19 @@ class TestAgreement:
         assert (live.agreeing, live.status) == (93, MET)
         assert (live.ci_low, live.ci_high) == (approx(0.862505), approx(0.965681))
         assert live.precision == approx(75 / 77) and live.recall == approx(75 / 80)
-        assert live.reason.endswith(">= minimum 0.8")
+        assert (live.reason.code, live.reason.params["minimum"]) == (Code.MET, 0.8)
+        assert live.reason.params["summary"].params["agreeing"] == 93
 
     def test_too_few_labels_leave_it_unchecked(self):
         live = live_agreement_judge(confusion=CONFUSION, counted_kinds=["follow_up"], min_labels=101)
         assert live.status == TOO_FEW_LABELS
-        assert live.reason.endswith("not checked, the policy needs at least 101 reviewed turns")
+        assert (live.reason.code, live.reason.params["need"]) == (Code.TOO_FEW_LABELS, 101)
 
     def test_no_labels(self):
         live = live_agreement_judge(confusion={}, counted_kinds=["follow_up"])
         assert (live.labels, live.agreement, live.precision, live.recall) == (0, None, None, None)
         assert (live.ci_low, live.ci_high, live.status) == (0.0, 1.0, TOO_FEW_LABELS)
-        assert live.reason.startswith("no live turns reviewed yet")
+        assert live.reason.params["summary"] == reason(Code.NONE_REVIEWED)
 
     def test_minimum_is_met_at_equality(self):
         live = live_agreement_judge(confusion=CONFUSION, counted_kinds=["follow_up"], minimum=0.78)
@@ -146,19 +154,27 @@ class TestErrorRatesApply:
     def test_a_contradicted_shipped_rate_is_insufficient_data_naming_the_language(self, verdict):
         applied, reasons = error_rates_apply(verdict=verdict, reasons=["r"], rates=self.choose(self.LIVE))
         assert applied == INSUFFICIENT
-        assert reasons == [
-            "r",
-            "error rates for language 'en' from 260 reviewed live turns: sensitivity 0.667 (40 of 60), "
-            "specificity 0.950 (190 of 200)",
-            "error rates for language 'zh' as shipped, from the detector's test split: sensitivity 0.849, "
-            "specificity 0.956 (25 follow-ups and 100 others reviewed, the live ones need 30 of each)",
-            "language 'en': the live sensitivity 0.667 (40 of 60 reviewed turns) disagrees with the shipped "
-            "0.848 (89 of 105 test pairs; Fisher's exact p 0.0103, Holm-adjusted 0.0309 < 0.05): the live "
-            "one is used",
-            "language 'zh': the live sensitivity 0.480 (12 of 25 reviewed turns) disagrees with the shipped "
-            "0.849 (90 of 106 test pairs; Fisher's exact p 0.000225, Holm-adjusted 0.000901 < 0.05): too "
-            "few turns are reviewed to replace it, so the corrected rate cannot be trusted yet",
+        assert reasons[0] == "r"
+        assert [(r.code, r.params["language"]) for r in reasons[1:]] == [
+            (Code.LIVE_RATES, "en"),
+            (Code.SHIPPED_RATES, "zh"),
+            (Code.DISAGREES_LIVE_USED, "en"),
+            (Code.DISAGREES_BLOCKING, "zh"),
         ]
+        live_en = reasons[1].params
+        assert (live_en["n"], live_en["tp"], live_en["positives"], live_en["tn"], live_en["negatives"]) == (
+            260,
+            40,
+            60,
+            190,
+            200,
+        )
+        assert (live_en["se"], live_en["sp"]) == (approx(40 / 60), approx(0.95))
+        assert reasons[2].params["se"] == approx(90 / 106) and reasons[2].params["need"] == 30
+        blocking = reasons[4].params
+        assert blocking["name"] == Term("sensitivity") and (blocking["k"], blocking["n"]) == (12, 25)
+        assert (blocking["shipped_k"], blocking["shipped_n"], blocking["alpha"]) == (90, 106, 0.05)
+        assert blocking["p"] == approx(0.000225) and blocking["adjusted"] == approx(0.000901)
         # Fisher's and Holm's figures, by scipy and by hand: four tests, the smallest p times 4.
         zh = self.choose(self.LIVE)["zh"].sensitivity
         assert zh.p_value == approx(fisher_exact([[12, 13], [90, 16]]).pvalue)
@@ -170,14 +186,13 @@ class TestErrorRatesApply:
             "zh": ErrorRates(positives=40, true_positives=34, negatives=100, true_negatives=95),
         }
         applied, reasons = error_rates_apply(verdict=PASS, reasons=[], rates=self.choose(live))
-        assert applied == PASS and reasons[-1].endswith("the live one is used")
+        assert applied == PASS and reasons[-1].code == Code.DISAGREES_LIVE_USED
 
     def test_no_reviews_keep_the_verdict_and_say_the_rates_are_shipped(self):
         applied, reasons = error_rates_apply(verdict=FAIL, reasons=["r"], rates=self.choose({}))
         assert applied == FAIL and len(reasons) == 3
-        assert reasons[2] == (
-            "error rates for language 'zh' as shipped, from the detector's test split: sensitivity 0.849, "
-            "specificity 0.956 (0 follow-ups and 0 others reviewed, the live ones need 30 of each)"
+        assert reasons[2] == reason(
+            Code.SHIPPED_RATES, language="zh", se=90 / 106, sp=151 / 158, positives=0, negatives=0, need=30
         )
 
     def test_an_error_stays_an_error(self):

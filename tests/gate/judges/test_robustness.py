@@ -1,6 +1,8 @@
 import pytest
 
+from engines.reasons import reason
 from gate.judges.robustness import (
+    RobustnessCode,
     RobustnessPolicy,
     SampleOutcome,
     WorstItem,
@@ -38,7 +40,8 @@ def test_pass_and_fail_on_the_lower_bound():
     assert robustness_judge(candidate=samples(950, 50), baseline=None, **POLICY.kwargs()).verdict == "pass"
     failed = robustness_judge(candidate=samples(860, 140), baseline=None, **POLICY.kwargs())
     assert failed.verdict == "fail"
-    assert failed.reasons[0] == "lower bound 0.837 < 0.850"
+    assert failed.reasons[0] == reason(RobustnessCode.BOUND_BELOW, value=failed.candidate.ci_low, bar=0.85)
+    assert failed.candidate.ci_low == pytest.approx(0.8372, abs=1e-4)
     point = Judging(RobustnessPolicy(robustness_min=0.85, robustness_min_samples=100), "point")
     assert robustness_judge(candidate=samples(860, 140), baseline=None, **point.kwargs()).verdict == "pass"
 
@@ -48,7 +51,7 @@ def test_too_few_samples_is_insufficient_data_with_the_shortfall():
         candidate=samples(50, 0), baseline=None, **POLICY.kwargs(), shortfall=["only 50 could be made"]
     )
     assert result.verdict == "insufficient_data"
-    assert result.reasons == ["50 perturbed samples, the policy needs at least 100", "only 50 could be made"]
+    assert result.reasons == [reason(RobustnessCode.TOO_FEW_SAMPLES, n=50, need=100), "only 50 could be made"]
 
 
 def test_breakdowns_by_type_tag_and_language():

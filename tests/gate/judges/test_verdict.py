@@ -1,6 +1,7 @@
 import pytest
 
-from gate.judges.verdict import gate_verdict
+from engines.reasons import Term, reason
+from gate.judges.verdict import VerdictCode, gate_verdict
 
 REQUIRED = ["clean_accuracy", "robustness", "follow_up_rate"]
 
@@ -15,7 +16,7 @@ def test_missing_layer_never_passes():
         required_layers=REQUIRED, layer_verdicts={"clean_accuracy": "pass", "robustness": "pass"}
     )
     assert verdict == "insufficient_data"
-    assert reasons == ["follow_up_rate: no result"]
+    assert reasons == [reason(VerdictCode.NO_RESULT, layer=Term("follow_up_rate"))]
 
 
 @pytest.mark.parametrize(
@@ -43,5 +44,5 @@ def test_layers_not_required_do_not_count():
 def test_a_verdict_the_rule_does_not_know_is_an_error_never_a_pass():
     assert gate_verdict(required_layers=["a", "b"], layer_verdicts={"a": "pass", "b": "pending"}) == (
         "error",
-        ["b: pending"],
+        [reason(VerdictCode.LAYER_VERDICT, layer=Term("b"), verdict=Term("pending"))],
     )

@@ -26,6 +26,7 @@ from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
 from tests.canary.traffic import chat_session, experiment_backdate
 from tests.lifecycle import incumbent_register
+from tests.wordings import english
 
 pytestmark = pytest.mark.django_db
 
@@ -102,7 +103,7 @@ def test_enough_reviews_correct_by_the_live_rates(experiment, make_client):
     review(experiment, truth, sorted(truth))  # 80 follow-ups and 120 others reviewed: both live
     run = run_layer_2(experiment)
     [layer] = run.layers.all()
-    assert layer.verdict == "pass", layer.reasons
+    assert layer.verdict == "pass", english(layer.reasons)
     judged = layer_get("follow_up_rate").details(layer).judged
     zh = judged.error_rates["zh"]
     assert (zh.sensitivity.source, zh.specificity.source) == (LIVE, LIVE)
@@ -116,10 +117,10 @@ def test_enough_reviews_correct_by_the_live_rates(experiment, make_client):
     assert (
         "error rates for language 'zh' from 200 reviewed live turns: sensitivity 0.600 (48 of 80), "
         "specificity 0.950 (114 of 120)"
-    ) in layer.reasons
+    ) in english(layer.reasons)
     assert any(
         r.startswith("language 'zh': the live sensitivity 0.600") and r.endswith("the live one is used")
-        for r in layer.reasons
+        for r in english(layer.reasons)
     )
 
     viewer = make_client("viewer")
@@ -149,9 +150,9 @@ def test_few_reviews_keep_the_shipped_rates_and_say_so(experiment):
     assert any(
         r.startswith("error rates for language 'zh' as shipped, from the detector's test split")
         and r.endswith("(20 follow-ups and 0 others reviewed, the live ones need 30 of each)")
-        for r in layer.reasons
+        for r in english(layer.reasons)
     )
-    assert layer.verdict == "pass", layer.reasons
+    assert layer.verdict == "pass", english(layer.reasons)
 
 
 def test_reviews_that_contradict_a_shipped_rate_make_layer_2_insufficient_naming_the_language(experiment):
@@ -162,7 +163,9 @@ def test_reviews_that_contradict_a_shipped_rate_make_layer_2_insufficient_naming
     [layer] = run.layers.all()
     assert (layer.verdict, run.verdict) == ("insufficient_data", "insufficient_data")
     blocking = [
-        r for r in layer.reasons if r.startswith("language 'zh': the live sensitivity 0.200 (4 of 20")
+        r
+        for r in english(layer.reasons)
+        if r.startswith("language 'zh': the live sensitivity 0.200 (4 of 20")
     ]
     assert len(blocking) == 1 and blocking[0].endswith(
         "too few turns are reviewed to replace it, so the corrected rate cannot be trusted yet"

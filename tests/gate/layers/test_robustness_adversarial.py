@@ -4,6 +4,7 @@ stored set (cache and resume), on a real small classifier."""
 import pytest
 
 from engines.demo.dataset import demo_dataset_build
+from gate.layers.robustness_adversarial import AdversarialCode
 from gate.models import AdversarialSet
 from gate.services.gate_runs import gate_run_execute, gate_run_start
 from registry.actors import SYSTEM
@@ -107,7 +108,18 @@ def test_a_model_without_class_scores_is_a_layer_error(suite):
         actor=SYSTEM,
     )
     layer = run_layer(remote, suite, run_baseline=False)
-    assert layer.verdict == "error" and "class scores" in layer.reasons[0]
+    assert layer.verdict == "error"
+    assert layer.reasons == [
+        {
+            "code": AdversarialCode.NEEDS_CLASS_SCORES,
+            "params": {
+                "recipe": "textfooler-v1",
+                "backend": "openai",
+                "ref": remote.ref,
+                "kinds": ["hf", "builtin"],
+            },
+        }
+    ]
 
 
 def test_the_pwws_class_recipe_runs_as_the_layer(versions, suite):

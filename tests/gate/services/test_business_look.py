@@ -23,6 +23,7 @@ from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
 from tests.canary.traffic import experiment_backdate
 from tests.lifecycle import incumbent_register
+from tests.wordings import english
 
 pytestmark = pytest.mark.django_db
 
@@ -119,7 +120,7 @@ def test_the_look_judges_the_first_units_per_arm_up_to_the_moment_both_had_them(
     assert progress.entered == {"baseline": 150, "candidate": 150} and progress.cutoff == cutoff
 
     run, layer, details = run_gate(experiment, suite)
-    assert layer.verdict == "pass", layer.reasons
+    assert layer.verdict == "pass", english(layer.reasons)
     judged = details.judged
     for arm, made in (("baseline", baseline), ("candidate", candidate)):
         expected = first_units(made, 100, cutoff)
@@ -152,8 +153,8 @@ def test_every_later_run_returns_the_stored_look_unchanged(experiment, suite):
         )
         assert later_details.judged.baseline == details.judged.baseline
         assert not later_details.look_taken_now and later_details.look == details.look
-        assert later.reasons[:-1] == layer.reasons[:-1]
-        assert later.reasons[-1] == (
+        assert english(later.reasons)[:-1] == english(layer.reasons)[:-1]
+        assert english(later.reasons)[-1] == (
             f"the registered look, taken at {moment(details.look.taken_at)} by gate run {first.pk}: every "
             "later run returns it unchanged"
         )

@@ -22,6 +22,7 @@ from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
 from tests.canary.traffic import experiment_backdate
 from tests.lifecycle import incumbent_register
+from tests.wordings import english
 
 pytestmark = pytest.mark.django_db
 
@@ -107,8 +108,10 @@ def test_the_start_registers_layer_2s_plan_from_the_policys_planning_rate(versio
     )
     # Far from the bar and a wide margin: a small horizon, raised to follow_up_min_answered.
     assert expected < 200 and plan["answers_per_arm"] == 200
-    assert plan["basis"].startswith("rate 0.1 from follow_up_planning_rate (0 answers in the 14 days")
-    assert plan["basis"].endswith(f"; raised from {expected} to follow_up_min_answered")
+    assert english([plan["basis"]])[0].startswith(
+        "rate 0.1 from follow_up_planning_rate (0 answers in the 14 days"
+    )
+    assert english([plan["basis"]])[0].endswith(f"; raised from {expected} to follow_up_min_answered")
     assert plan["settings"]["follow_up_margin"] == 0.1 and plan["settings"]["confidence"] == 0.95
     assert plan["counted_from"] == experiment.business_horizon["counted_from"]
 
@@ -126,7 +129,9 @@ def test_the_familys_rate_before_the_start_sizes_it_when_there_is_enough(version
     assert plan["answers_per_arm"] == follow_up_horizon_answers(
         rate=rate, max_rate=0.3, margin=0.03, alpha=0.025, power=0.8, decide_on="upper_bound"
     )
-    assert plan["basis"].startswith("rate 0.1667 from 60 follow-ups of 360 answers in the 14 days")
+    assert english([plan["basis"]])[0].startswith(
+        "rate 0.1667 from 60 follow-ups of 360 answers in the 14 days"
+    )
 
 
 def test_the_look_counts_the_first_answers_per_arm_and_is_returned_unchanged(versions, suite):
@@ -140,7 +145,7 @@ def test_the_look_counts_the_first_answers_per_arm_and_is_returned_unchanged(ver
     assert (counts["baseline"]["answered"], counts["baseline"]["follow_ups"]) == (200, 40)
     assert (counts["candidate"]["answered"], counts["candidate"]["follow_ups"]) == (200, 34)
     run, layer, details = run_gate(experiment, suite)
-    assert layer.verdict == "pass", layer.reasons
+    assert layer.verdict == "pass", english(layer.reasons)
     judged = details.judged
     assert (judged.baseline.follow_ups, judged.candidate.follow_ups) == (40, 34)
     assert details.look_taken_now and details.look.units_per_arm == 200
@@ -149,7 +154,7 @@ def test_the_look_counts_the_first_answers_per_arm_and_is_returned_unchanged(ver
     _, again, again_details = run_gate(experiment, suite)
     assert (again.verdict, again.estimate, again.ci_high) == (layer.verdict, layer.estimate, layer.ci_high)
     assert again_details.judged.candidate == judged.candidate
-    assert again.reasons[-1].endswith(f"by gate run {run.pk}: every later run returns it unchanged")
+    assert english(again.reasons)[-1].endswith(f"by gate run {run.pk}: every later run returns it unchanged")
 
 
 def test_before_the_horizon_the_layer_is_blind_and_waits_for_the_last_follow_ups(versions, suite):
@@ -159,7 +164,7 @@ def test_before_the_horizon_the_layer_is_blind_and_waits_for_the_last_follow_ups
     _, layer, details = run_gate(experiment, suite)
     assert layer.verdict == "insufficient_data" and layer.estimate is None and details.judged.blind
     assert details.judged.candidate.follow_ups is None and details.judged.candidate.answered == 120
-    assert layer.reasons[0].startswith(
+    assert english(layer.reasons)[0].startswith(
         "before the registered horizon of 200 answered questions per arm (125 baseline and 120 candidate so "
         "far;"
     )
@@ -173,7 +178,7 @@ def test_before_the_horizon_the_layer_is_blind_and_waits_for_the_last_follow_ups
     assert waiting.verdict == "insufficient_data" and details.judged.blind and details.look is None
     assert (
         "is reached: the one look is taken once the follow-ups of its last answers are in"
-        in waiting.reasons[0]
+        in english(waiting.reasons)[0]
     )
 
 

@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from engines.demo.dataset import demo_dataset_build
+from gate.layers.robustness import RobustnessLayerCode
 from gate.models import GateRun, SampleResult
 from gate.services.gate_runs import (
     ClaimLost,
@@ -70,7 +71,12 @@ def test_execute_stores_clean_accuracy_from_the_models(versions, suite):
     assert layer.verdict == "pass"
     assert run.layers.get(layer="follow_up_rate").verdict == "insufficient_data"
     assert run.verdict == "insufficient_data"
-    assert run.verdict_reasons == ["follow_up_rate: insufficient_data"]
+    assert run.verdict_reasons == [
+        {
+            "code": "verdict.layer_verdict",
+            "params": {"layer": {"term": "follow_up_rate"}, "verdict": {"term": "insufficient_data"}},
+        }
+    ]
     candidate.refresh_from_db()
     assert candidate.status == "registered"
     assert AuditLog.objects.filter(action="gate_run.finish", target_id=str(run.pk)).exists()
@@ -346,14 +352,20 @@ def test_attack_mode_refuses_a_model_without_class_scores(versions, suite):
     )
     run = start(remote, suite, **{**ROBUST, "required_layers": ["robustness"]}, attack_recipe="deepwordbug")
     layer = robustness_of(gate_run_execute(gate_run_id=run.pk, worker="w"))
-    assert layer.verdict == "error" and "'openai'" in layer.reasons[0] and "class scores" in layer.reasons[0]
+    assert layer.verdict == "error"
+    assert layer.reasons == [
+        {
+            "code": RobustnessLayerCode.ATTACK_NEEDS_CLASS_SCORES,
+            "params": {"backend": "openai", "ref": remote.ref, "kinds": ["hf", "builtin"]},
+        }
+    ]
 
 
 def test_too_few_samples_is_insufficient_data(versions, suite):
     run = start(versions[0], suite, **{**ROBUST, "robustness_samples": 50, "robustness_min_samples": 100})
     layer = robustness_of(gate_run_execute(gate_run_id=run.pk, worker="w"))
     assert layer.verdict == "insufficient_data"
-    assert "50 perturbed samples" in layer.reasons[0]
+    assert layer.reasons[0] == {"code": "robustness.too_few_samples", "params": {"n": 50, "need": 100}}
 
 
 def test_reference_only_items_are_judged_by_similarity(versions):

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from canary.models import Experiment, OutcomeEvent
 from canary.services.experiments import experiment_create
-from gate.judges.plan import moment
+from engines.reasons import reason
+from gate.judges.plan import PlanCode, moment
 from gate.layers.registry import layer_get
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute, gate_run_start
@@ -98,10 +99,12 @@ def test_a_policy_changed_after_the_start_makes_the_layer_an_error_naming_the_ke
     [layer] = GateRun.objects.get(pk=run.pk).layers.all()
     assert layer.verdict == "error" and GateRun.objects.get(pk=run.pk).verdict == "error"
     registered_at = moment(experiment.business_horizon["registered_at"])
+    differences = [
+        reason(PlanCode.SETTING_DIFFERS, key="business_alpha", value="0.1", registered="0.05"),
+        reason(PlanCode.SETTING_DIFFERS, key="business_mde", value="null", registered="0.6"),
+    ]
     assert layer.reasons == [
-        f"not the registered test: business_alpha 0.1 (registered 0.05), business_mde null (registered 0.6); "
-        f"the plan registered at {registered_at} binds the test, and changing it is a new registration, "
-        "counted from then on"
+        reason(PlanCode.NOT_REGISTERED, differences=differences, at=registered_at).to_json()
     ]
     assert layer.estimate is None and layer_get("business_value").details(layer).judged.blind
 

@@ -31,6 +31,7 @@ from registry.services.versions import (
 )
 from tests.canary.traffic import user_on
 from tests.lifecycle import gate_run_record
+from tests.wordings import english
 
 pytestmark = pytest.mark.django_db
 ENDPOINT = {"base_url": "http://127.0.0.1:9/v1", "model": "m"}
@@ -228,7 +229,7 @@ def test_the_gates_model_layers_error_when_the_address_serves_another_model(fami
     if serves == "another model":
         mine, theirs = model_version_config_hash(version=v2), model_version_config_hash(version=other)
         assert (run.verdict, layer.verdict) == ("error", "error")
-        assert layer.reasons == [
+        assert english(layer.reasons) == [
             f"not the model that serves: {url} serves config hash {theirs[:12]}, not fam:v2's {mine[:12]}"
         ]
         assert not layer.samples.exists()

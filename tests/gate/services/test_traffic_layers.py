@@ -20,9 +20,10 @@ from canary.selectors import (
 from canary.services.events import events_ingest
 from canary.services.experiments import experiment_create, experiment_horizon_register, experiment_start
 from canary.services.follow_ups import follow_ups_label
+from engines.reasons import reason
 from engines.stats.sufficient import RatioCupedStats, RatioStats
 from gate.judges.business_value import BusinessValuePolicy
-from gate.layers.follow_up_rate import follow_up_plan_settings
+from gate.layers.follow_up_rate import FollowUpLayerCode, follow_up_plan_settings
 from gate.layers.registry import gate_policy_parse, layer_get
 from gate.models import GateRun
 from gate.services.gate_runs import gate_run_execute, gate_run_start
@@ -33,6 +34,7 @@ from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
 from tests.canary.traffic import experiment_backdate, session_on, user_on
 from tests.lifecycle import incumbent_register
+from tests.wordings import english
 
 pytestmark = pytest.mark.django_db
 
@@ -163,7 +165,7 @@ def test_accuracy_up_but_follow_up_rate_above_the_bar_fails_layer_2(experiment, 
     run = run_layers(experiment.candidate, suite, required_layers=["follow_up_rate"])
 
     [layer] = run.layers.all()
-    assert layer.layer == "follow_up_rate" and layer.verdict == "fail", layer.reasons
+    assert layer.layer == "follow_up_rate" and layer.verdict == "fail", english(layer.reasons)
     assert run.verdict == "fail"
     details = details_of(layer)
     # The one look: the first 300 answers per arm and their follow-ups, taken by this run.
@@ -174,10 +176,10 @@ def test_accuracy_up_but_follow_up_rate_above_the_bar_fails_layer_2(experiment, 
     assert details.look_taken_now and details.look.gate_run == run.pk and not details.judged.blind
     # ...but its users follow up more than the bar allows.
     assert layer.estimate > 0.18 and layer.ci_high > 0.18
-    assert any("bar" in reason for reason in layer.reasons)
+    assert any("bar" in reason for reason in english(layer.reasons))
     assert details.inputs.experiment == "exp" and details.inputs.unjudged_turns == 0
     attribution = details.attribution
-    examples = next(t for t in attribution.data.tables if t.title == "the candidate's latest follow-ups")
+    examples = next(t for t in attribution.data.tables if t.title == reason(FollowUpLayerCode.LATEST_TITLE))
     assert examples.rows[0][3] in FOLLOW_UPS
     assert "SELECT" in attribution.phenomenon.reproduce
 
@@ -219,7 +221,7 @@ def test_follow_up_layer_passes_when_the_candidate_rarely_needs_a_follow_up(expe
     follow_up_register(experiment, answers=350)
     run = run_layers(experiment.candidate, suite, required_layers=["follow_up_rate"])
     [layer] = run.layers.all()
-    assert (layer.verdict, run.verdict) == ("pass", "pass"), layer.reasons
+    assert (layer.verdict, run.verdict) == ("pass", "pass"), english(layer.reasons)
     assert layer.ci_high <= 0.18
     assert details_of(layer).attribution is None
 
@@ -396,17 +398,20 @@ def test_business_layer_passes_when_review_hours_fall_by_more_than_the_minimum(e
     ingest(user_turns(arm="baseline", users=300) + user_turns(arm="candidate", users=300))
     run = business_run(experiment, suite, **PLAN)
     [layer] = run.layers.all()
-    assert (layer.verdict, run.verdict) == ("pass", "pass"), layer.reasons
+    assert (layer.verdict, run.verdict) == ("pass", "pass"), english(layer.reasons)
     assert 0.2 < layer.ci_low < layer.estimate < layer.ci_high
     assert layer.estimate == pytest.approx(0.8, abs=0.15)
     details = details_of(layer)
     judged = details.judged
     assert judged.srm.mismatch is False and not judged.blind
-    assert judged.horizon.units_per_arm == 100 and "at the registered horizon of 100" in layer.reasons[0]
+    assert (
+        judged.horizon.units_per_arm == 100
+        and "at the registered horizon of 100" in english(layer.reasons)[0]
+    )
     # The one look: the first 100 users per arm, taken by this run and stored in the plan.
     assert judged.baseline.units == judged.candidate.units == 100
     assert details.look_taken_now and details.look.gate_run == run.pk and details.look.units_per_arm == 100
-    assert layer.reasons[-1].startswith("the one look at the registered horizon, taken now")
+    assert english(layer.reasons)[-1].startswith("the one look at the registered horizon, taken now")
     # CUPED is on by default; nobody has a history here, so it adjusts nothing.
     assert judged.method == "cuped_ratio_delta"
     assert judged.cuped.pre_units == {"baseline": 0, "candidate": 0} and judged.cuped.variance_reduction == 0
@@ -425,7 +430,7 @@ def test_business_layer_before_the_registered_horizon_is_insufficient_data_stati
     run = business_run(experiment, suite, **plan)
     [layer] = run.layers.all()
     assert layer.verdict == "insufficient_data" and layer.estimate is None
-    assert layer.reasons[0].startswith(
+    assert english(layer.reasons)[0].startswith(
         "before the registered horizon of 1237 units per arm (300 baseline and 300 candidate units so far; "
         "sd 0.5 from business_planning_sd"
     )
@@ -441,7 +446,7 @@ def test_a_registered_sequential_test_is_judged_at_every_run(experiment, suite):
     )
     ingest(user_turns(arm="baseline", users=300) + user_turns(arm="candidate", users=300))
     [layer] = business_run(experiment, suite, **plan).layers.all()
-    assert layer.verdict == "pass", layer.reasons
+    assert layer.verdict == "pass", english(layer.reasons)
     details = details_of(layer)
     assert details.judged.sequential and not details.judged.blind and details.look is None
 
@@ -524,14 +529,14 @@ def test_a_sample_ratio_mismatch_is_an_error_never_a_pass(experiment, suite):
     [layer] = run.layers.all()
     assert (layer.verdict, run.verdict) == ("error", "error")
     details = details_of(layer)
-    assert "p" in layer.reasons[0] and details.judged.srm.mismatch is True
+    assert "p" in english(layer.reasons)[0] and details.judged.srm.mismatch is True
     assert [name for name, _ in details.attribution.levels()] == ["phenomenon", "data", "system"]
 
 
 def test_a_policy_without_a_business_metric_is_an_error(experiment, suite):
     run = run_layers(experiment.candidate, suite, required_layers=["business_value"])
     [layer] = run.layers.all()
-    assert layer.verdict == "error" and "business_metric" in layer.reasons[0]
+    assert layer.verdict == "error" and "business_metric" in english(layer.reasons)[0]
 
 
 def test_a_finished_run_announces_its_verdict_by_webhook(
@@ -545,6 +550,14 @@ def test_a_finished_run_announces_its_verdict_by_webhook(
     assert event == "gate_run.finished"
     assert data["gate_run"] == run.pk and data["verdict"] == run.verdict == "insufficient_data"
     assert data["layers"] == {"follow_up_rate": "insufficient_data"}
+    # The reasons in English for any receiver, with the code and parameters a receiver can act on.
+    assert data["reasons"] == [
+        {
+            "code": "verdict.layer_verdict",
+            "params": {"layer": {"term": "follow_up_rate"}, "verdict": {"term": "insufficient_data"}},
+            "message": "follow_up_rate: insufficient_data",
+        }
+    ]
 
 
 def test_a_retry_after_a_failed_answer_is_not_a_follow_up_but_after_a_fallback_it_is(experiment):

@@ -10,6 +10,8 @@ from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from engines.reasons import reason
+from evalhub.api.errors import ApiCode
 from registry.errors import NotFoundError
 from registry.selectors.suites import eval_suite_get
 from registry.selectors.versions import model_version_get
@@ -108,7 +110,7 @@ class RecordRefField(serializers.IntegerField):
             return None
         found = self.queryset.filter(pk=pk).first()
         if found is None:
-            raise NotFoundError(f"No {self.noun} {pk}.", field=self.field_name)
+            raise NotFoundError(reason(ApiCode.NO_OBJECT, noun=self.noun, pk=pk), field=self.field_name)
         return found
 
 
@@ -161,6 +163,6 @@ class ApiNotFound(APIView):
     authentication_classes: list[type[BaseAuthentication]] = []
 
     def get(self, request, *args, **kwargs):
-        raise NotFoundError(f"No API endpoint at {request.path}.")
+        raise NotFoundError(reason(ApiCode.NO_ENDPOINT, path=request.path))
 
     post = put = patch = delete = get

@@ -1,8 +1,11 @@
 """Template filters for the reader's language: `{{ value|term }}` labels a stored code,
-`{{ text|reason }}` translates a stored reason (see `evalhub.terms` and `evalhub.reasons`),
+`{{ text|reason }}` translates a stored reason (see `evalhub.terms`, `evalhub.wordings` and
+`evalhub.reasons`), `{{ list|reasons }}` a list of them,
 `{{ text|change }}` the codes in a history row's change (`draft → running, 50 %`)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from django import template
 from django.utils.dateparse import parse_datetime
@@ -11,6 +14,7 @@ from django.utils.timezone import localtime
 
 from evalhub.reasons import reason_translate
 from evalhub.terms import term_label
+from evalhub.wordings import reason_words
 
 register = template.Library()
 register.filter("term", term_label)
@@ -18,7 +22,15 @@ register.filter("term", term_label)
 
 @register.filter
 def reason(value: object) -> object:
-    return reason_translate(value) if isinstance(value, str) else value
+    if isinstance(value, str):
+        return reason_translate(value)
+    return reason_words(value) if isinstance(value, Mapping) and "code" in value else value
+
+
+@register.filter
+def reasons(values: object) -> str:
+    """Stored reasons, each in the reader's language, as one line."""
+    return "; ".join(str(reason(value)) for value in values) if isinstance(values, list | tuple) else ""
 
 
 @register.filter

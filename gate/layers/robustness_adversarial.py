@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +34,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from engines.backends.base import language_of
+from engines.reasons import gettext_noop, reason, wordings_register
 from gate.judges.robustness import (
     AdversarialReport,
     RobustnessDetails,
@@ -55,6 +57,27 @@ LANGUAGES = ("en", "zh", "mixed")
 SCORING_BACKENDS = ("hf", "builtin")
 EXAMPLES_SHOWN = 10
 ADVERSARIAL_SETUP = ("recipe", "seed", "samples_requested", "shortfall", "mode", "transfer_from")
+
+
+class AttackSetupCode(StrEnum):
+    """Why the attack cannot start (an ApplicationError, so that a named reference that does not
+    exist refuses the same way)."""
+
+    NO_BASELINE = "robustness_adversarial.no_baseline"
+    NO_CLASS_SCORES = "robustness_adversarial.no_class_scores"
+
+
+wordings_register(
+    {
+        AttackSetupCode.NO_BASELINE: gettext_noop(
+            "robustness_transfer_from is 'baseline' but the run has no baseline"
+        ),
+        AttackSetupCode.NO_CLASS_SCORES: gettext_noop(
+            "{recipe} needs class scores, which backend '{backend}' of {ref} does not give (it works "
+            "with {kinds})"
+        ),
+    }
+)
 logger = logging.getLogger(__name__)
 
 
@@ -67,7 +90,7 @@ def _reference(ctx: LayerContext, transfer_from: str | None) -> ModelVersion | N
         return None
     if transfer_from == "baseline":
         if ctx.run.baseline is None:
-            raise ApplicationError("robustness_transfer_from is 'baseline' but the run has no baseline")
+            raise ApplicationError(reason(AttackSetupCode.NO_BASELINE))
         return ctx.run.baseline
     return model_version_get(ref=transfer_from)
 
@@ -270,8 +293,13 @@ def adversarial_run(*, layer: GateLayer[RobustnessDetails], ctx: LayerContext) -
         for version in [reference] if reference else ctx.versions:
             if version.backend_kind not in SCORING_BACKENDS:
                 raise ApplicationError(
-                    f"{section.robustness_recipe} needs class scores, which backend {version.backend_kind!r} "
-                    f"of {version.ref} does not give (it works with {', '.join(SCORING_BACKENDS)})"
+                    reason(
+                        AttackSetupCode.NO_CLASS_SCORES,
+                        recipe=section.robustness_recipe,
+                        backend=version.backend_kind,
+                        ref=version.ref,
+                        kinds=list(SCORING_BACKENDS),
+                    )
                 )
     except ApplicationError as exc:
         return layer.store(

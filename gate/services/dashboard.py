@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.utils.translation import gettext as _
 
@@ -172,8 +173,10 @@ class HistoryRow:
     who: str
     what: str
     change: str
-    reason: str
+    reason: str  # a person's words, as written
     verdict: str = ""
+    # An analysis's reasons as stored: codes and parameters, or the sentences of analyses from before.
+    reasons: tuple[Any, ...] = ()
 
 
 def _change(before: dict | None, after: dict | None) -> str:
@@ -209,8 +212,9 @@ def experiment_history(*, experiment: Experiment, limit: int = 50) -> list[Histo
             who="canary analysis",
             what=analysis.action or "analysis",
             change="",
-            reason="; ".join(analysis.reasons),
+            reason="",
             verdict=analysis.verdict,
+            reasons=tuple(analysis.reasons),
         )
         for analysis in analyses_latest(experiment=experiment, limit=limit)
     ]

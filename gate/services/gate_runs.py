@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from enum import StrEnum
 
 from django.conf import settings
 from django.db import transaction
@@ -15,6 +16,7 @@ from django.utils import timezone
 
 from canary.selectors import experiment_for_gate
 from engines.backends.base import BackendError
+from engines.reasons import gettext_noop, reason, reason_render, wordings_register
 from gate.judges.verdict import gate_verdict
 from gate.layers.base import ClaimLost, LayerContext, LayerKind, Progress, layer_error_store
 from gate.layers.registry import LAYERS, gate_policy_read
@@ -24,7 +26,7 @@ from gate.services.horizons import plan_overrides_check
 from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor, SystemActor, actor_name, actor_require_role, actor_user
 from registry.dispatch import Task, task_send
-from registry.errors import ApplicationError
+from registry.errors import ENGLISH, ApplicationError
 from registry.models import EvalSuite, ModelVersion
 from registry.roles import WRITE_ROLES
 from registry.services.audit import audit_record
@@ -37,6 +39,20 @@ logger = logging.getLogger(__name__)
 Status = GateRun.Status
 VersionStatus = ModelVersion.Status
 ACTIVE = (Status.QUEUED, Status.RUNNING)
+
+
+class GateRunsCode(StrEnum):
+    OWN_BASELINE = "gate_runs.own_baseline"
+    DIFFER_NOTE = "gate_runs.differ_note"
+
+
+wordings_register(
+    {
+        GateRunsCode.OWN_BASELINE: gettext_noop("A version cannot be its own baseline."),
+        GateRunsCode.DIFFER_NOTE: gettext_noop("must differ from the candidate"),
+    }
+)
+
 GATE = SystemActor("gate")
 # The layers that need no canary traffic: the evidence to let a canary grow.
 OFFLINE_LAYERS = ("clean_accuracy", "robustness")
@@ -56,7 +72,7 @@ def gate_run_start(
     baseline = baseline or candidate.baseline
     if baseline is not None and baseline.pk == candidate.pk:
         raise ApplicationError(
-            "A version cannot be its own baseline.", fields={"baseline": ["must differ from the candidate"]}
+            reason(GateRunsCode.OWN_BASELINE), fields={"baseline": [reason(GateRunsCode.DIFFER_NOTE)]}
         )
     policy, config = gate_policy_resolve(
         name=policy_name, overrides=policy_overrides, family=candidate.family
@@ -222,8 +238,8 @@ def _serving_problems(*, run: GateRun) -> list[str]:
     problems = []
     for version in (run.candidate, run.baseline):
         check = model_version_serving_verify(version=version) if version is not None else None
-        if check is not None and check.mismatch:
-            problems.append(f"not the model that serves: {check.problem}")
+        if check is not None and check.mismatch and check.problem is not None:
+            problems.append(f"not the model that serves: {reason_render(check.problem, words=ENGLISH)}")
     return problems
 
 

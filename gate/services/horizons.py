@@ -16,6 +16,7 @@ import json
 import math
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
@@ -31,6 +32,7 @@ from canary.services.experiments import experiment_horizon_register, experiment_
 from canary.services.plans import experiment_plans_replace
 from engines.follow_up.classifier import detector_load
 from engines.follow_up.correction import ErrorRates
+from engines.reasons import Reason, Term, gettext_noop, reason, wordings_register
 from engines.stats.effects import ratio_cuped_adjust
 from engines.stats.sufficient import MIN_UNITS, MeanStats, RatioCupedStats, RatioStats
 from gate.judges.business_value import CUPED, BusinessValuePolicy, fixed_horizon_units
@@ -41,6 +43,23 @@ from gate.policy import GatePolicyConfig
 from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor
 from registry.errors import ApplicationError
+
+
+class HorizonsCode(StrEnum):
+    NOT_REGISTERED_TEST = "horizons.not_registered_test"
+    OVERRIDE_REGISTERED = "horizons.override_registered"
+
+
+wordings_register(
+    {
+        HorizonsCode.NOT_REGISTERED_TEST: gettext_noop(
+            "Not the registered test of experiment {name}: the overrides change {keys}."
+        ),
+        HorizonsCode.OVERRIDE_REGISTERED: gettext_noop(
+            "experiment {name} registered {value} for {layer} at {at}; registering the plan again changes it"
+        ),
+    }
+)
 
 
 def _measured_sd(
@@ -331,7 +350,7 @@ def plan_overrides_check(
     the start is not refused here: the layer answers `error`, "not the registered test".)"""
     if experiment is None or not overrides:
         return
-    fields: dict[str, list[str]] = {}
+    fields: dict[str, list[Reason | str]] = {}
     for layer, (field, settings_of) in PLAN_SETTINGS.items():
         plan = getattr(experiment, field) or {}
         if not plan or not config.requires(layer):
@@ -339,13 +358,18 @@ def plan_overrides_check(
         for difference in settings_differences(plan=plan, effective=settings_of(config)):
             if difference.key in overrides:
                 fields[f"policy_overrides.{difference.key}"] = [
-                    f"experiment {experiment.name} registered {json.dumps(difference.registered)} for "
-                    f"{layer} at {moment(plan.get('registered_at'))}; registering the plan again changes it"
+                    reason(
+                        HorizonsCode.OVERRIDE_REGISTERED,
+                        name=experiment.name,
+                        value=json.dumps(difference.registered),
+                        layer=Term(layer),
+                        at=moment(plan.get("registered_at")),
+                    )
                 ]
     if fields:
-        keys = ", ".join(key.removeprefix("policy_overrides.") for key in fields)
+        keys = [key.removeprefix("policy_overrides.") for key in fields]
         raise ApplicationError(
-            f"Not the registered test of experiment {experiment.name}: the overrides change {keys}.",
+            reason(HorizonsCode.NOT_REGISTERED_TEST, name=experiment.name, keys=keys),
             code="not_registered_test",
             fields=fields,
         )

@@ -50,7 +50,6 @@ REASONS = [
     "only 3 units of revenue in the 14 days before the start (the policy needs 50) and policy 'default' "
     "sets no business_planning_sd",
     "sd 1.2 from business_planning_sd (3 units of revenue before the start)",
-    "No reviewable turn 5 in experiment 'exp'.",
     "transfer textfooler-v1: accuracy 0.920 before, 0.410 under attack, success rate 0.554, 37 queries "
     "per item",
     "adaptive textfooler-v1: accuracy 0.920 before, 0.410 under attack, success rate 0.554, 37 queries "
@@ -60,24 +59,9 @@ REASONS = [
     "attack mode: attack mode needs class scores, which backend 'openai' of fam:v4 does not give (it works "
     "with hf, builtin)",
     "robustness_transfer_from is 'baseline' but the run has no baseline",
-    # The incumbent declaration and the clearance check
-    "fam:v4 is gate_passed: only a registered version is declared its family's production incumbent.",
-    "fam:v3 serves fam in production already: a new version gets there by approval and promotion.",
-    "Incumbent request 12 on fam:v4 is already waiting for confirmation.",
-    "Incumbent request 12 is already confirmed.",
-    "A declaration needs a second release manager: you filed the request.",
-    "fam:v4 cannot become promoted without a release decision: approval (or a confirmed override) after "
-    "its gate, or a confirmed incumbent declaration.",
-    "promoted needs a release decision (POST /api/v1/decisions/)",
     # What serves is what was judged
     "not the model that serves: http://127.0.0.1:8102/v1 serves config hash 9bff8c631215, not fam:v4's "
     "24fa220417fc",
-    "Experiment exp cannot start: http://127.0.0.1:8102/v1 serves config hash none, not fam:v4's "
-    "24fa220417fc.",
-    "fam:v4 is gate_passed: where it serves is part of what its gate judged; register a new version to "
-    "serve elsewhere.",
-    "serving_url http://127.0.0.1:8999/v1 is not the endpoint the gate calls (backend_config.base_url "
-    "http://127.0.0.1:9/v1): leave it empty, or register the endpoint you serve as the backend.",
     # Issue 18: the traffic layers' plans, looks and blinding
     "not the registered test: business_alpha 0.25 (registered 0.05), business_mde null (registered 0.6); the "
     "plan registered at 2026-12-02 01:14:18 binds the test, and changing it is a new registration, counted "
@@ -117,9 +101,6 @@ REASONS = [
     "follow-ups of 1000 answers)",
     "not shown yet: the estimates clear the bar and the margin, the always-valid bounds not yet",
     "blind until the one look at the registered horizon: no per-arm figures of the metric",
-    "Not the registered test of experiment exp: the overrides change business_alpha, business_cuped.",
-    "experiment exp registered 0.05 for business_value at 2026-12-02 01:14:18; registering the plan again "
-    "changes it",
 ]
 
 

@@ -1,0 +1,70 @@
+"""Every reason code has its words: each owner's codes (a `StrEnum` beside a `wordings_register`) are
+registered with an English wording, and each wording has a Chinese translation that uses the same
+parameters. A code added without them fails here, not on a reader's page."""
+
+import importlib
+import string
+from enum import StrEnum
+from pathlib import Path
+
+import pytest
+from django.utils import translation
+
+from engines.reasons import Reason, reason, wording_of
+from evalhub.wordings import reason_words
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("engines", "registry", "canary", "gate", "evalhub")
+
+
+def _owner_modules() -> list[str]:
+    """The modules that declare wordings (found by their call, so a new owner is never missed)."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "wordings_register(" in path.read_text(encoding="utf-8") and path.name != "reasons.py":
+                found.append(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    return found
+
+
+OWNERS = _owner_modules()
+
+
+def _codes() -> list[StrEnum]:
+    codes = []
+    for name in OWNERS:
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, StrEnum) and value.__module__ == name:
+                codes += [code for code in value if "." in code]
+    return codes
+
+
+def _fields(wording: str) -> set[str]:
+    return {field for _, field, _, _ in string.Formatter().parse(wording) if field}
+
+
+def test_the_owners_are_found():
+    assert {"registry.errors", "canary.services.experiments", "engines.stats.comparisons"} <= set(OWNERS)
+
+
+@pytest.mark.parametrize("code", _codes(), ids=str)
+def test_each_code_has_an_english_wording_and_a_chinese_translation(code):
+    assert str(code).split(".")[0].isidentifier(), code  # `<owner>.<name>`
+    wording = wording_of(str(code))
+    assert wording, f"{code} has no English wording"
+    catalogue = translation.trans_real.translation("zh-hans")._catalog
+    chinese = catalogue.get(wording)
+    assert chinese, f"{code}: no Chinese translation of {wording!r} (run makemessages, fill it in)"
+    assert _fields(chinese) == _fields(wording), (code, wording, chinese)
+
+
+def test_a_code_without_a_wording_shows_as_the_code_and_its_params():
+    assert reason_words(reason("nobody.declared", n=3)) == "nobody.declared(n=3)"
+
+
+def test_a_stored_sentence_from_before_codes_is_shown_as_it_was():
+    old = "overall fail: 1 fail across 1 metrics"
+    with translation.override("zh-hans"):
+        assert reason_words(old) == old
+        assert reason_words(Reason("comparisons.no_metrics").to_json()) == "数据不足：没有分析任何指标"

@@ -68,3 +68,28 @@ def test_a_stored_sentence_from_before_codes_is_shown_as_it_was():
     with translation.override("zh-hans"):
         assert reason_words(old) == old
         assert reason_words(Reason("comparisons.no_metrics").to_json()) == "数据不足：没有分析任何指标"
+
+
+def test_an_analysis_reads_in_each_language_with_its_numbers_and_labels():
+    from engines.stats.comparisons import analysis_combine, error_rate_compare
+    from engines.stats.sufficient import Proportion
+    from evalhub.templatetags.evalhub_i18n import reasons
+
+    result = error_rate_compare(
+        candidate=Proportion(successes=30, n=1000),
+        baseline=Proportion(successes=20, n=1000),
+        max_increase=0.005,
+        min_n=100,
+    )
+    _, combined = analysis_combine([result])
+    stored = [item.to_json() for item in combined]
+    with translation.override("en"):
+        english = reasons(stored)
+    with translation.override("zh-hans"):
+        chinese = reasons(stored)
+    assert english.startswith("overall marginal: 1 marginal across 1 metrics; error_rate [marginal]: ")
+    assert "candidate 3.000% (30/1000) vs baseline 2.000% (20/1000), difference +1.000 points" in english
+    assert "z=1.4322 (pooled rate 2.5000%, standard error 0.006982)" in english
+    assert "候选 3.000%（30/1000），基线 2.000%（20/1000），相差 +1.000 个百分点" in chinese
+    assert "z=1.4322（合并比率 2.5000%，标准误 0.006982）" in chinese
+    assert "marginal" not in chinese and "error_rate" not in chinese  # verdicts and metrics by label

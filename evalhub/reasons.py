@@ -1,6 +1,5 @@
-"""Stored reasons in the reader's language. The judges, the layers' attributions and the canary
-analysis (code that knows no Django) write their reasons as English sentences, and the API returns
-them as they are; pages match each one against the sentence shapes below and show its translation
+"""Stored reasons in the reader's language. The judges and the layers' attributions (code that knows
+no Django) write their reasons as English sentences, and the API returns them as they are; pages match each one against the sentence shapes below and show its translation
 with the numbers and names it carried. A sentence made of parts (`a; b`) is translated part by
 part. A reason no shape matches is shown as it was written (the zh-hans page test finds those)."""
 

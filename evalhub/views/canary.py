@@ -101,7 +101,7 @@ def experiment_unblind(request: HttpRequest, name: str) -> HttpResponse:
         )
     except ApplicationError as exc:
         if exc.status_code == 403:
-            raise PermissionDenied(exc.message) from None
+            raise PermissionDenied(error_text(exc)) from None
         messages.error(request, error_text(exc))
     else:
         messages.success(

@@ -93,3 +93,25 @@ def test_an_analysis_reads_in_each_language_with_its_numbers_and_labels():
     assert "候选 3.000%（30/1000），基线 2.000%（20/1000），相差 +1.000 个百分点" in chinese
     assert "z=1.4322（合并比率 2.5000%，标准误 0.006982）" in chinese
     assert "marginal" not in chinese and "error_rate" not in chinese  # verdicts and metrics by label
+
+
+def test_a_page_says_a_refusal_and_its_notes_in_the_readers_language():
+    from evalhub.permissions import error_text
+    from gate.services.policies import PoliciesCode
+    from registry.errors import ApplicationError
+
+    refused = ApplicationError(
+        reason(PoliciesCode.OVERRIDES_NOT_OBJECT),
+        fields={
+            "policy_overrides": [reason(PoliciesCode.MUST_BE_OBJECT)],
+            "robustness_min": ["must be between 0 and 1"],
+        },
+    )
+    with translation.override("zh-hans"):
+        shown = error_text(refused)
+    assert shown == (
+        "policy_overrides 必须是对象。 (policy_overrides: 必须是对象; robustness_min: 必须介于 0 和 1 之间)"
+    )
+    assert error_text(refused).startswith(
+        "policy_overrides must be an object. (policy_overrides: must be an object;"
+    )

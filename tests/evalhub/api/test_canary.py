@@ -120,7 +120,7 @@ class TestExperiments:
         create(manager, name="second")
         act(manager, "start")
         error = assert_error(act(manager, "start", name="second"), 409, "family")
-        assert (error["reason"], error["params"]) == ("experiments.family_busy", {"family": "fam"})
+        assert (error["reason"], error["params"]) == ("experiments.family_busy", {"family": "ca"})
         assert Experiment.objects.get(name="second").status == "draft"
 
     def test_ramp_never_lowers_the_share(self, ci_client, manager, versions):

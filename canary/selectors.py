@@ -12,6 +12,7 @@ from django.db.models import Avg, Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
+from canary.lookups import LookupCode
 from canary.models import (
     CanaryAnalysis,
     Experiment,
@@ -23,6 +24,7 @@ from canary.models import (
     TurnEvent,
 )
 from engines.input_checks import text_problem
+from engines.reasons import reason
 from engines.routing import ARMS, BUCKETS
 from registry.errors import ApplicationError, NotFoundError
 from registry.models import AuditLog, ModelVersion
@@ -45,7 +47,7 @@ def experiment_get(*, name: str) -> Experiment:
     # A name the database could not store is not looked up (it refuses NUL even in a query).
     experiment = None if text_problem(name) else experiment_list().filter(name=name).first()
     if experiment is None:
-        raise NotFoundError(f"No experiment named {name!r}.", field="experiment")
+        raise NotFoundError(reason(LookupCode.NO_EXPERIMENT, name=name), field="experiment")
     return experiment
 
 
@@ -72,7 +74,7 @@ def experiment_get_live(*, name: str) -> Experiment:
         return hit[1]
     experiment = Experiment.objects.select_related("baseline", "candidate").filter(name=name).first()
     if experiment is None:
-        raise NotFoundError(f"No experiment named {name!r}.", field="experiment")
+        raise NotFoundError(reason(LookupCode.NO_EXPERIMENT, name=name), field="experiment")
     _live[name] = (now, experiment)
     return experiment
 
@@ -751,16 +753,21 @@ def experiment_for_gate(
     if name:
         experiment = Experiment.objects.select_related("baseline", "candidate").filter(name=name).first()
         if experiment is None:
-            raise ApplicationError(f"No experiment named {name!r}.", fields={"experiment": ["unknown"]})
+            raise ApplicationError(
+                reason(LookupCode.NO_EXPERIMENT, name=name),
+                fields={"experiment": [reason(LookupCode.UNKNOWN)]},
+            )
         if experiment.candidate_id != candidate.pk:
             raise ApplicationError(
-                f"Experiment {name!r} does not have {candidate.ref} as its candidate.",
-                fields={"experiment": [f"its candidate is {experiment.candidate.ref}"]},
+                reason(LookupCode.OTHER_CANDIDATE, name=name, ref=candidate.ref),
+                fields={"experiment": [reason(LookupCode.ITS_CANDIDATE, ref=experiment.candidate.ref)]},
             )
         if baseline is not None and experiment.baseline_id != baseline.pk:
             raise ApplicationError(
-                f"Experiment {name!r} compares with {experiment.baseline.ref}, the run with {baseline.ref}.",
-                fields={"experiment": [f"its baseline is {experiment.baseline.ref}"]},
+                reason(
+                    LookupCode.OTHER_BASELINE, name=name, baseline=experiment.baseline.ref, ref=baseline.ref
+                ),
+                fields={"experiment": [reason(LookupCode.ITS_BASELINE, ref=experiment.baseline.ref)]},
             )
         return experiment
     experiments = Experiment.objects.filter(candidate=candidate).exclude(status=Experiment.Status.DRAFT)

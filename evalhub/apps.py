@@ -13,6 +13,7 @@ class EvalhubConfig(AppConfig):
     def ready(self) -> None:
         from axes.signals import user_locked_out
 
+        from engines.stats import comparisons  # noqa: F401 (its reason wordings: pages and API show stored analyses)
         from evalhub import throttle
         from evalhub.api import schema  # noqa: F401 (registers the token scheme with drf-spectacular)
 

@@ -12,6 +12,8 @@ from django.utils.translation import gettext_lazy as _
 
 from canary.models import ProbeSet
 from engines.input_checks import JSONInputError, json_parse_storable
+from evalhub.permissions import error_fields_words
+from evalhub.wordings import reason_words
 from gate.models import GatePolicy
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
@@ -25,7 +27,7 @@ def form_errors_from(form: forms.Form, exc: ApplicationError) -> None:
     """Put a service's refusal on the form: each named field's notes next to it (`backend_config.path`
     and `file: line 3.input` go to `backend_config` and `file`), the rest, and the message, above the form."""
     placed = False
-    for name, notes in exc.fields.items():
+    for name, notes in error_fields_words(exc).items():
         match = _FIRST_NAME.match(name)
         field = match.group(0) if match else ""
         text = "; ".join(notes)
@@ -35,7 +37,7 @@ def form_errors_from(form: forms.Form, exc: ApplicationError) -> None:
         else:
             form.add_error(None, f"{name}: {text}")
     if not placed:
-        form.add_error(None, exc.message)
+        form.add_error(None, reason_words(exc.reason))
 
 
 class JSONObjectField(forms.CharField):

@@ -10,6 +10,7 @@ from rest_framework import permissions
 
 from evalhub.reasons import reason_translate
 from evalhub.terms import term_label
+from evalhub.wordings import reason_words
 from registry.errors import ApplicationError
 from registry.roles import READ_ROLES, WRITE_ROLES, user_roles
 
@@ -56,13 +57,24 @@ def roles_required(roles: frozenset[str]):
     return decorate
 
 
+def _note_words(note: object) -> str:
+    """A field note in the reader's language. A note that is still a sentence (a policy key's
+    problem, from `gate.policy`) goes through the sentence shapes until it is a code too."""
+    return reason_translate(note) if isinstance(note, str) else reason_words(note)
+
+
+def error_fields_words(exc: ApplicationError) -> dict[str, list[str]]:
+    """A refusal's field notes in the reader's language."""
+    return {field: [_note_words(note) for note in notes] for field, notes in exc.fields.items()}
+
+
 def error_text(exc: ApplicationError) -> str:
     """A refusal as one line for a page's message: the message, then the fields at fault with what
     they add (a note that only repeats the message is not said twice)."""
-    message = reason_translate(exc.message)
+    message = reason_words(exc.reason)
     details = "; ".join(
-        f"{term_label(field)}: {' '.join(reason_translate(note) for note in new)}"
+        f"{term_label(field)}: {' '.join(_note_words(note) for note in new)}"
         for field, notes in exc.fields.items()
-        if (new := [note for note in notes if note != exc.message])
+        if (new := [note for note in notes if note != exc.reason])
     )
     return f"{message} ({details})" if details else message

@@ -5,9 +5,11 @@ its name, and role checks let system parts through."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from http import HTTPStatus
 from typing import TYPE_CHECKING, TypeAlias
 
+from engines.reasons import gettext_noop, reason, wordings_register
 from registry.errors import ApplicationError
 from registry.roles import user_roles
 
@@ -19,6 +21,12 @@ if TYPE_CHECKING:
 class SystemActor:
     name: str
 
+
+class ActorsCode(StrEnum):
+    ROLE_REQUIRED = "actors.role_required"
+
+
+wordings_register({ActorsCode.ROLE_REQUIRED: gettext_noop("Only a {roles} may {action}.")})
 
 SYSTEM = SystemActor("system")
 Actor: TypeAlias = "AbstractBaseUser | AnonymousUser | SystemActor"
@@ -43,7 +51,8 @@ def actor_require_role(actor: Actor, roles: frozenset[str], *, action: str) -> N
     if isinstance(actor, SystemActor):
         return
     if not user_roles(actor) & roles:
-        needed = " or ".join(sorted(roles))
         raise ApplicationError(
-            f"Only a {needed} may {action}.", code="permission_denied", status_code=HTTPStatus.FORBIDDEN
+            reason(ActorsCode.ROLE_REQUIRED, roles=" or ".join(sorted(roles)), action=action),
+            code="permission_denied",
+            status_code=HTTPStatus.FORBIDDEN,
         )

@@ -3,13 +3,22 @@ EvalHub may connect to besides public addresses."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from functools import lru_cache
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from engines.outbound import OutboundPolicy, OutboundRefusedError, Resolver
+from engines.reasons import gettext_noop, reason, wordings_register
 from registry.errors import ApplicationError
+
+
+class OutboundCode(StrEnum):
+    REFUSED = "outbound.refused"
+
+
+wordings_register({OutboundCode.REFUSED: gettext_noop("{field}: {problem}")})
 
 
 @lru_cache(maxsize=8)
@@ -39,5 +48,7 @@ def outbound_url_check(*, url: str, field: str) -> None:
         outbound_policy().url_check(url)
     except OutboundRefusedError as exc:
         raise ApplicationError(
-            f"{field}: {exc}", code="outbound_refused", fields={field: [str(exc)]}
+            reason(OutboundCode.REFUSED, field=field, problem=str(exc)),
+            code="outbound_refused",
+            fields={field: [str(exc)]},
         ) from None

@@ -19,6 +19,8 @@ experiment waits for a release manager.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from django.db import connection
 from django.db.models import Count, Q
 
@@ -30,8 +32,11 @@ from canary.services.experiments import (
     experiment_ramp,
     experiment_rollback,
 )
+from engines.reasons import Reason, Term, gettext_noop, reason_render, wordings_register
+from engines.reasons import reason as reason_of
 from engines.routing import BASELINE, CANDIDATE
 from engines.stats.comparisons import (
+    FAIL,
     ComparisonResult,
     analysis_combine,
     error_rate_compare,
@@ -43,12 +48,19 @@ from engines.stats.comparisons import (
 )
 from engines.stats.sufficient import MeanStats, Proportion
 from registry.actors import Actor, SystemActor, actor_require_role
-from registry.errors import ApplicationError
+from registry.errors import ENGLISH, ApplicationError
 
 LATENCY_SAMPLE = 10_000
 # Turns per session may grow by this much (relative) before it counts against the candidate.
 MAX_TURNS_INCREASE = 0.2
 ANALYSIS = SystemActor("canary-analysis")
+
+
+class AnalysisCode(StrEnum):
+    RAMP_WAITS = "analysis.ramp_waits"
+
+
+wordings_register({AnalysisCode.RAMP_WAITS: gettext_noop("the next ramp step waits: {why}")})
 
 
 def _user_answers(experiment: Experiment):
@@ -164,9 +176,8 @@ def experiment_analyze(
     action = ""
     if act and experiment.status in Experiment.ACTIVE:
         if verdict == "fail":
-            failing = "; ".join(r for r in reasons if "[fail]" in r) or "; ".join(reasons)
             experiment_rollback(
-                experiment=experiment, actor=ANALYSIS, reason=f"canary analysis failed: {failing}"
+                experiment=experiment, actor=ANALYSIS, reason=f"canary analysis failed: {_failing(reasons)}"
             )
             action = "rolled_back"
         elif verdict == "pass" and experiment.status == Experiment.Status.RUNNING:
@@ -178,16 +189,25 @@ def experiment_analyze(
                     action = "promoted" if ramped.status == Experiment.Status.PROMOTED else "ramped"
                 except ApplicationError as exc:  # not approved, or above the ungated share
                     action = "waiting_for_release_manager"
-                    reasons = (*reasons, f"the next ramp step waits: {exc.message}")
+                    reasons = (*reasons, reason_of(AnalysisCode.RAMP_WAITS, why=exc.reason))
             else:
                 action = "waiting_for_release_manager"
     return CanaryAnalysis.objects.create(
         experiment=experiment,
         verdict=verdict,
-        reasons=list(reasons),
+        reasons=[item.to_json() for item in reasons],
         metrics=[r.to_dict() for r in results],
         action=action,
     )
+
+
+def _failing(reasons: tuple[Reason, ...]) -> str:
+    """The failing metrics' reasons, in English: the rollback's reason is stored as text, as a
+    person's would be."""
+    failing = [
+        item for item in reasons if item.params.get("verdict") == Term(FAIL) and "metric" in item.params
+    ]
+    return "; ".join(reason_render(item, words=ENGLISH) for item in failing or reasons)
 
 
 def experiments_analyze() -> list[CanaryAnalysis]:

@@ -5,13 +5,36 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from canary.models import Experiment
 from canary.services.experiments import qa_token_hash
 from engines.input_checks import text_problem
+from engines.reasons import gettext_noop, reason, wordings_register
 from engines.routing import ARMS, BASELINE, CANDIDATE, Assignment, arm_assign, bucket_of
-from registry.errors import ApplicationError
+from registry.errors import ApplicationError, CommonCode
 from registry.models import ModelVersion
+
+
+class AssignmentCode(StrEnum):
+    NO_UNIT = "assignment.no_unit"
+    NO_UNIT_NOTE = "assignment.no_unit_note"
+    UNKNOWN_ARM = "assignment.unknown_arm"
+    QA_TOKEN_REQUIRED = "assignment.qa_token_required"
+    NOT_ALLOWED_NOTE = "assignment.not_allowed_note"
+
+
+wordings_register(
+    {
+        AssignmentCode.NO_UNIT: gettext_noop("A user_id or a session_id is needed to assign an arm."),
+        AssignmentCode.NO_UNIT_NOTE: gettext_noop("user_id or session_id required"),
+        AssignmentCode.UNKNOWN_ARM: gettext_noop("Unknown arm '{arm}'."),
+        AssignmentCode.QA_TOKEN_REQUIRED: gettext_noop(
+            "Forcing an arm needs a QA token on the experiment's allow-list."
+        ),
+        AssignmentCode.NOT_ALLOWED_NOTE: gettext_noop("not on the allow-list"),
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -26,14 +49,15 @@ def unit_id_of(*, user_id: str | None, session_id: str | None) -> str:
     for field, value in (("user_id", user_id), ("session_id", session_id)):
         problem = text_problem(value) if value else None
         if problem:  # it would be stored with the unit's events, or fail to hash
-            raise ApplicationError(f"{field} {problem}.", fields={field: [problem]})
+            raise ApplicationError(
+                reason(CommonCode.FIELD_PROBLEM, field=field, problem=problem), fields={field: [problem]}
+            )
     if user_id:
         return f"user:{user_id}"
     if session_id:
         return f"session:{session_id}"
     raise ApplicationError(
-        "A user_id or a session_id is needed to assign an arm.",
-        fields={"user_id": ["user_id or session_id required"]},
+        reason(AssignmentCode.NO_UNIT), fields={"user_id": [reason(AssignmentCode.NO_UNIT_NOTE)]}
     )
 
 
@@ -63,13 +87,14 @@ def experiment_assign(
     if force_arm is not None:
         if force_arm not in (BASELINE, CANDIDATE):
             raise ApplicationError(
-                f"Unknown arm {force_arm!r}.", fields={"force_arm": [f"one of {BASELINE}, {CANDIDATE}"]}
+                reason(AssignmentCode.UNKNOWN_ARM, arm=force_arm),
+                fields={"force_arm": [reason(CommonCode.ONE_OF, choices=[BASELINE, CANDIDATE])]},
             )
         if not qa_token_allowed(experiment=experiment, qa_token=qa_token):
             raise ApplicationError(
-                "Forcing an arm needs a QA token on the experiment's allow-list.",
+                reason(AssignmentCode.QA_TOKEN_REQUIRED),
                 code="permission_denied",
-                fields={"qa_token": ["not on the allow-list"]},
+                fields={"qa_token": [reason(AssignmentCode.NOT_ALLOWED_NOTE)]},
                 status_code=403,
             )
     assignment = arm_assign(

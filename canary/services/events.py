@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -33,6 +34,7 @@ from django.utils import timezone
 from canary.models import Experiment, OutcomeEvent, TurnEvent
 from canary.services.assignment import ArmHistory, experiment_arm_history, qa_token_allowed, unit_id_of
 from engines.input_checks import iso_datetime_parse, text_problem
+from engines.reasons import gettext_noop, reason, wordings_register
 from engines.routing import ARMS, CANDIDATE
 from registry.actors import Actor, actor_require_role
 from registry.errors import ApplicationError
@@ -43,6 +45,25 @@ ROLES = tuple(TurnEvent.Role.values)
 MAX_TEXT = 100_000
 MAX_ID = 200
 MAX_TURN_INDEX = 2**31 - 1  # turn_index's column: a PostgreSQL integer
+
+
+class EventsCode(StrEnum):
+    NOT_A_LIST = "events.not_a_list"
+    A_NON_EMPTY_LIST = "events.a_non_empty_list"
+    BATCH_TOO_LARGE = "events.batch_too_large"
+    AT_MOST = "events.at_most"
+    BATCH_REFUSED = "events.batch_refused"
+
+
+wordings_register(
+    {
+        EventsCode.NOT_A_LIST: gettext_noop("events must be a non-empty list."),
+        EventsCode.A_NON_EMPTY_LIST: gettext_noop("a non-empty list"),
+        EventsCode.BATCH_TOO_LARGE: gettext_noop("A batch holds at most {limit} events; this one has {n}."),
+        EventsCode.AT_MOST: gettext_noop("at most {limit} events per batch"),
+        EventsCode.BATCH_REFUSED: gettext_noop("{problems} problem(s) in the batch; nothing was stored."),
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -255,12 +276,14 @@ def events_ingest(*, events: object, actor: Actor) -> IngestResult:
     actor_require_role(actor, EVENT_ROLES, action="send canary events")
     limit = settings.EVALHUB_EVENTS_MAX_BATCH
     if not isinstance(events, list) or not events:
-        raise ApplicationError("events must be a non-empty list.", fields={"events": ["a non-empty list"]})
+        raise ApplicationError(
+            reason(EventsCode.NOT_A_LIST), fields={"events": [reason(EventsCode.A_NON_EMPTY_LIST)]}
+        )
     if len(events) > limit:
         raise ApplicationError(
-            f"A batch holds at most {limit} events; this one has {len(events)}.",
+            reason(EventsCode.BATCH_TOO_LARGE, limit=limit, n=len(events)),
             code="batch_too_large",
-            fields={"events": [f"at most {limit} events per batch"]},
+            fields={"events": [reason(EventsCode.AT_MOST, limit=limit)]},
             status_code=413,
         )
     names = {e.get("experiment") for e in events if isinstance(e, dict)}
@@ -280,7 +303,7 @@ def events_ingest(*, events: object, actor: Actor) -> IngestResult:
         seen.setdefault(key, index)
     if errors.fields:
         raise ApplicationError(
-            f"{len(errors.fields)} problem(s) in the batch; nothing was stored.", fields=errors.fields
+            reason(EventsCode.BATCH_REFUSED, problems=len(errors.fields)), fields=errors.fields
         )
     turns = [row for row in parsed if isinstance(row, TurnEvent)]
     outcomes = [row for row in parsed if isinstance(row, OutcomeEvent)]

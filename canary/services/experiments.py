@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
+from enum import StrEnum
 from itertools import pairwise
 
 from django.conf import settings
@@ -19,9 +20,11 @@ from django.utils import timezone
 
 from canary.models import Experiment
 from engines.input_checks import text_problem
+from engines.reasons import Term, gettext_noop, wordings_register
+from engines.reasons import reason as reason_of
 from engines.routing import BUCKETS, share_to_buckets
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
-from registry.errors import ApplicationError
+from registry.errors import ApplicationError, CommonCode
 from registry.models import ModelVersion
 from registry.roles import RELEASE_MANAGER
 from registry.services.audit import audit_record
@@ -52,6 +55,118 @@ TRANSITIONS = {
 }
 
 
+class ExperimentsCode(StrEnum):
+    NOT_A_NUMBER = "experiments.not_a_number"
+    MUST_BE_A_NUMBER = "experiments.must_be_a_number"
+    SHARE_OUT_OF_RANGE = "experiments.share_out_of_range"
+    SHARE_RANGE_NOTE = "experiments.share_range_note"
+    SHARE_STEP = "experiments.share_step"
+    SHARE_STEP_NOTE = "experiments.share_step_note"
+    SHARE_TOO_SMALL = "experiments.share_too_small"
+    SHARE_TOO_SMALL_NOTE = "experiments.share_too_small_note"
+    GUARDRAILS_NOT_OBJECT = "experiments.guardrails_not_object"
+    MUST_BE_OBJECT = "experiments.must_be_object"
+    UNKNOWN_GUARDRAIL = "experiments.unknown_guardrail"
+    KNOWN = "experiments.known"
+    GUARDRAIL_NOT_FINITE = "experiments.guardrail_not_finite"
+    FINITE_NOTE = "experiments.finite_note"
+    SAME_VERSIONS = "experiments.same_versions"
+    SAME_NOTE = "experiments.same_note"
+    OTHER_FAMILIES = "experiments.other_families"
+    FAMILY_NOTE = "experiments.family_note"
+    RAMP_NOT_INCREASING = "experiments.ramp_not_increasing"
+    RAMP_NOTE = "experiments.ramp_note"
+    NOT_FIRST_STEP = "experiments.not_first_step"
+    FIRST_STEP_NOTE = "experiments.first_step_note"
+    NAME_TAKEN = "experiments.name_taken"
+    TAKEN = "experiments.taken"
+    ILLEGAL_TRANSITION = "experiments.illegal_transition"
+    ALLOWED_FROM = "experiments.allowed_from"
+    ALLOWED_NONE = "experiments.allowed_none"
+    FAMILY_BUSY = "experiments.family_busy"
+    FAMILY_BUSY_NOTE = "experiments.family_busy_note"
+    GATE_REQUIRED = "experiments.gate_required"
+    GATE_REQUIRED_NOTE = "experiments.gate_required_note"
+    CANNOT_START = "experiments.cannot_start"
+    ROLLBACK_REASON = "experiments.rollback_reason"
+    CANNOT_RAMP = "experiments.cannot_ramp"
+    RUNNING_OR_PAUSED = "experiments.running_or_paused"
+    NO_NEXT_STEP = "experiments.no_next_step"
+    NO_NEXT_STEP_NOTE = "experiments.no_next_step_note"
+    RAMP_LOWERS = "experiments.ramp_lowers"
+    ABOVE_NOTE = "experiments.above_note"
+    HORIZON_REGISTERED = "experiments.horizon_registered"
+    HORIZON_ONCE = "experiments.horizon_once"
+    HORIZON_NOT_RUNNING = "experiments.horizon_not_running"
+    MUST_BE_RUNNING = "experiments.must_be_running"
+
+
+wordings_register(
+    {
+        ExperimentsCode.NOT_A_NUMBER: gettext_noop("{field} must be a number."),
+        ExperimentsCode.MUST_BE_A_NUMBER: gettext_noop("must be a number"),
+        ExperimentsCode.SHARE_OUT_OF_RANGE: gettext_noop("{field} must be in (0, 100]."),
+        ExperimentsCode.SHARE_RANGE_NOTE: gettext_noop("must be more than 0 and at most 100"),
+        ExperimentsCode.SHARE_STEP: gettext_noop("{field}: {problem}"),
+        ExperimentsCode.SHARE_STEP_NOTE: gettext_noop("steps of {step:g} %"),
+        # xgettext:no-python-format
+        ExperimentsCode.SHARE_TOO_SMALL: gettext_noop("{field} {percent} % is below the smallest share."),
+        ExperimentsCode.SHARE_TOO_SMALL_NOTE: gettext_noop("at least {step:g} % (one bucket of {buckets})"),
+        ExperimentsCode.GUARDRAILS_NOT_OBJECT: gettext_noop("guardrails must be an object."),
+        ExperimentsCode.MUST_BE_OBJECT: gettext_noop("must be an object"),
+        ExperimentsCode.UNKNOWN_GUARDRAIL: gettext_noop("Unknown guardrail '{key}'."),
+        ExperimentsCode.KNOWN: gettext_noop("known: {known}"),
+        ExperimentsCode.GUARDRAIL_NOT_FINITE: gettext_noop("{field} must be a finite number ≥ 0."),
+        ExperimentsCode.FINITE_NOTE: gettext_noop("must be a finite number ≥ 0"),
+        ExperimentsCode.SAME_VERSIONS: gettext_noop("The candidate must differ from the baseline."),
+        ExperimentsCode.SAME_NOTE: gettext_noop("same as the baseline"),
+        ExperimentsCode.OTHER_FAMILIES: gettext_noop(
+            "{candidate} and {baseline} belong to different families."
+        ),
+        ExperimentsCode.FAMILY_NOTE: gettext_noop("must be a version of family '{family}'"),
+        ExperimentsCode.RAMP_NOT_INCREASING: gettext_noop("The ramp plan must increase."),
+        ExperimentsCode.RAMP_NOTE: gettext_noop("each step above the last"),
+        ExperimentsCode.NOT_FIRST_STEP: gettext_noop("traffic_percent must be the ramp plan's first step."),
+        ExperimentsCode.FIRST_STEP_NOTE: gettext_noop("the plan starts at {share:g} %"),
+        ExperimentsCode.NAME_TAKEN: gettext_noop("An experiment named '{name}' exists."),
+        ExperimentsCode.TAKEN: gettext_noop("taken"),
+        ExperimentsCode.ILLEGAL_TRANSITION: gettext_noop(
+            "Experiment {name} cannot go from {status} to {to}."
+        ),
+        ExperimentsCode.ALLOWED_FROM: gettext_noop("from {status} allowed: {allowed}"),
+        ExperimentsCode.ALLOWED_NONE: gettext_noop("from {status} allowed: none: it has ended"),
+        ExperimentsCode.FAMILY_BUSY: gettext_noop(
+            "Family '{family}' already has a running or paused experiment."
+        ),
+        ExperimentsCode.FAMILY_BUSY_NOTE: gettext_noop("one running or paused experiment per family"),
+        ExperimentsCode.GATE_REQUIRED: gettext_noop(
+            "{ref} has no gate run whose clean accuracy and robustness passed: its share may not go above "
+            "{cap:g} %."
+        ),
+        # xgettext:no-python-format
+        ExperimentsCode.GATE_REQUIRED_NOTE: gettext_noop("at most {cap:g} % until an offline gate passes"),
+        ExperimentsCode.CANNOT_START: gettext_noop("Experiment {name} cannot start: {why}."),
+        ExperimentsCode.ROLLBACK_REASON: gettext_noop("A rollback needs a reason."),
+        ExperimentsCode.CANNOT_RAMP: gettext_noop(
+            "Experiment {name} is {status}; only a running or paused one can ramp."
+        ),
+        ExperimentsCode.RUNNING_OR_PAUSED: gettext_noop("must be running or paused"),
+        ExperimentsCode.NO_NEXT_STEP: gettext_noop("The ramp plan has no next step; give traffic_percent."),
+        ExperimentsCode.NO_NEXT_STEP_NOTE: gettext_noop("required: no further ramp step"),
+        ExperimentsCode.RAMP_LOWERS: gettext_noop(
+            "A ramp only raises the share (lowering it would move users off the candidate)."
+        ),
+        ExperimentsCode.ABOVE_NOTE: gettext_noop("must be above {share:g} %"),
+        ExperimentsCode.HORIZON_REGISTERED: gettext_noop("Experiment {name} registered its horizon at {at}."),
+        ExperimentsCode.HORIZON_ONCE: gettext_noop("registered once, when the experiment starts"),
+        ExperimentsCode.HORIZON_NOT_RUNNING: gettext_noop(
+            "Experiment {name} is {status}: a horizon is registered when it starts."
+        ),
+        ExperimentsCode.MUST_BE_RUNNING: gettext_noop("must be running"),
+    }
+)
+
+
 def experiment_actions_allowed(*, experiment: Experiment) -> list[str]:
     """The lifecycle actions the experiment's status allows now (each action checks again)."""
     allowed = TRANSITIONS[experiment.status]
@@ -72,19 +187,28 @@ def qa_token_hash(token: str) -> str:
 
 def _share_buckets(percent: object, field: str) -> int:
     if isinstance(percent, bool) or not isinstance(percent, (int, float)):
-        raise ApplicationError(f"{field} must be a number.", fields={field: ["must be a number"]})
+        raise ApplicationError(
+            reason_of(ExperimentsCode.NOT_A_NUMBER, field=field),
+            fields={field: [reason_of(ExperimentsCode.MUST_BE_A_NUMBER)]},
+        )
     if not 0 < percent <= 100:
         raise ApplicationError(
-            f"{field} must be in (0, 100].", fields={field: ["must be more than 0 and at most 100"]}
+            reason_of(ExperimentsCode.SHARE_OUT_OF_RANGE, field=field),
+            fields={field: [reason_of(ExperimentsCode.SHARE_RANGE_NOTE)]},
         )
     try:
         buckets = share_to_buckets(float(percent))
     except ValueError as exc:
-        raise ApplicationError(str(exc), fields={field: [f"steps of {100 / BUCKETS} %"]}) from None
+        raise ApplicationError(
+            reason_of(ExperimentsCode.SHARE_STEP, field=field, problem=str(exc)),
+            fields={field: [reason_of(ExperimentsCode.SHARE_STEP_NOTE, step=100 / BUCKETS)]},
+        ) from None
     if buckets == 0:  # e.g. 1e-9: within share_to_buckets' rounding of 0, which would send nobody
         raise ApplicationError(
-            f"{field} {percent} % is below the smallest share.",
-            fields={field: [f"at least {100 / BUCKETS} % (one bucket of {BUCKETS})"]},
+            reason_of(ExperimentsCode.SHARE_TOO_SMALL, field=field, percent=percent),
+            fields={
+                field: [reason_of(ExperimentsCode.SHARE_TOO_SMALL_NOTE, step=100 / BUCKETS, buckets=BUCKETS)]
+            },
         )
     return buckets
 
@@ -93,13 +217,18 @@ def _guardrails_parse(guardrails: object) -> dict[str, float]:
     if guardrails is None:
         return dict(GUARDRAIL_DEFAULTS)
     if not isinstance(guardrails, dict):
-        raise ApplicationError("guardrails must be an object.", fields={"guardrails": ["must be an object"]})
+        raise ApplicationError(
+            reason_of(ExperimentsCode.GUARDRAILS_NOT_OBJECT),
+            fields={"guardrails": [reason_of(ExperimentsCode.MUST_BE_OBJECT)]},
+        )
     result = dict(GUARDRAIL_DEFAULTS)
     for key, value in guardrails.items():
         field = f"guardrails.{key}"
         if key not in GUARDRAIL_DEFAULTS:
-            known = ", ".join(GUARDRAIL_DEFAULTS)
-            raise ApplicationError(f"Unknown guardrail {key!r}.", fields={field: [f"known: {known}"]})
+            raise ApplicationError(
+                reason_of(ExperimentsCode.UNKNOWN_GUARDRAIL, key=key),
+                fields={field: [reason_of(ExperimentsCode.KNOWN, known=list(GUARDRAIL_DEFAULTS))]},
+            )
         if (
             isinstance(value, bool)
             or not isinstance(value, (int, float))
@@ -107,7 +236,8 @@ def _guardrails_parse(guardrails: object) -> dict[str, float]:
             or value < 0
         ):
             raise ApplicationError(
-                f"{field} must be a finite number ≥ 0.", fields={field: ["must be a finite number ≥ 0"]}
+                reason_of(ExperimentsCode.GUARDRAIL_NOT_FINITE, field=field),
+                fields={field: [reason_of(ExperimentsCode.FINITE_NOTE)]},
             )
         result[key] = value
     return result
@@ -131,30 +261,38 @@ def experiment_create(
     actor_require_role(actor, LIFECYCLE_ROLES, action="create an experiment")
     if candidate.pk == baseline.pk:
         raise ApplicationError(
-            "The candidate must differ from the baseline.", fields={"candidate": ["same as the baseline"]}
+            reason_of(ExperimentsCode.SAME_VERSIONS),
+            fields={"candidate": [reason_of(ExperimentsCode.SAME_NOTE)]},
         )
     if candidate.family != baseline.family:
         raise ApplicationError(
-            f"{candidate.ref} and {baseline.ref} belong to different families.",
-            fields={"candidate": [f"must be a version of family {baseline.family!r}"]},
+            reason_of(ExperimentsCode.OTHER_FAMILIES, candidate=candidate.ref, baseline=baseline.ref),
+            fields={"candidate": [reason_of(ExperimentsCode.FAMILY_NOTE, family=baseline.family)]},
         )
     steps = [_share_buckets(step, f"ramp[{i}]") for i, step in enumerate(ramp or [])]
     if any(b <= a for a, b in pairwise(steps)):
-        raise ApplicationError("The ramp plan must increase.", fields={"ramp": ["each step above the last"]})
+        raise ApplicationError(
+            reason_of(ExperimentsCode.RAMP_NOT_INCREASING),
+            fields={"ramp": [reason_of(ExperimentsCode.RAMP_NOTE)]},
+        )
     if traffic_percent is None:
         buckets = steps[0] if steps else 100
     else:
         buckets = _share_buckets(traffic_percent, "traffic_percent")
         if steps and buckets != steps[0]:
             raise ApplicationError(
-                "traffic_percent must be the ramp plan's first step.",
-                fields={"traffic_percent": [f"the plan starts at {steps[0] * 100 / BUCKETS} %"]},
+                reason_of(ExperimentsCode.NOT_FIRST_STEP),
+                fields={
+                    "traffic_percent": [
+                        reason_of(ExperimentsCode.FIRST_STEP_NOTE, share=steps[0] * 100 / BUCKETS)
+                    ]
+                },
             )
     if Experiment.objects.filter(name=name).exists():
         raise ApplicationError(
-            f"An experiment named {name!r} exists.",
+            reason_of(ExperimentsCode.NAME_TAKEN, name=name),
             code="conflict",
-            fields={"name": ["taken"]},
+            fields={"name": [reason_of(ExperimentsCode.TAKEN)]},
             status_code=409,
         )
     with transaction.atomic():
@@ -189,7 +327,9 @@ def _reason_check(reason: str) -> None:
     """A reason is stored (on the experiment and its audit row): refuse what the database cannot."""
     problem = text_problem(reason)
     if problem:
-        raise ApplicationError(f"The reason {problem}.", fields={"reason": [problem]})
+        raise ApplicationError(
+            reason_of(CommonCode.FIELD_PROBLEM, field="reason", problem=problem), fields={"reason": [problem]}
+        )
 
 
 def _locked(experiment: Experiment) -> Experiment:
@@ -204,11 +344,16 @@ def _status_set(
     with transaction.atomic():
         locked = _locked(experiment)
         if to not in TRANSITIONS[locked.status]:
-            allowed = ", ".join(sorted(TRANSITIONS[locked.status])) or "none: it has ended"
+            status, allowed = Term(locked.status), sorted(TRANSITIONS[locked.status])
+            note = (
+                reason_of(ExperimentsCode.ALLOWED_FROM, status=status, allowed=[Term(a) for a in allowed])
+                if allowed
+                else reason_of(ExperimentsCode.ALLOWED_NONE, status=status)
+            )
             raise ApplicationError(
-                f"Experiment {locked.name} cannot go from {locked.status} to {to}.",
+                reason_of(ExperimentsCode.ILLEGAL_TRANSITION, name=locked.name, status=status, to=Term(to)),
                 code="illegal_transition",
-                fields={"status": [f"from {locked.status} allowed: {allowed}"]},
+                fields={"status": [note]},
                 status_code=409,
             )
         before = {"status": locked.status, "traffic_percent": locked.traffic_percent}
@@ -222,9 +367,9 @@ def _status_set(
                 locked.save()
         except IntegrityError:
             raise ApplicationError(
-                f"Family {locked.family!r} already has a running or paused experiment.",
+                reason_of(ExperimentsCode.FAMILY_BUSY, family=locked.family),
                 code="conflict",
-                fields={"family": ["one running or paused experiment per family"]},
+                fields={"family": [reason_of(ExperimentsCode.FAMILY_BUSY_NOTE)]},
                 status_code=409,
             ) from None
         audit_record(
@@ -244,10 +389,9 @@ def _share_cap_check(*, experiment: Experiment, buckets: int, field: str) -> Non
     cap = share_to_buckets(settings.EVALHUB_CANARY_UNGATED_MAX_PERCENT)
     if buckets > cap and experiment.candidate.offline_gate_passed_at is None:
         raise ApplicationError(
-            f"{experiment.candidate.ref} has no gate run whose clean accuracy and robustness passed: "
-            f"its share may not go above {cap * 100 / BUCKETS:g} %.",
+            reason_of(ExperimentsCode.GATE_REQUIRED, ref=experiment.candidate.ref, cap=cap * 100 / BUCKETS),
             code="gate_required",
-            fields={field: [f"at most {cap * 100 / BUCKETS:g} % until an offline gate passes"]},
+            fields={field: [reason_of(ExperimentsCode.GATE_REQUIRED_NOTE, cap=cap * 100 / BUCKETS)]},
             status_code=409,
         )
 
@@ -258,9 +402,9 @@ def _serving_check(*, experiment: Experiment) -> None:
     is checked again on the proxy's first call."""
     for version in (experiment.baseline, experiment.candidate):
         check = model_version_serving_verify(version=version)
-        if check is not None and check.mismatch:
+        if check is not None and check.mismatch and check.problem is not None:
             raise ApplicationError(
-                f"Experiment {experiment.name} cannot start: {check.problem}.",
+                reason_of(ExperimentsCode.CANNOT_START, name=experiment.name, why=check.problem),
                 code="serving_mismatch",
                 fields={"serving_url": [check.problem]},
                 status_code=409,
@@ -303,7 +447,9 @@ def experiment_rollback(*, experiment: Experiment, actor: Actor, reason: str) ->
     """Everyone back on the baseline at once; the experiment ends; a webhook tells the world."""
     actor_require_role(actor, LIFECYCLE_ROLES, action="roll an experiment back")
     if not reason.strip():
-        raise ApplicationError("A rollback needs a reason.", fields={"reason": ["required"]})
+        raise ApplicationError(
+            reason_of(ExperimentsCode.ROLLBACK_REASON), fields={"reason": [reason_of(CommonCode.REQUIRED)]}
+        )
     with transaction.atomic():
         rolled_back = _status_set(
             experiment=experiment,
@@ -374,17 +520,17 @@ def experiment_ramp(
         locked = _locked(experiment)
         if locked.status not in Experiment.ACTIVE:
             raise ApplicationError(
-                f"Experiment {locked.name} is {locked.status}; only a running or paused one can ramp.",
+                reason_of(ExperimentsCode.CANNOT_RAMP, name=locked.name, status=Term(locked.status)),
                 code="illegal_transition",
-                fields={"status": ["must be running or paused"]},
+                fields={"status": [reason_of(ExperimentsCode.RUNNING_OR_PAUSED)]},
                 status_code=409,
             )
         step = locked.ramp_step
         if traffic_percent is None:
             if step + 1 >= len(locked.ramp):
                 raise ApplicationError(
-                    "The ramp plan has no next step; give traffic_percent.",
-                    fields={"traffic_percent": ["required: no further ramp step"]},
+                    reason_of(ExperimentsCode.NO_NEXT_STEP),
+                    fields={"traffic_percent": [reason_of(ExperimentsCode.NO_NEXT_STEP_NOTE)]},
                 )
             step += 1
             buckets = share_to_buckets(locked.ramp[step])
@@ -394,8 +540,10 @@ def experiment_ramp(
             step = max([i for i, p in enumerate(locked.ramp) if share_to_buckets(p) <= buckets], default=step)
         if buckets <= locked.traffic_buckets:
             raise ApplicationError(
-                "A ramp only raises the share (lowering it would move users off the candidate).",
-                fields={"traffic_percent": [f"must be above {locked.traffic_percent} %"]},
+                reason_of(ExperimentsCode.RAMP_LOWERS),
+                fields={
+                    "traffic_percent": [reason_of(ExperimentsCode.ABOVE_NOTE, share=locked.traffic_percent)]
+                },
             )
         if buckets == BUCKETS:
             return experiment_promote(experiment=locked, actor=actor, reason=reason or "ramped to 100 %")
@@ -428,16 +576,16 @@ def experiment_horizon_register(
         if locked.business_horizon or locked.follow_up_horizon:
             registered = (locked.business_horizon or locked.follow_up_horizon).get("registered_at")
             raise ApplicationError(
-                f"Experiment {locked.name} registered its horizon at {registered}.",
+                reason_of(ExperimentsCode.HORIZON_REGISTERED, name=locked.name, at=str(registered)),
                 code="conflict",
-                fields={"business_horizon": ["registered once, when the experiment starts"]},
+                fields={"business_horizon": [reason_of(ExperimentsCode.HORIZON_ONCE)]},
                 status_code=409,
             )
         if locked.status != Status.RUNNING:
             raise ApplicationError(
-                f"Experiment {locked.name} is {locked.status}: a horizon is registered when it starts.",
+                reason_of(ExperimentsCode.HORIZON_NOT_RUNNING, name=locked.name, status=Term(locked.status)),
                 code="illegal_transition",
-                fields={"status": ["must be running"]},
+                fields={"status": [reason_of(ExperimentsCode.MUST_BE_RUNNING)]},
                 status_code=409,
             )
         locked.business_horizon = horizon

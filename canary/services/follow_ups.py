@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -28,6 +29,7 @@ from django.utils import timezone
 from canary.models import Experiment, FollowUpDetectorConfig, TurnEvent
 from engines.follow_up.classifier import detector_load, follow_ups_classify, pair_language
 from engines.follow_up.detector import FollowUpThresholds, TurnPair
+from engines.reasons import gettext_noop, reason, wordings_register
 from registry.errors import ApplicationError
 from registry.services.audit import audit_record
 
@@ -35,6 +37,15 @@ if TYPE_CHECKING:
     import numpy as np
 
 NEW = "new"
+
+
+class FollowUpsCode(StrEnum):
+    THRESHOLDS_INVALID = "follow_ups.thresholds_invalid"
+
+
+wordings_register(
+    {FollowUpsCode.THRESHOLDS_INVALID: gettext_noop("Follow-up detector thresholds of '{family}': {problem}")}
+)
 Role = TurnEvent.Role
 
 
@@ -44,7 +55,8 @@ def _thresholds_parse(*, family: str, data: dict | None) -> FollowUpThresholds:
     except ValueError as exc:  # its message starts with the field at fault
         field = str(exc).split(":", 1)[0]
         raise ApplicationError(
-            f"Follow-up detector thresholds of {family!r}: {exc}", fields={f"thresholds.{field}": [str(exc)]}
+            reason(FollowUpsCode.THRESHOLDS_INVALID, family=family, problem=str(exc)),
+            fields={f"thresholds.{field}": [str(exc)]},
         ) from None
 
 

@@ -10,6 +10,7 @@ replaced plans looked at is kept, in short, under `earlier`.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
@@ -17,8 +18,10 @@ from django.utils import timezone
 
 from canary.models import Experiment
 from engines.input_checks import text_problem
+from engines.reasons import Term, gettext_noop, wordings_register
+from engines.reasons import reason as reason_of
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
-from registry.errors import ApplicationError
+from registry.errors import ApplicationError, CommonCode
 from registry.roles import RELEASE_MANAGER
 from registry.services.audit import audit_record
 
@@ -27,16 +30,45 @@ PLAN_FIELDS = {"business_value": "business_horizon", "follow_up_rate": "follow_u
 UNBLIND_PERMISSION = "canary.unblind_experiment"
 
 
+class PlansCode(StrEnum):
+    REASON_REQUIRED = "plans.reason_required"
+    NOT_ACTIVE = "plans.not_active"
+    RUNNING_OR_PAUSED = "plans.running_or_paused"
+    UNBLIND_PERMISSION = "plans.unblind_permission"
+    UNBLINDED = "plans.unblinded"
+    ALREADY_UNBLINDED = "plans.already_unblinded"
+
+
+wordings_register(
+    {
+        PlansCode.REASON_REQUIRED: gettext_noop("A reason is required."),
+        PlansCode.NOT_ACTIVE: gettext_noop(
+            "Experiment {name} is {status}: only a running or paused one takes a new plan."
+        ),
+        PlansCode.RUNNING_OR_PAUSED: gettext_noop("must be running or paused"),
+        PlansCode.UNBLIND_PERMISSION: gettext_noop(
+            "Only a user with the permission {permission} may unblind an experiment."
+        ),
+        PlansCode.UNBLINDED: gettext_noop("Experiment {name} was unblinded by {who} at {at}."),
+        PlansCode.ALREADY_UNBLINDED: gettext_noop("already unblinded"),
+    }
+)
+
+
 def _locked(experiment: Experiment) -> Experiment:
     return Experiment.objects.select_for_update().get(pk=experiment.pk)
 
 
 def _reason_require(reason: str) -> None:
     if not reason.strip():
-        raise ApplicationError("A reason is required.", fields={"reason": ["required"]})
+        raise ApplicationError(
+            reason_of(PlansCode.REASON_REQUIRED), fields={"reason": [reason_of(CommonCode.REQUIRED)]}
+        )
     problem = text_problem(reason)
     if problem:
-        raise ApplicationError(f"The reason {problem}.", fields={"reason": [problem]})
+        raise ApplicationError(
+            reason_of(CommonCode.FIELD_PROBLEM, field="reason", problem=problem), fields={"reason": [problem]}
+        )
 
 
 def _earlier(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -67,10 +99,9 @@ def experiment_plans_replace(
         locked = _locked(experiment)
         if locked.status not in Experiment.ACTIVE:
             raise ApplicationError(
-                f"Experiment {locked.name} is {locked.status}: only a running or paused one takes a new "
-                "plan.",
+                reason_of(PlansCode.NOT_ACTIVE, name=locked.name, status=Term(locked.status)),
                 code="illegal_transition",
-                fields={"status": ["must be running or paused"]},
+                fields={"status": [reason_of(PlansCode.RUNNING_OR_PAUSED)]},
                 status_code=409,
             )
         before, after = {}, {}
@@ -125,7 +156,7 @@ def unblind_permission_require(actor: Actor) -> None:
     user = actor_user(actor)
     if user is None or not user.has_perm(UNBLIND_PERMISSION):
         raise ApplicationError(
-            f"Only a user with the permission {UNBLIND_PERMISSION} may unblind an experiment.",
+            reason_of(PlansCode.UNBLIND_PERMISSION, permission=UNBLIND_PERMISSION),
             code="permission_denied",
             status_code=403,
         )
@@ -142,10 +173,14 @@ def experiment_unblind(*, experiment: Experiment, actor: Actor, reason: str) -> 
         locked = _locked(experiment)
         if locked.unblinded_at is not None:
             raise ApplicationError(
-                f"Experiment {locked.name} was unblinded by {locked.unblinded_by_name} at "
-                f"{locked.unblinded_at.isoformat()}.",
+                reason_of(
+                    PlansCode.UNBLINDED,
+                    name=locked.name,
+                    who=locked.unblinded_by_name,
+                    at=locked.unblinded_at.isoformat(),
+                ),
                 code="conflict",
-                fields={"experiment": ["already unblinded"]},
+                fields={"experiment": [reason_of(PlansCode.ALREADY_UNBLINDED)]},
                 status_code=409,
             )
         locked.unblinded_at, locked.unblinded_by = timezone.now(), user

@@ -10,16 +10,18 @@ behaviour. Runs on the `cpu` queue (HTTP calls only), on a beat schedule and on 
 from __future__ import annotations
 
 from collections import defaultdict
+from enum import StrEnum
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from canary.models import Experiment, Probe, ProbeResult, ProbeRun, ProbeSet, TurnEvent
+from engines.reasons import gettext_noop, reason, wordings_register
 from engines.routing import BASELINE, CANDIDATE
 from registry.actors import Actor, actor_require_role
 from registry.dispatch import Task, task_enqueue
-from registry.errors import ApplicationError, NotFoundError
+from registry.errors import ApplicationError, CommonCode, NotFoundError
 from registry.models import ModelVersion
 from registry.outbound import outbound_policy
 from registry.roles import RELEASE_MANAGER, WRITE_ROLES
@@ -33,6 +35,29 @@ from registry.services.versions import (
 SIGNIFICANCE = 0.05
 
 
+class ProbesCode(StrEnum):
+    NAME_TAKEN = "probes.name_taken"
+    TAKEN = "probes.taken"
+    EMPTY_SET = "probes.empty_set"
+    EMPTY = "probes.empty"
+    UNREADABLE = "probes.unreadable"
+    NO_SERVING_URL = "probes.no_serving_url"
+    NO_SUCH_SET = "probes.no_such_set"
+
+
+wordings_register(
+    {
+        ProbesCode.NAME_TAKEN: gettext_noop("A probe set named '{name}' exists."),
+        ProbesCode.TAKEN: gettext_noop("taken"),
+        ProbesCode.EMPTY_SET: gettext_noop("A probe set needs at least one probe."),
+        ProbesCode.EMPTY: gettext_noop("empty"),
+        ProbesCode.UNREADABLE: gettext_noop("The probe set could not be read: {problem}"),
+        ProbesCode.NO_SERVING_URL: gettext_noop("{ref} has no serving URL."),
+        ProbesCode.NO_SUCH_SET: gettext_noop("No probe set for family '{family}' by that name."),
+    }
+)
+
+
 def probe_set_import(
     *, name: str, family: str, probes: list, actor: Actor, description: str = "", is_demo: bool = False
 ) -> ProbeSet:
@@ -40,13 +65,13 @@ def probe_set_import(
     actor_require_role(actor, WRITE_ROLES, action="import a probe set")
     if ProbeSet.objects.filter(name=name).exists():
         raise ApplicationError(
-            f"A probe set named {name!r} exists.",
+            reason(ProbesCode.NAME_TAKEN, name=name),
             code="conflict",
-            fields={"name": ["taken"]},
+            fields={"name": [reason(ProbesCode.TAKEN)]},
             status_code=409,
         )
     if not probes:
-        raise ApplicationError("A probe set needs at least one probe.", fields={"probes": ["empty"]})
+        raise ApplicationError(reason(ProbesCode.EMPTY_SET), fields={"probes": [reason(ProbesCode.EMPTY)]})
     with transaction.atomic():
         probe_set = ProbeSet.objects.create(
             name=name, family=family, description=description, is_demo=is_demo
@@ -80,7 +105,11 @@ def probe_set_import_jsonl(
         probes = probes_jsonl_parse(content=content, max_depth=settings.EVALHUB_JSON_MAX_DEPTH)
     except ProbeFormatError as exc:
         where = f"file: line {exc.line}" + (f".{exc.field}" if exc.field else "")
-        raise ApplicationError(str(exc), code="invalid_probes", fields={where: [exc.message]}) from None
+        raise ApplicationError(
+            reason(ProbesCode.UNREADABLE, problem=str(exc)),
+            code="invalid_probes",
+            fields={where: [exc.message]},
+        ) from None
     return probe_set_import(name=name, family=family, probes=probes, actor=actor, description=description)
 
 
@@ -90,7 +119,10 @@ def _backend_for(version: ModelVersion):
 
     url = model_version_serving_url(version=version)
     if not url:
-        raise ApplicationError(f"{version.ref} has no serving URL.", fields={"serving_url": ["required"]})
+        raise ApplicationError(
+            reason(ProbesCode.NO_SERVING_URL, ref=version.ref),
+            fields={"serving_url": [reason(CommonCode.REQUIRED)]},
+        )
     # An openai backend keeps its own settings (label_regex, system prompt ...) at the serving URL.
     config = version.backend_config if version.backend_kind == ModelVersion.BackendKind.OPENAI else {}
     config = {**config, "base_url": url, "model": model_version_serving_model(version=version)}
@@ -234,7 +266,7 @@ def probe_runs_request(
     if probe_set_name is not None:
         sets = [s for s in sets if s.name == probe_set_name]
     if not sets:
-        raise NotFoundError(f"No probe set for family {experiment.family!r} by that name.", field="probe_set")
+        raise NotFoundError(reason(ProbesCode.NO_SUCH_SET, family=experiment.family), field="probe_set")
     for probe_set in sets:
         task_enqueue(Task.PROBE_RUNS, experiment.pk, probe_set.pk)
     return sets

@@ -17,6 +17,7 @@ import hashlib
 import time
 import uuid
 from dataclasses import dataclass
+from enum import StrEnum
 
 import httpx
 from django.conf import settings
@@ -28,8 +29,9 @@ from canary.services.telemetry import turn_events_record
 from engines.backends.base import BackendError
 from engines.input_checks import json_problem, text_problem, text_storable
 from engines.outbound import OutboundPolicy, OutboundRefusedError, outbound_client
+from engines.reasons import gettext_noop, reason, reason_render, wordings_register
 from engines.routing import CANDIDATE
-from registry.errors import ApplicationError
+from registry.errors import ENGLISH, ApplicationError, CommonCode
 from registry.models import ModelVersion
 from registry.outbound import outbound_policy
 from registry.services.serving import model_version_serving_verify
@@ -70,45 +72,103 @@ class ProxyAnswer:
 IDEMPOTENCY_KEY_MAX = 200
 
 
+class ProxyCode(StrEnum):
+    BODY_NOT_OBJECT = "proxy.body_not_object"
+    A_JSON_OBJECT = "proxy.a_json_object"
+    NO_STREAMING = "proxy.no_streaming"
+    MUST_BE_FALSE = "proxy.must_be_false"
+    MODEL_NOT_STRING = "proxy.model_not_string"
+    MODEL_NOTE = "proxy.model_note"
+    USER_LENGTH = "proxy.user_length"
+    USER_LENGTH_NOTE = "proxy.user_length_note"
+    MESSAGES_EMPTY = "proxy.messages_empty"
+    A_NON_EMPTY_LIST = "proxy.a_non_empty_list"
+    ROLE_MISSING = "proxy.role_missing"
+    CONTENT_NOT_TEXT = "proxy.content_not_text"
+    MUST_BE_STRING = "proxy.must_be_string"
+    LAST_NOT_USER = "proxy.last_not_user"
+    WHO_IS_ASKING = "proxy.who_is_asking"
+    WHO_IS_ASKING_NOTE = "proxy.who_is_asking_note"
+    BASELINE_FAILED = "proxy.baseline_failed"
+    BOTH_FAILED = "proxy.both_failed"
+    KEY_LENGTH = "proxy.key_length"
+
+
+wordings_register(
+    {
+        ProxyCode.BODY_NOT_OBJECT: gettext_noop("The body must be a JSON object."),
+        ProxyCode.A_JSON_OBJECT: gettext_noop("a JSON object"),
+        ProxyCode.NO_STREAMING: gettext_noop("Streaming is not supported by the canary proxy yet."),
+        ProxyCode.MUST_BE_FALSE: gettext_noop("must be false"),
+        ProxyCode.MODEL_NOT_STRING: gettext_noop("model must be a string."),
+        ProxyCode.MODEL_NOTE: gettext_noop("a string (it is ignored)"),
+        ProxyCode.USER_LENGTH: gettext_noop("user must be a string of 1 to 200 characters."),
+        ProxyCode.USER_LENGTH_NOTE: gettext_noop("1-200 characters"),
+        ProxyCode.MESSAGES_EMPTY: gettext_noop("messages must be a non-empty list."),
+        ProxyCode.A_NON_EMPTY_LIST: gettext_noop("a non-empty list"),
+        ProxyCode.ROLE_MISSING: gettext_noop("Each message needs a role."),
+        ProxyCode.CONTENT_NOT_TEXT: gettext_noop("Message content must be text."),
+        ProxyCode.MUST_BE_STRING: gettext_noop("must be a string"),
+        ProxyCode.LAST_NOT_USER: gettext_noop("The last message must be the user's."),
+        ProxyCode.WHO_IS_ASKING: gettext_noop(
+            "Say who is asking: the request's `user`, or an X-EvalHub-User or X-EvalHub-Session header."
+        ),
+        ProxyCode.WHO_IS_ASKING_NOTE: gettext_noop("required (or X-EvalHub-User / X-EvalHub-Session)"),
+        ProxyCode.BASELINE_FAILED: gettext_noop("The baseline could not answer: {error}"),
+        ProxyCode.BOTH_FAILED: gettext_noop("Neither version could answer: {error}; {again}"),
+        ProxyCode.KEY_LENGTH: gettext_noop("must be 1 to {max} characters"),
+    }
+)
+
+
 class UpstreamError(Exception):
     pass
 
 
 def _validate(body: object) -> list[dict]:
     if not isinstance(body, dict):
-        raise ApplicationError("The body must be a JSON object.", fields={"body": ["a JSON object"]})
+        raise ApplicationError(
+            reason(ProxyCode.BODY_NOT_OBJECT), fields={"body": [reason(ProxyCode.A_JSON_OBJECT)]}
+        )
     # Every string is forwarded upstream and the question is stored: both need storable text.
     found = json_problem(body)
     if found:
-        raise ApplicationError(f"{found[0] or 'body'} {found[1]}.", fields={found[0] or "body": [found[1]]})
+        field = found[0] or "body"
+        raise ApplicationError(
+            reason(CommonCode.FIELD_PROBLEM, field=field, problem=found[1]), fields={field: [found[1]]}
+        )
     if "stream" in body and body["stream"] is not False:
         raise ApplicationError(
-            "Streaming is not supported by the canary proxy yet.", fields={"stream": ["must be false"]}
+            reason(ProxyCode.NO_STREAMING), fields={"stream": [reason(ProxyCode.MUST_BE_FALSE)]}
         )
     if "model" in body and not isinstance(body["model"], str):
-        raise ApplicationError("model must be a string.", fields={"model": ["a string (it is ignored)"]})
+        raise ApplicationError(
+            reason(ProxyCode.MODEL_NOT_STRING), fields={"model": [reason(ProxyCode.MODEL_NOTE)]}
+        )
     user = body.get("user")
     if "user" in body and not (isinstance(user, str) and 0 < len(user) <= 200):
         raise ApplicationError(
-            "user must be a string of 1 to 200 characters.", fields={"user": ["1-200 characters"]}
+            reason(ProxyCode.USER_LENGTH), fields={"user": [reason(ProxyCode.USER_LENGTH_NOTE)]}
         )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApplicationError(
-            "messages must be a non-empty list.", fields={"messages": ["a non-empty list"]}
+            reason(ProxyCode.MESSAGES_EMPTY), fields={"messages": [reason(ProxyCode.A_NON_EMPTY_LIST)]}
         )
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise ApplicationError(
-                "Each message needs a role.", fields={f"messages[{index}].role": ["required"]}
+                reason(ProxyCode.ROLE_MISSING),
+                fields={f"messages[{index}].role": [reason(CommonCode.REQUIRED)]},
             )
         if not isinstance(message.get("content"), str):
             raise ApplicationError(
-                "Message content must be text.", fields={f"messages[{index}].content": ["must be a string"]}
+                reason(ProxyCode.CONTENT_NOT_TEXT),
+                fields={f"messages[{index}].content": [reason(ProxyCode.MUST_BE_STRING)]},
             )
     if messages[-1]["role"] != "user":
         raise ApplicationError(
-            "The last message must be the user's.", fields={f"messages[{len(messages) - 1}].role": ["'user'"]}
+            reason(ProxyCode.LAST_NOT_USER), fields={f"messages[{len(messages) - 1}].role": ["'user'"]}
         )
     return messages
 
@@ -124,8 +184,8 @@ def _serving_verify(*, version: ModelVersion) -> None:
     if key in _verified:
         return
     check = model_version_serving_verify(version=version, timeout=settings.EVALHUB_PROXY_TIMEOUT_SECONDS)
-    if check is not None and check.mismatch:
-        raise UpstreamError(check.problem)
+    if check is not None and check.mismatch and check.problem is not None:
+        raise UpstreamError(reason_render(check.problem, words=ENGLISH))
     if check is None or not check.problem:
         _verified.add(key)
 
@@ -178,8 +238,7 @@ def chat_completion_proxy(
     user_id = body.get("user") or user_id
     if not user_id and not session_id:
         raise ApplicationError(
-            "Say who is asking: the request's `user`, or an X-EvalHub-User or X-EvalHub-Session header.",
-            fields={"user": ["required (or X-EvalHub-User / X-EvalHub-Session)"]},
+            reason(ProxyCode.WHO_IS_ASKING), fields={"user": [reason(ProxyCode.WHO_IS_ASKING_NOTE)]}
         )
     routing = experiment_assign(
         experiment=experiment, user_id=user_id, session_id=session_id, force_arm=force_arm, qa_token=qa_token
@@ -192,14 +251,16 @@ def chat_completion_proxy(
     except UpstreamError as exc:
         if arm != CANDIDATE:
             raise ApplicationError(
-                f"The baseline could not answer: {exc}", code="upstream_error", status_code=502
+                reason(ProxyCode.BASELINE_FAILED, error=str(exc)), code="upstream_error", status_code=502
             ) from None
         error, fallback, version = str(exc), True, experiment.baseline
         try:
             answer = _ask(version=version, body=body)
         except UpstreamError as again:
             raise ApplicationError(
-                f"Neither version could answer: {exc}; {again}", code="upstream_error", status_code=502
+                reason(ProxyCode.BOTH_FAILED, error=str(exc), again=str(again)),
+                code="upstream_error",
+                status_code=502,
             ) from None
     latency_ms = (time.perf_counter() - started) * 1000
     _record(
@@ -224,8 +285,11 @@ def _event_id(*, unit_id: str, idempotency_key: str | None) -> str:
         return uuid.uuid4().hex
     problem = text_problem(idempotency_key)
     if problem or not 0 < len(idempotency_key) <= IDEMPOTENCY_KEY_MAX:
-        problem = problem or f"must be 1 to {IDEMPOTENCY_KEY_MAX} characters"
-        raise ApplicationError(f"Idempotency-Key {problem}.", fields={"Idempotency-Key": [problem]})
+        note = problem or reason(ProxyCode.KEY_LENGTH, max=IDEMPOTENCY_KEY_MAX)
+        raise ApplicationError(
+            reason(CommonCode.FIELD_PROBLEM, field="Idempotency-Key", problem=note),
+            fields={"Idempotency-Key": [note]},
+        )
     return hashlib.sha256(f"{unit_id}\0{idempotency_key}".encode()).hexdigest()[:32]
 
 

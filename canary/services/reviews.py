@@ -16,16 +16,33 @@ import random
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from django.db import transaction
 from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 
 from canary.models import Experiment, FollowUpReview, TurnEvent
 from canary.selectors import follow_up_reviews_first
+from engines.reasons import gettext_noop, reason, wordings_register
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
-from registry.errors import ApplicationError, NotFoundError
+from registry.errors import ApplicationError, CommonCode, NotFoundError
 from registry.roles import REVIEW_ROLES
 from registry.services.audit import audit_record
+
+
+class ReviewsCode(StrEnum):
+    UNKNOWN_LANGUAGE = "reviews.unknown_language"
+    UNKNOWN_LABEL = "reviews.unknown_label"
+    NO_TURN = "reviews.no_turn"
+
+
+wordings_register(
+    {
+        ReviewsCode.UNKNOWN_LANGUAGE: gettext_noop("Unknown language '{language}'."),
+        ReviewsCode.UNKNOWN_LABEL: gettext_noop("Unknown label '{label}'."),
+        ReviewsCode.NO_TURN: gettext_noop("No reviewable turn {turn} in experiment '{name}'."),
+    }
+)
 
 LANGUAGES = ("en", "zh")
 LABELS = tuple(FollowUpReview.Label.values)
@@ -129,7 +146,8 @@ def follow_up_review_next(
     actor_require_role(actor, REVIEW_ROLES, action="review follow-ups")
     if language not in (None, *LANGUAGES):
         raise ApplicationError(
-            f"Unknown language {language!r}.", fields={"language": [f"one of {', '.join(LANGUAGES)}"]}
+            reason(ReviewsCode.UNKNOWN_LANGUAGE, language=language),
+            fields={"language": [reason(CommonCode.ONE_OF, choices=list(LANGUAGES))]},
         )
     # The experiment's id range: two reads at the ends of the primary key.
     bounds = TurnEvent.objects.filter(experiment=experiment).aggregate(low=Min("pk"), high=Max("pk"))
@@ -207,13 +225,14 @@ def follow_up_review_record(
     turn again changes this reviewer's label."""
     actor_require_role(actor, REVIEW_ROLES, action="review follow-ups")
     if label not in LABELS:
-        raise ApplicationError(f"Unknown label {label!r}.", fields={"label": [f"one of {', '.join(LABELS)}"]})
+        raise ApplicationError(
+            reason(ReviewsCode.UNKNOWN_LABEL, label=label),
+            fields={"label": [reason(CommonCode.ONE_OF, choices=list(LABELS))]},
+        )
     # Locked: of two reviewers labelling one turn at once, exactly one gives its first label.
     turn = _reviewable(experiment=experiment).select_for_update().filter(pk=turn_id).first()
     if turn is None or turn.pk not in _items([turn]):
-        raise NotFoundError(
-            f"No reviewable turn {turn_id} in experiment {experiment.name!r}.", field="turn_id"
-        )
+        raise NotFoundError(reason(ReviewsCode.NO_TURN, turn=turn_id, name=experiment.name), field="turn_id")
     name = actor_name(actor)
     review = FollowUpReview.objects.filter(turn=turn, reviewer_name=name).first()
     before = {"label": review.label} if review else None

@@ -26,8 +26,10 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
 from typing import Any, TypedDict
 
+from engines.reasons import Reason, Term, gettext_noop, reason, wordings_register
 from engines.stats.hypothesis import holm_adjust, mcnemar_exact, welch_t
 from engines.stats.sufficient import MeanStats, Proportion
 
@@ -40,6 +42,108 @@ RELATIVE = "relative"  # (candidate − baseline) / baseline
 RATIO = "ratio"  # candidate / baseline
 
 
+class ComparisonCode(StrEnum):
+    TOO_FEW_OBSERVATIONS = "comparisons.too_few_observations"
+    TOO_FEW_SAMPLES = "comparisons.too_few_samples"
+    RATE_SUMMARY = "comparisons.rate_summary"
+    RATE_NO_VARIANCE = "comparisons.rate_no_variance"
+    Z_TEST = "comparisons.z_test"
+    FAIL = "comparisons.fail"
+    MARGINAL_NOT_SIGNIFICANT = "comparisons.marginal_not_significant"
+    MARGINAL_WITHIN = "comparisons.marginal_within"
+    PASS = "comparisons.pass"
+    LATENCY_UNDEFINED = "comparisons.latency_undefined"
+    LATENCY_SUMMARY = "comparisons.latency_summary"
+    U_TEST = "comparisons.u_test"
+    MEAN_UNDEFINED = "comparisons.mean_undefined"
+    MEAN_NO_VARIANCE = "comparisons.mean_no_variance"
+    T_TEST = "comparisons.t_test"
+    MEAN_SUMMARY = "comparisons.mean_summary"
+    PROBES_TOO_FEW = "comparisons.probes_too_few"
+    PROBES_FAIL = "comparisons.probes_fail"
+    PROBES_PASS_WORSE = "comparisons.probes_pass_worse"
+    PROBES_PASS = "comparisons.probes_pass"
+    PROBES_SUMMARY = "comparisons.probes_summary"
+    HOLM = "comparisons.holm"
+    NO_METRICS = "comparisons.no_metrics"
+    OVERALL = "comparisons.overall"
+    TALLY = "comparisons.tally"
+    METRIC = "comparisons.metric"
+
+
+# `op` is "<" or ">=": how p stands to alpha.
+wordings_register(
+    {
+        ComparisonCode.TOO_FEW_OBSERVATIONS: gettext_noop(
+            "insufficient data: {arm} has {count} observations, fewer than the minimum {min_n}"
+        ),
+        ComparisonCode.TOO_FEW_SAMPLES: gettext_noop(
+            "insufficient data: {arm} has {count} samples, fewer than the minimum {min_n}"
+        ),
+        ComparisonCode.RATE_SUMMARY: gettext_noop(
+            "candidate {candidate:.3%} ({c_k}/{c_n}) vs baseline {baseline:.3%} ({b_k}/{b_n}), difference "
+            "{difference:+.3f} points, limit +{limit:.3f} points"
+        ),
+        ComparisonCode.RATE_NO_VARIANCE: gettext_noop("no variance: both arms at {pooled:.0%}, p=1"),
+        ComparisonCode.Z_TEST: gettext_noop("z={z:.4f} (pooled rate {pooled:.4%}, standard error {se:.6f})"),
+        ComparisonCode.FAIL: gettext_noop(
+            "fail: worse than the threshold and significant (p={p:.4g} {op} alpha {alpha:g})"
+        ),
+        ComparisonCode.MARGINAL_NOT_SIGNIFICANT: gettext_noop(
+            "marginal: worse than the threshold but not significant (p={p:.4g} {op} alpha {alpha:g})"
+        ),
+        ComparisonCode.MARGINAL_WITHIN: gettext_noop(
+            "marginal: significantly worse but within the threshold (p={p:.4g} {op} alpha {alpha:g})"
+        ),
+        ComparisonCode.PASS: gettext_noop(
+            "pass: within the threshold and not significantly worse (p={p:.4g} {op} alpha {alpha:g})"
+        ),
+        ComparisonCode.LATENCY_UNDEFINED: gettext_noop(
+            "insufficient data: baseline median latency is {median:g}, the ratio is undefined"
+        ),
+        ComparisonCode.LATENCY_SUMMARY: gettext_noop(
+            "candidate median {candidate:.4g} (n={c_n}) vs baseline median {baseline:.4g} (n={b_n}), ratio "
+            "{ratio:.4f}, limit {limit:.4f}"
+        ),
+        ComparisonCode.U_TEST: gettext_noop("U={u:.1f}"),
+        ComparisonCode.MEAN_UNDEFINED: gettext_noop(
+            "insufficient data: baseline mean is {mean:g}, the relative difference is undefined"
+        ),
+        ComparisonCode.MEAN_NO_VARIANCE: gettext_noop("no variance: both arms are constant, p={p:g}"),
+        ComparisonCode.T_TEST: gettext_noop("t={t:.4f}, df={df:.2f}"),
+        ComparisonCode.MEAN_SUMMARY: gettext_noop(
+            "candidate mean {candidate:.4g} (sd {c_sd:.4g}, n={c_n}) vs baseline mean {baseline:.4g} (sd "
+            "{b_sd:.4g}, n={b_n}), relative difference {relative:+.2%}, limit +{limit:.2%}"
+        ),
+        ComparisonCode.PROBES_TOO_FEW: gettext_noop(
+            "insufficient data: {pairs} probe pairs, fewer than the minimum {min_pairs}"
+        ),
+        ComparisonCode.PROBES_FAIL: gettext_noop(
+            "fail: the baseline wins significantly more discordant pairs (p={p:.4g} {op} alpha {alpha:g})"
+        ),
+        ComparisonCode.PROBES_PASS_WORSE: gettext_noop(
+            "pass: the baseline wins more discordant pairs but not significantly (p={p:.4g} {op} alpha "
+            "{alpha:g})"
+        ),
+        ComparisonCode.PROBES_PASS: gettext_noop(
+            "pass: the candidate is not worse (p={p:.4g} {op} alpha {alpha:g})"
+        ),
+        ComparisonCode.PROBES_SUMMARY: gettext_noop(
+            "candidate accuracy {candidate:.2%} vs baseline {baseline:.2%} over {pairs} pairs; only "
+            "candidate correct {only_candidate}, only baseline correct {only_baseline}"
+        ),
+        ComparisonCode.HOLM: gettext_noop(
+            "after Holm across {m} tested metrics: adjusted p={p:.4g} {op} alpha {alpha:g}, {before} becomes "
+            "{after}"
+        ),
+        ComparisonCode.NO_METRICS: gettext_noop("insufficient data: no metrics were analysed"),
+        ComparisonCode.OVERALL: gettext_noop("overall {verdict}: {tally} across {n} metrics"),
+        ComparisonCode.TALLY: gettext_noop("{count} {verdict}"),
+        ComparisonCode.METRIC: gettext_noop("{metric} [{verdict}]: {why}"),
+    }
+)
+
+
 @dataclass(frozen=True)
 class ComparisonResult:
     """The outcome of comparing one metric between the arms.
@@ -50,7 +154,7 @@ class ComparisonResult:
 
     metric: str
     verdict: str
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
     candidate_estimate: float | None
     baseline_estimate: float | None
     difference: float | None
@@ -71,9 +175,9 @@ class ComparisonResult:
     adjusted_p_value: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (reasons as a list)."""
+        """A JSON-ready dict (reasons as a list of codes and parameters)."""
         data = asdict(self)
-        data["reasons"] = list(self.reasons)
+        data["reasons"] = [item.to_json() for item in self.reasons]
         return data
 
 
@@ -115,22 +219,24 @@ def _verdict_decide(*, exceeds: bool, significant: bool) -> str:
     return PASS
 
 
-def _verdict_reason(*, verdict: str, p_value: float, alpha: float) -> str:
-    significance = f"p={p_value:.4g} {'<' if p_value < alpha else '>='} alpha {alpha:g}"
-    return {
-        FAIL: f"fail: worse than the threshold and significant ({significance})",
-        MARGINAL: (
-            f"marginal: worse than the threshold but not significant ({significance})"
-            if p_value >= alpha
-            else f"marginal: significantly worse but within the threshold ({significance})"
-        ),
-        PASS: f"pass: within the threshold and not significantly worse ({significance})",
+def _op(p_value: float, alpha: float) -> str:
+    return "<" if p_value < alpha else ">="
+
+
+def _verdict_reason(*, verdict: str, p_value: float, alpha: float) -> Reason:
+    code = {
+        FAIL: ComparisonCode.FAIL,
+        MARGINAL: ComparisonCode.MARGINAL_NOT_SIGNIFICANT
+        if p_value >= alpha
+        else ComparisonCode.MARGINAL_WITHIN,
+        PASS: ComparisonCode.PASS,
     }[verdict]
+    return reason(code, p=p_value, op=_op(p_value, alpha), alpha=alpha)
 
 
-def _too_few_reasons(*, min_n: int, counts: dict[str, int], unit: str) -> list[str]:
+def _too_few_reasons(*, min_n: int, counts: dict[str, int], code: ComparisonCode) -> list[Reason]:
     return [
-        f"insufficient data: {arm} has {count} {unit}, fewer than the minimum {min_n}"
+        reason(code, arm=Term(arm), count=count, min_n=min_n)
         for arm, count in counts.items()
         if count < min_n
     ]
@@ -168,7 +274,9 @@ def rate_compare(
         test="two-proportion z-test (pooled, one-sided)",
     )
     too_few = _too_few_reasons(
-        min_n=min_n, counts={"candidate": candidate.n, "baseline": baseline.n}, unit="observations"
+        min_n=min_n,
+        counts={"candidate": candidate.n, "baseline": baseline.n},
+        code=ComparisonCode.TOO_FEW_OBSERVATIONS,
     )
     if too_few:
         return ComparisonResult(verdict=INSUFFICIENT_DATA, reasons=tuple(too_few), p_value=None, **common)
@@ -176,19 +284,25 @@ def rate_compare(
     assert candidate_rate is not None and baseline_rate is not None and difference is not None
     pooled = (candidate.successes + baseline.successes) / (candidate.n + baseline.n)
     standard_error = math.sqrt(pooled * (1 - pooled) * (1 / candidate.n + 1 / baseline.n))
-    summary = (
-        f"candidate {candidate_rate:.3%} ({candidate.successes}/{candidate.n}) vs baseline "
-        f"{baseline_rate:.3%} ({baseline.successes}/{baseline.n}), "
-        f"difference {difference * 100:+.3f} points, limit +{max_increase * 100:.3f} points"
+    summary = reason(
+        ComparisonCode.RATE_SUMMARY,
+        candidate=candidate_rate,
+        c_k=candidate.successes,
+        c_n=candidate.n,
+        baseline=baseline_rate,
+        b_k=baseline.successes,
+        b_n=baseline.n,
+        difference=difference * 100,
+        limit=max_increase * 100,
     )
     if standard_error == 0:
         # Pooled rate 0 or 1: both arms at the same extreme, no evidence either way (Fisher's exact p is 1).
         p_value = 1.0
-        test_reason = f"no variance: both arms at {pooled:.0%}, p=1"
+        test_reason = reason(ComparisonCode.RATE_NO_VARIANCE, pooled=pooled)
     else:
         z = difference / standard_error
         p_value = float(scipy_stats.norm.sf(z))
-        test_reason = f"z={z:.4f} (pooled rate {pooled:.4%}, standard error {standard_error:.6f})"
+        test_reason = reason(ComparisonCode.Z_TEST, z=z, pooled=pooled, se=standard_error)
     exceeds = difference > max_increase
     verdict = _verdict_decide(exceeds=exceeds, significant=p_value < alpha)
     reasons = (summary, test_reason, _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha))
@@ -254,7 +368,9 @@ def latency_compare(
         test="Mann-Whitney U (one-sided)",
     )
     too_few = _too_few_reasons(
-        min_n=min_n, counts={"candidate": len(candidate), "baseline": len(baseline)}, unit="samples"
+        min_n=min_n,
+        counts={"candidate": len(candidate), "baseline": len(baseline)},
+        code=ComparisonCode.TOO_FEW_SAMPLES,
     )
     if too_few:
         return ComparisonResult(
@@ -262,9 +378,9 @@ def latency_compare(
         )
     assert candidate_median is not None and baseline_median is not None
     if baseline_median <= 0:
-        reason = f"insufficient data: baseline median latency is {baseline_median:g}, the ratio is undefined"
+        undefined = reason(ComparisonCode.LATENCY_UNDEFINED, median=baseline_median)
         return ComparisonResult(
-            verdict=INSUFFICIENT_DATA, reasons=(reason,), difference=None, p_value=None, **common
+            verdict=INSUFFICIENT_DATA, reasons=(undefined,), difference=None, p_value=None, **common
         )
 
     ratio = candidate_median / baseline_median
@@ -273,9 +389,16 @@ def latency_compare(
     exceeds = ratio > max_ratio
     verdict = _verdict_decide(exceeds=exceeds, significant=p_value < alpha)
     reasons = (
-        f"candidate median {candidate_median:.4g} (n={len(candidate)}) vs baseline median "
-        f"{baseline_median:.4g} (n={len(baseline)}), ratio {ratio:.4f}, limit {max_ratio:.4f}",
-        f"U={float(result.statistic):.1f}",
+        reason(
+            ComparisonCode.LATENCY_SUMMARY,
+            candidate=candidate_median,
+            c_n=len(candidate),
+            baseline=baseline_median,
+            b_n=len(baseline),
+            ratio=ratio,
+            limit=max_ratio,
+        ),
+        reason(ComparisonCode.U_TEST, u=float(result.statistic)),
         _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha),
     )
     return ComparisonResult(
@@ -318,7 +441,9 @@ def mean_compare(
         test="Welch t-test (one-sided)",
     )
     too_few = _too_few_reasons(
-        min_n=required, counts={"candidate": candidate.n, "baseline": baseline.n}, unit="observations"
+        min_n=required,
+        counts={"candidate": candidate.n, "baseline": baseline.n},
+        code=ComparisonCode.TOO_FEW_OBSERVATIONS,
     )
     if too_few:
         return ComparisonResult(
@@ -326,28 +451,34 @@ def mean_compare(
         )
     assert candidate_mean is not None and baseline_mean is not None
     if baseline_mean <= 0:
-        reason = (
-            f"insufficient data: baseline mean is {baseline_mean:g}, the relative difference is undefined"
-        )
+        undefined = reason(ComparisonCode.MEAN_UNDEFINED, mean=baseline_mean)
         return ComparisonResult(
-            verdict=INSUFFICIENT_DATA, reasons=(reason,), difference=None, p_value=None, **common
+            verdict=INSUFFICIENT_DATA, reasons=(undefined,), difference=None, p_value=None, **common
         )
 
     relative = (candidate_mean - baseline_mean) / baseline_mean
     candidate_sd, baseline_sd = math.sqrt(candidate.variance or 0.0), math.sqrt(baseline.variance or 0.0)
     if candidate_sd == 0 and baseline_sd == 0:
         p_value = 0.0 if candidate_mean > baseline_mean else 1.0
-        test_reason = f"no variance: both arms are constant, p={p_value:g}"
+        test_reason = reason(ComparisonCode.MEAN_NO_VARIANCE, p=p_value)
     else:
         t, df = welch_t(first=candidate, second=baseline)
         p_value = float(scipy_stats.t.sf(t, df))
-        test_reason = f"t={t:.4f}, df={df:.2f}"
+        test_reason = reason(ComparisonCode.T_TEST, t=t, df=df)
     exceeds = relative > max_increase_ratio
     verdict = _verdict_decide(exceeds=exceeds, significant=p_value < alpha)
     reasons = (
-        f"candidate mean {candidate_mean:.4g} (sd {candidate_sd:.4g}, n={candidate.n}) vs baseline "
-        f"mean {baseline_mean:.4g} (sd {baseline_sd:.4g}, n={baseline.n}), relative difference "
-        f"{relative:+.2%}, limit +{max_increase_ratio:.2%}",
+        reason(
+            ComparisonCode.MEAN_SUMMARY,
+            candidate=candidate_mean,
+            c_sd=candidate_sd,
+            c_n=candidate.n,
+            baseline=baseline_mean,
+            b_sd=baseline_sd,
+            b_n=baseline.n,
+            relative=relative,
+            limit=max_increase_ratio,
+        ),
         test_reason,
         _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha),
     )
@@ -394,26 +525,28 @@ def probes_compare(
         test="exact McNemar (two-sided)",
     )
     if pairs < min_pairs:
-        reason = f"insufficient data: {pairs} probe pairs, fewer than the minimum {min_pairs}"
-        return ComparisonResult(verdict=INSUFFICIENT_DATA, reasons=(reason,), p_value=None, **common)
+        too_few = reason(ComparisonCode.PROBES_TOO_FEW, pairs=pairs, min_pairs=min_pairs)
+        return ComparisonResult(verdict=INSUFFICIENT_DATA, reasons=(too_few,), p_value=None, **common)
 
     assert candidate_accuracy is not None and baseline_accuracy is not None
     p_value = mcnemar_exact(only_first=only_candidate_correct, only_second=only_baseline_correct)
     significant = p_value < alpha
     worse = only_baseline_correct > only_candidate_correct
     verdict = FAIL if worse and significant else PASS
-    significance = f"p={p_value:.4g} {'<' if significant else '>='} alpha {alpha:g}"
     if verdict == FAIL:
-        outcome = f"fail: the baseline wins significantly more discordant pairs ({significance})"
-    elif worse:
-        outcome = f"pass: the baseline wins more discordant pairs but not significantly ({significance})"
+        code = ComparisonCode.PROBES_FAIL
     else:
-        outcome = f"pass: the candidate is not worse ({significance})"
+        code = ComparisonCode.PROBES_PASS_WORSE if worse else ComparisonCode.PROBES_PASS
     reasons = (
-        f"candidate accuracy {candidate_accuracy:.2%} vs baseline {baseline_accuracy:.2%} "
-        f"over {pairs} pairs; only candidate correct {only_candidate_correct}, only baseline correct "
-        f"{only_baseline_correct}",
-        outcome,
+        reason(
+            ComparisonCode.PROBES_SUMMARY,
+            candidate=candidate_accuracy,
+            baseline=baseline_accuracy,
+            pairs=pairs,
+            only_candidate=only_candidate_correct,
+            only_baseline=only_baseline_correct,
+        ),
+        reason(code, p=p_value, op=_op(p_value, alpha), alpha=alpha),
     )
     return ComparisonResult(
         verdict=verdict, reasons=reasons, p_value=p_value, exceeds=worse, partial=PASS, **common
@@ -438,16 +571,21 @@ def guardrails_holm(results: Sequence[ComparisonResult]) -> list[ComparisonResul
             verdict = result.partial if result.exceeds or significant else PASS
         reasons = result.reasons
         if verdict != result.verdict:
-            reasons = (
-                *reasons,
-                f"after Holm across {len(tested)} tested metrics: adjusted p={p_value:.4g} "
-                f"{'<' if significant else '>='} alpha {result.alpha:g}, {result.verdict} becomes {verdict}",
+            holm = reason(
+                ComparisonCode.HOLM,
+                m=len(tested),
+                p=p_value,
+                op=_op(p_value, result.alpha),
+                alpha=result.alpha,
+                before=Term(result.verdict),
+                after=Term(verdict),
             )
+            reasons = (*reasons, holm)
         out[index] = replace(result, verdict=verdict, reasons=reasons, adjusted_p_value=p_value)
     return out
 
 
-def analysis_combine(results: Iterable[ComparisonResult]) -> tuple[str, tuple[str, ...]]:
+def analysis_combine(results: Iterable[ComparisonResult]) -> tuple[str, tuple[Reason, ...]]:
     """The overall verdict of an analysis and its reasons.
 
     fail if any metric fails; else insufficient_data if any metric lacks data; else marginal if any is
@@ -455,15 +593,21 @@ def analysis_combine(results: Iterable[ComparisonResult]) -> tuple[str, tuple[st
     insufficient_data. The reasons: a count per verdict, then every metric's reasons, prefixed."""
     results = list(results)
     if not results:
-        return INSUFFICIENT_DATA, ("insufficient data: no metrics were analysed",)
+        return INSUFFICIENT_DATA, (reason(ComparisonCode.NO_METRICS),)
     verdicts = [result.verdict for result in results]
     unknown = set(verdicts) - set(VERDICTS)
     if unknown:
         raise ValueError(f"unknown verdicts {sorted(unknown)}")
     overall = next(verdict for verdict in (FAIL, INSUFFICIENT_DATA, MARGINAL, PASS) if verdict in verdicts)
-    tally = ", ".join(f"{verdicts.count(verdict)} {verdict}" for verdict in VERDICTS if verdict in verdicts)
-    reasons = [f"overall {overall}: {tally} across {len(results)} metrics"]
+    tally = [
+        reason(ComparisonCode.TALLY, count=verdicts.count(verdict), verdict=Term(verdict))
+        for verdict in VERDICTS
+        if verdict in verdicts
+    ]
+    reasons = [reason(ComparisonCode.OVERALL, verdict=Term(overall), tally=tally, n=len(results))]
     reasons += [
-        f"{result.metric} [{result.verdict}]: {reason}" for result in results for reason in result.reasons
+        reason(ComparisonCode.METRIC, metric=Term(result.metric), verdict=Term(result.verdict), why=why)
+        for result in results
+        for why in result.reasons
     ]
     return overall, tuple(reasons)

@@ -7,7 +7,7 @@ from canary.services.experiments import experiment_pause, experiment_promote, ex
 from canary.services.follow_ups import follow_up_thresholds_set
 from engines.follow_up.detector import FollowUpThresholds
 from evalhub.admin.base import ReadOnlyAdmin
-from evalhub.reasons import reason_translate
+from evalhub.permissions import error_text
 from registry.errors import ApplicationError
 
 
@@ -26,9 +26,7 @@ class ExperimentAdmin(ReadOnlyAdmin):
                 change(experiment=experiment, actor=request.user)
                 self.message_user(request, f"{experiment.name}: {done}")
             except ApplicationError as exc:
-                self.message_user(
-                    request, f"{experiment.name}: {reason_translate(exc.message)}", level=messages.ERROR
-                )
+                self.message_user(request, f"{experiment.name}: {error_text(exc)}", level=messages.ERROR)
 
     @admin.action(description=_("Pause (everyone back on the baseline until resumed)"))
     def pause(self, request, queryset):

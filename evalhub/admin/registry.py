@@ -4,6 +4,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from evalhub.admin.base import ReadOnlyAdmin
+from evalhub.permissions import error_fields_words, error_text
 from registry.actors import actor_require_role
 from registry.errors import ApplicationError
 from registry.models import ApiToken, AuditLog, EvalItem, EvalSuite, ModelVersion
@@ -60,7 +61,7 @@ class ModelVersionForm(forms.ModelForm):
                     backend_kind=cleaned["backend_kind"], backend_config=cleaned["backend_config"]
                 )
         except ApplicationError as exc:
-            for key, messages_ in (exc.fields or {"__all__": [exc.message]}).items():
+            for key, messages_ in (error_fields_words(exc) or {"__all__": [error_text(exc)]}).items():
                 head = key.split(".")[0]
                 field = head if head in self.fields else None
                 self.add_error(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
@@ -28,9 +28,12 @@ from canary.services.events import events_ingest
 from canary.services.plans import experiment_unblind, unblind_permission_require
 from canary.services.probes import probe_runs_request, probe_set_import_jsonl
 from canary.services.proxy import chat_completion_proxy
+from engines.reasons import reason
 from engines.routing import ARMS
 from evalhub.api.common import SlugNameField, StrictSerializer, VersionRefField
-from evalhub.api.schema import ErrorSerializer
+from evalhub.api.errors import ApiCode
+from evalhub.api.schema import ErrorSerializer, ReasonSerializer
+from evalhub.wordings import reasons_words
 from gate.services.horizons import experiment_plans_register_again, experiment_start_registered
 from registry.errors import ApplicationError
 from registry.roles import APP, CI, READ_ROLES, RELEASE_MANAGER
@@ -39,9 +42,22 @@ APP_ROLES = frozenset({APP, CI, RELEASE_MANAGER})
 
 
 class AnalysisOutputSerializer(serializers.ModelSerializer):
+    reasons = serializers.SerializerMethodField(help_text="Each reason in the request's language.")
+    reason_codes = serializers.SerializerMethodField(
+        help_text="Each reason as its code and parameters; null for an analysis stored before codes."
+    )
+
     class Meta:
         model = CanaryAnalysis
-        fields = ["id", "verdict", "reasons", "metrics", "action", "created_at"]
+        fields = ["id", "verdict", "reasons", "reason_codes", "metrics", "action", "created_at"]
+
+    def get_reasons(self, analysis: CanaryAnalysis) -> list[str]:
+        return reasons_words(analysis.reasons)
+
+    @extend_schema_field(ReasonSerializer(many=True, allow_null=True))
+    def get_reason_codes(self, analysis: CanaryAnalysis) -> list[dict[str, Any]] | None:
+        stored = analysis.reasons
+        return stored if all(isinstance(item, dict) for item in stored) else None
 
 
 class ProbeRunOutputSerializer(serializers.ModelSerializer):
@@ -508,9 +524,9 @@ class ProbeSetListApi(APIView):
         limit = settings.EVALHUB_MAX_UPLOAD_BYTES
         if data["file"].size > limit:
             raise ApplicationError(
-                f"{data['file'].name} is {data['file'].size} bytes, over the limit of {limit}.",
+                reason(ApiCode.FILE_TOO_LARGE, name=data["file"].name, size=data["file"].size, limit=limit),
                 code="too_large",
-                fields={"file": [f"at most {limit} bytes"]},
+                fields={"file": [reason(ApiCode.AT_MOST_BYTES, limit=limit)]},
                 status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
         probe_set = probe_set_import_jsonl(

@@ -11,6 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from engines.reasons import reason
+from evalhub.api.errors import ApiCode
 from evalhub.wordings import reason_payload
 from registry.errors import NotFoundError
 from registry.selectors.suites import eval_suite_get
@@ -113,7 +115,7 @@ class RecordRefField(serializers.IntegerField):
             return None
         found = self.queryset.filter(pk=pk).first()
         if found is None:
-            raise NotFoundError(f"No {self.noun} {pk}.", field=self.field_name)
+            raise NotFoundError(reason(ApiCode.NO_OBJECT, noun=self.noun, pk=pk), field=self.field_name)
         return found
 
 
@@ -168,7 +170,7 @@ class ApiNotFound(APIView):
     authentication_classes: list[type[BaseAuthentication]] = []
 
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        raise NotFoundError(f"No API endpoint at {request.path}.")
+        raise NotFoundError(reason(ApiCode.NO_ENDPOINT, path=request.path))
 
     post = put = patch = delete = get
 
@@ -191,8 +193,8 @@ class ReasonOutputSerializer(serializers.Serializer):
 class ReasonListField(serializers.Field):
     """Stored reasons (each `{code, params}` or an old sentence) as `ReasonOutputSerializer`s."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(read_only=True, **kwargs)
 
-    def to_representation(self, value):
+    def to_representation(self, value: Any) -> list[dict[str, Any]]:
         return [reason_payload(stored) for stored in value or []]

@@ -1,10 +1,17 @@
 """One JSON error shape for every API failure:
 
-{"error": {"code": "...", "message": "...", "fields": {"<field>": ["..."]}}}
+{"error": {"code": "...", "reason": "...", "params": {...}, "message": "...", "fields": {"<field>": ["..."]}}}
+
+`code` is coarse and stable (`invalid`, `not_found`, `gate_run_active`, ...); `reason` is the fine
+reason code (`decisions.gate_run_active`) and `params` its parameters, for clients that branch on
+them; `message` and the field notes are in the request's language (`Accept-Language`). DRF's own
+refusals (validation, authentication, throttling) keep DRF's words, which it translates itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -13,13 +20,53 @@ from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from engines.reasons import Reason, gettext_noop, reason, wordings_register
+from evalhub.wordings import reason_words
 from registry.errors import ApplicationError
 
 
+class ApiCode(StrEnum):
+    INVALID_INPUT = "api.invalid_input"
+    BODY_TOO_LARGE = "api.body_too_large"
+    UPLOAD_TOO_LARGE = "api.upload_too_large"
+    FILE_TOO_LARGE = "api.file_too_large"
+    AT_MOST_BYTES = "api.at_most_bytes"
+    NO_OBJECT = "api.no_object"
+    NO_ENDPOINT = "api.no_endpoint"
+    NO_SUITE = "api.no_suite"
+    # DRF's refusals: the message is DRF's detail, already in the request's language.
+    REFUSED = "api.refused"
+
+
+wordings_register(
+    {
+        ApiCode.INVALID_INPUT: gettext_noop("Invalid input: {fields}"),
+        ApiCode.BODY_TOO_LARGE: gettext_noop("The request body is over the size limit."),
+        ApiCode.UPLOAD_TOO_LARGE: gettext_noop("The upload is {size} bytes, over the limit of {limit}."),
+        ApiCode.FILE_TOO_LARGE: gettext_noop("{name} is {size} bytes, over the limit of {limit}."),
+        ApiCode.AT_MOST_BYTES: gettext_noop("at most {limit} bytes"),
+        ApiCode.NO_OBJECT: gettext_noop("No {noun} {pk}."),
+        ApiCode.NO_ENDPOINT: gettext_noop("No API endpoint at {path}."),
+        ApiCode.NO_SUITE: gettext_noop("No suite named '{name}'; name one."),
+        ApiCode.REFUSED: gettext_noop("{detail}"),
+    }
+)
+
+
 def error_body(
-    *, code: str, message: str, fields: dict[str, list[str]] | None = None
-) -> dict[str, dict[str, Any]]:
-    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+    *, code: str, reason: Reason, fields: Mapping[str, Sequence[Reason | str]] | None = None
+) -> dict[str, Any]:
+    return {
+        "error": {
+            "code": code,
+            "reason": reason.code,
+            "params": reason.to_json()["params"],
+            "message": reason_words(reason),
+            "fields": {
+                name: [reason_words(note) for note in notes] for name, notes in (fields or {}).items()
+            },
+        }
+    }
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -43,14 +90,11 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
-        body = error_body(code=exc.code, message=exc.message, fields=exc.fields)
+        body = error_body(code=exc.code, reason=exc.reason, fields=exc.fields)
         return Response(body, status=exc.status_code)
     if isinstance(exc, RequestDataTooBig):
-        body = error_body(
-            code="too_large",
-            message="The request body is over the size limit.",
-            fields={"body": ["The request body is over the size limit."]},
-        )
+        too_large = reason(ApiCode.BODY_TOO_LARGE)
+        body = error_body(code="too_large", reason=too_large, fields={"body": [too_large]})
         return Response(body, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
@@ -64,12 +108,15 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return None  # a real bug: let Django log it and answer 500
     if isinstance(exc, exceptions.ValidationError):
         fields = _flatten(exc.detail)
-        message = "Invalid input: " + ", ".join(sorted(fields))
-        response.data = error_body(code="invalid", message=message, fields=fields)
+        invalid = reason(ApiCode.INVALID_INPUT, fields=sorted(fields))
+        response.data = error_body(code="invalid", reason=invalid, fields=fields)
     elif isinstance(exc, exceptions.ParseError):
-        message = str(exc.detail)
-        response.data = error_body(code="malformed_body", message=message, fields={"body": [message]})
+        detail = str(exc.detail)
+        response.data = error_body(
+            code="malformed_body", reason=reason(ApiCode.REFUSED, detail=detail), fields={"body": [detail]}
+        )
     else:
         code = getattr(exc, "default_code", "error")
-        response.data = error_body(code=code, message=str(getattr(exc, "detail", exc)))
+        detail = str(getattr(exc, "detail", exc))
+        response.data = error_body(code=code, reason=reason(ApiCode.REFUSED, detail=detail))
     return response

@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from engines.reasons import reason
 from evalhub.api.common import (
     Pagination,
     ReasonListField,
@@ -24,6 +25,7 @@ from evalhub.api.common import (
     filter_params,
     paginated,
 )
+from evalhub.api.errors import ApiCode
 from evalhub.wordings import WORDS
 from gate.layers.base import to_json
 from gate.layers.registry import LAYER_NAMES, gate_policy_read
@@ -35,7 +37,7 @@ from gate.services.decisions import REASON_MAX_LENGTH, decision_record
 from gate.services.gate_runs import gate_run_start
 from gate.services.progress import gate_queue_snapshot, gate_run_live
 from gate.services.report import gate_run_report
-from registry.errors import ApplicationError, NotFoundError
+from registry.errors import ApplicationError, CommonCode, NotFoundError
 from registry.models import EvalSuite, ModelVersion
 from registry.roles import RELEASE_MANAGER
 from registry.selectors.suites import eval_suite_get
@@ -198,7 +200,8 @@ class GateRunListApi(APIView):
             return eval_suite_get(ref=candidate.family)
         except NotFoundError:
             raise ApplicationError(
-                f"No suite named {candidate.family!r}; name one.", fields={"suite": ["required"]}
+                reason(ApiCode.NO_SUITE, name=candidate.family),
+                fields={"suite": [reason(CommonCode.REQUIRED)]},
             ) from None
 
 

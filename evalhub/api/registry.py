@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from engines.backends.config import LIMITS, SCHEMAS
+from engines.reasons import reason
 from evalhub.api.common import (
     SLUG_SCHEMA,
     VERSION_REF_SCHEMA,
@@ -24,6 +25,7 @@ from evalhub.api.common import (
     filter_params,
     paginated,
 )
+from evalhub.api.errors import ApiCode
 from evalhub.api.parsers import JSONField, JSONParser
 from registry.errors import ApplicationError
 from registry.models import EvalSuite, ModelVersion
@@ -367,9 +369,9 @@ class EvalSuiteListApi(APIView):
         if length > limit:
             field = "items" if is_json else "file"
             raise ApplicationError(
-                f"The upload is {length} bytes, over the limit of {limit}.",
+                reason(ApiCode.UPLOAD_TOO_LARGE, size=length, limit=limit),
                 code="too_large",
-                fields={field: [f"at most {limit} bytes"]},
+                fields={field: [reason(ApiCode.AT_MOST_BYTES, limit=limit)]},
                 status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
         serializer = self.UploadSerializer(data=request.data)
@@ -379,9 +381,9 @@ class EvalSuiteListApi(APIView):
             upload = data["file"]
             if upload.size > limit:
                 raise ApplicationError(
-                    f"{upload.name} is {upload.size} bytes, over the limit of {limit}.",
+                    reason(ApiCode.FILE_TOO_LARGE, name=upload.name, size=upload.size, limit=limit),
                     code="too_large",
-                    fields={"file": [f"at most {limit} bytes"]},
+                    fields={"file": [reason(ApiCode.AT_MOST_BYTES, limit=limit)]},
                     status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
                 )
             fmt = data.get("format") or ("csv" if upload.name.lower().endswith(".csv") else "jsonl")

@@ -28,12 +28,28 @@ ERROR_DESCRIPTIONS = {
 }
 
 
+class ReasonSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="The reason's code, `<owner>.<name>`, e.g. `comparisons.z_test`.")
+    params = serializers.DictField(
+        help_text='Its parameters: numbers, strings, booleans, null, `{"term": code}` (a status, arm or '
+        'metric), `{"reason": {code, params}}` (a nested reason), or lists of these.'
+    )
+
+
 class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField(help_text="Stable machine-readable code, e.g. `invalid`, `not_approved`.")
-    message = serializers.CharField(help_text="What went wrong, for people.")
+    reason = serializers.CharField(
+        help_text="The fine reason code, `<owner>.<name>`, e.g. `decisions.gate_run_active`; `api.refused` "
+        "where the message is the framework's (authentication, throttling, a malformed body)."
+    )
+    params = serializers.DictField(
+        help_text='The reason\'s parameters (numbers, names, `{"term": code}`, nested `{"reason": ...}`).'
+    )
+    message = serializers.CharField(help_text="What went wrong, for people, in the request's language.")
     fields = serializers.DictField(
         child=serializers.ListField(child=serializers.CharField()),
-        help_text="Each field at fault (dotted path) with its problems; empty when none is.",
+        help_text="Each field at fault (dotted path) with its problems, in the request's language; empty "
+        "when none is.",
     )
 
 

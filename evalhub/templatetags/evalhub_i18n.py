@@ -1,9 +1,12 @@
 """Template filters for the reader's language: `{{ value|term }}` labels a stored code,
-`{{ value|reason }}` words a stored reason (see `evalhub.terms` and `evalhub.wordings`),
+`{{ value|reason }}` words a stored reason (see `evalhub.terms`, `evalhub.wordings` and, for the few
+sentences that are not codes yet, `evalhub.reasons`), `{{ list|reasons }}` a list of them,
 `{{ text|change }}` the codes in a history row's change (`draft → running, 50 %`), `{{ name|actor }}` a
 system part's name."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from django import template
 from django.utils.dateparse import parse_datetime
@@ -23,10 +26,16 @@ register.filter("actor", actor_label)
 @register.filter
 def reason(value: object) -> object:
     """A coded reason (or its stored JSON) in the reader's language; a sentence through the shapes
-    still kept for sentences (errors, the canary analysis), else as written."""
-    if isinstance(value, Reason) or (isinstance(value, dict) and "code" in value):
+    still kept for sentences, else as written."""
+    if isinstance(value, Reason) or (isinstance(value, Mapping) and "code" in value):
         return reason_words(value)
     return reason_translate(value) if isinstance(value, str) else value
+
+
+@register.filter
+def reasons(values: object) -> str:
+    """Stored reasons, each in the reader's language, as one line."""
+    return "; ".join(str(reason(value)) for value in values) if isinstance(values, list | tuple) else ""
 
 
 @register.filter

@@ -13,7 +13,9 @@ from django.views.decorators.http import require_POST
 from canary.selectors import experiment_get, experiment_overview_list
 from canary.services import experiments as lifecycle
 from canary.services import plans
+from canary.services.experiments import ExperimentsCode
 from canary.services.plans import UNBLIND_PERMISSION, unblind_permission_require
+from engines.reasons import reason
 from evalhub.permissions import error_text, reader_required, roles_required
 from evalhub.terms import term_label
 from gate.layers.base import to_json
@@ -50,7 +52,8 @@ def _percent(text: str) -> float | None:
         return float(text)
     except ValueError:
         raise ApplicationError(
-            _("traffic_percent must be a number."), fields={"traffic_percent": [_("must be a number")]}
+            reason(ExperimentsCode.NOT_A_NUMBER, field="traffic_percent"),
+            fields={"traffic_percent": [reason(ExperimentsCode.MUST_BE_A_NUMBER)]},
         ) from None
 
 
@@ -98,7 +101,7 @@ def experiment_unblind(request: HttpRequest, name: str) -> HttpResponse:
         )
     except ApplicationError as exc:
         if exc.status_code == 403:
-            raise PermissionDenied(exc.message) from None
+            raise PermissionDenied(error_text(exc)) from None
         messages.error(request, error_text(exc))
     else:
         messages.success(

@@ -4,6 +4,8 @@ to the field it names, with everything typed kept."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -13,6 +15,7 @@ from django.utils.translation import gettext_lazy
 from canary.selectors import experiment_get
 from canary.services.experiments import experiment_create
 from canary.services.probes import probe_runs_request
+from engines.reasons import gettext_noop, reason, wordings_register
 from evalhub.forms import (
     ExperimentCreateForm,
     GateRunStartForm,
@@ -23,12 +26,19 @@ from evalhub.forms import (
 )
 from evalhub.permissions import roles_required
 from gate.services.gate_runs import gate_run_start
-from registry.errors import ApplicationError, NotFoundError
+from registry.errors import ApplicationError, CommonCode, NotFoundError
 from registry.roles import RELEASE_ROLES, WRITE_ROLES
 from registry.selectors.suites import eval_suite_get
 from registry.selectors.versions import model_version_get
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
+
+
+class FormsCode(StrEnum):
+    NO_SUITE = "forms.no_suite"
+
+
+wordings_register({FormsCode.NO_SUITE: gettext_noop("No suite named '{name}'; choose one.")})
 
 
 def _page(request: HttpRequest, form, *, title, intro="", multipart=False) -> HttpResponse:
@@ -102,7 +112,8 @@ def gate_run_new(request: HttpRequest) -> HttpResponse:
                 suite = eval_suite_get(ref=suite_ref)
             except NotFoundError:
                 raise ApplicationError(
-                    f"No suite named {suite_ref!r}; choose one.", fields={"suite": ["required"]}
+                    reason(FormsCode.NO_SUITE, name=suite_ref),
+                    fields={"suite": [reason(CommonCode.REQUIRED)]},
                 ) from None
             run = gate_run_start(
                 candidate=candidate,

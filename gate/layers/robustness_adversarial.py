@@ -57,6 +57,8 @@ LANGUAGES = ("en", "zh", "mixed")
 SCORING_BACKENDS = ("hf", "builtin")
 EXAMPLES_SHOWN = 10
 ADVERSARIAL_SETUP = ("recipe", "seed", "samples_requested", "shortfall", "mode", "transfer_from")
+
+
 logger = logging.getLogger(__name__)
 
 
@@ -109,7 +111,7 @@ def _attacked(
     try:
         reference = _reference(ctx, transfer_from)
     except ApplicationError as exc:  # `transfer_from` names no version
-        return None, str(exc)
+        return None, exc.reason
     if isinstance(reference, Reason):
         return None, reference
     for version in [reference] if reference else ctx.versions:

@@ -1,11 +1,21 @@
 from __future__ import annotations
 
+from enum import StrEnum
+
 from django.db.models import F, QuerySet
 
+from engines.reasons import gettext_noop, reason, wordings_register
 from gate.models import Decision, GateRun
 from registry.errors import NotFoundError
 from registry.models import ModelVersion
 from registry.selectors import pk_like
+
+
+class DecisionLookupCode(StrEnum):
+    NO_SUCH = "decisions.no_such_decision"
+
+
+wordings_register({DecisionLookupCode.NO_SUCH: gettext_noop("No decision '{pk}'.")})
 
 FINISHED = (GateRun.Status.SUCCEEDED, GateRun.Status.FAILED, GateRun.Status.ERROR)
 ACTIVE = (GateRun.Status.QUEUED, GateRun.Status.RUNNING)
@@ -24,7 +34,7 @@ def decision_list(*, filters: dict | None = None) -> QuerySet[Decision]:
 def decision_get(*, decision_id: int | str) -> Decision:
     decision = decision_list().filter(pk=decision_id).first() if pk_like(decision_id) else None
     if decision is None:
-        raise NotFoundError(f"No decision {decision_id!r}.", field="id")
+        raise NotFoundError(reason(DecisionLookupCode.NO_SUCH, pk=decision_id), field="id")
     return decision
 
 

@@ -1,13 +1,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from django.db.models import QuerySet
 
+from engines.reasons import gettext_noop, reason, wordings_register
 from gate.models import GateRun, SampleResult
 from registry.errors import NotFoundError
 from registry.models import ModelVersion
 from registry.selectors import pk_like
+
+
+class GateRunLookupCode(StrEnum):
+    NO_SUCH = "gate_runs.no_such_run"
+
+
+wordings_register({GateRunLookupCode.NO_SUCH: gettext_noop("No gate run '{pk}'.")})
 
 
 def gate_run_list(*, filters: dict | None = None) -> QuerySet[GateRun]:
@@ -31,7 +40,7 @@ def gate_run_get(*, gate_run_id: int | str) -> GateRun:
         else None
     )
     if run is None:
-        raise NotFoundError(f"No gate run {gate_run_id!r}.", field="id")
+        raise NotFoundError(reason(GateRunLookupCode.NO_SUCH, pk=gate_run_id), field="id")
     return run
 
 

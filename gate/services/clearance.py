@@ -13,8 +13,10 @@ PostgreSQL a trigger (gate 0010) holds the same rule against any SQL at all."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
+from engines.reasons import Term, gettext_noop, reason, wordings_register
 from gate.models import Decision
 from registry.errors import ApplicationError
 from registry.models import ModelVersion
@@ -30,6 +32,32 @@ ENTRIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     ),
     Status.PROMOTED: (frozenset({Status.REGISTERED}), frozenset({Action.INCUMBENT_CONFIRM})),
 }
+
+
+class ClearanceCode(StrEnum):
+    NO_DECISION = "clearance.no_decision"
+    NO_DECISION_NOTE = "clearance.no_decision_note"
+    FIXTURE_DECISION = "clearance.fixture_decision"
+    FIXTURE_NOTE = "clearance.fixture_note"
+
+
+wordings_register(
+    {
+        ClearanceCode.NO_DECISION: gettext_noop(
+            "{ref} cannot become {status} without a release decision: approval (or a confirmed override) "
+            "after its gate, or a confirmed incumbent declaration."
+        ),
+        ClearanceCode.NO_DECISION_NOTE: gettext_noop(
+            "{status} needs a release decision (POST /api/v1/decisions/)"
+        ),
+        ClearanceCode.FIXTURE_DECISION: gettext_noop(
+            "A release decision is recorded by a release manager, never loaded from a fixture."
+        ),
+        ClearanceCode.FIXTURE_NOTE: gettext_noop(
+            "recorded through POST /api/v1/decisions/ or the version page"
+        ),
+    }
+)
 
 
 def model_version_clearance_check(*, version: ModelVersion) -> None:
@@ -50,10 +78,9 @@ def model_version_clearance_check(*, version: ModelVersion) -> None:
     if before in sources and latest in decisions:
         return
     raise ApplicationError(
-        f"{version.ref} cannot become {version.status} without a release decision: approval (or a "
-        "confirmed override) after its gate, or a confirmed incumbent declaration.",
+        reason(ClearanceCode.NO_DECISION, ref=version.ref, status=Term(version.status)),
         code="no_release_decision",
-        fields={"status": [f"{version.status} needs a release decision (POST /api/v1/decisions/)"]},
+        fields={"status": [reason(ClearanceCode.NO_DECISION_NOTE, status=Term(version.status))]},
         status_code=409,
     )
 
@@ -68,8 +95,8 @@ def decision_pre_save(sender: type[Decision], instance: Decision, raw: bool = Fa
     loads one would make it up (and with it the evidence the check above reads)."""
     if raw:
         raise ApplicationError(
-            "A release decision is recorded by a release manager, never loaded from a fixture.",
+            reason(ClearanceCode.FIXTURE_DECISION),
             code="no_release_decision",
-            fields={"decision": ["recorded through POST /api/v1/decisions/ or the version page"]},
+            fields={"decision": [reason(ClearanceCode.FIXTURE_NOTE)]},
             status_code=409,
         )

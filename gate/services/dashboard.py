@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from django.utils.translation import gettext as _
 
@@ -174,9 +175,11 @@ class HistoryRow:
     who: str
     what: str
     change: str
-    reason: str
+    reason: str  # a person's words, as written
     verdict: str = ""
     system: bool = False  # `who` is a part of the system (its name is shown in the reader's language)
+    # An analysis's reasons as stored: codes and parameters, or the sentences of analyses from before.
+    reasons: tuple[Any, ...] = ()
 
 
 def _change(before: dict | None, after: dict | None) -> str:
@@ -213,9 +216,10 @@ def experiment_history(*, experiment: Experiment, limit: int = 50) -> list[Histo
             who="canary analysis",
             what=analysis.action or "analysis",
             change="",
-            reason="; ".join(analysis.reasons),
+            reason="",
             verdict=analysis.verdict,
             system=True,
+            reasons=tuple(analysis.reasons),
         )
         for analysis in analyses_latest(experiment=experiment, limit=limit)
     ]

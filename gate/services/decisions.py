@@ -6,10 +6,14 @@ announced by a signed webhook in its own transaction."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from engines.input_checks import text_problem
+from engines.reasons import Reason, Term, gettext_noop, wordings_register
+from engines.reasons import reason as reason_of
 from gate.layers.registry import LAYER_NAMES, gate_policy_read
 from gate.models import Decision, GateRun
 from gate.selectors.decisions import (
@@ -18,7 +22,7 @@ from gate.selectors.decisions import (
     incumbent_request_open,
     override_request_open,
 )
-from registry.errors import ApplicationError
+from registry.errors import ApplicationError, CommonCode
 from registry.models import ModelVersion
 from registry.roles import RELEASE_MANAGER, user_roles
 from registry.selectors.versions import model_version_in_production
@@ -45,8 +49,108 @@ INCUMBENT_ACTIONS = frozenset({Action.INCUMBENT_REQUEST, Action.INCUMBENT_CONFIR
 SELF_APPROVAL_ACTIONS = {Action.APPROVE, Action.OVERRIDE_REQUEST, Action.OVERRIDE_CONFIRM, *INCUMBENT_ACTIONS}
 
 
-def _refuse(message: str, *, field: str, code: str = "invalid", status_code: int = 400) -> ApplicationError:
-    return ApplicationError(message, code=code, fields={field: [message]}, status_code=status_code)
+class DecisionsCode(StrEnum):
+    NOT_A_FINISHED_RUN = "decisions.not_a_finished_run"
+    STALE_GATE_RUN = "decisions.stale_gate_run"
+    NAME_THE_REQUEST = "decisions.name_the_request"
+    NOT_A_REQUEST = "decisions.not_a_request"
+    OVERRIDE_CONFIRMED = "decisions.override_confirmed"
+    INCUMBENT_CONFIRMED = "decisions.incumbent_confirmed"
+    OVERRIDE_STALE = "decisions.override_stale"
+    OVERRIDE_SAME_PERSON = "decisions.override_same_person"
+    DECLARATION_SAME_PERSON = "decisions.declaration_same_person"
+    RELEASE_MANAGER_ONLY = "decisions.release_manager_only"
+    REASON_REQUIRED = "decisions.reason_required"
+    REASON_TOO_LONG = "decisions.reason_too_long"
+    UNKNOWN_ACTION = "decisions.unknown_action"
+    CONFIRMS_MISPLACED = "decisions.confirms_misplaced"
+    GATE_RUN_ACTIVE = "decisions.gate_run_active"
+    NO_FINISHED_RUN = "decisions.no_finished_run"
+    SERVES_PRODUCTION = "decisions.serves_production"
+    ILLEGAL_STATUS = "decisions.illegal_status"
+    OVERRIDE_REQUIRED_FAILED = "decisions.override_required_failed"
+    OVERRIDE_REQUIRED_WEAKENED = "decisions.override_required_weakened"
+    GATE_PASSED = "decisions.gate_passed"
+    OVERRIDE_OPEN = "decisions.override_open"
+    INCUMBENT_NO_RUN = "decisions.incumbent_no_run"
+    INCUMBENT_NOT_REGISTERED = "decisions.incumbent_not_registered"
+    INCUMBENT_EXISTS = "decisions.incumbent_exists"
+    INCUMBENT_OPEN = "decisions.incumbent_open"
+    SELF_APPROVAL = "decisions.self_approval"
+
+
+wordings_register(
+    {
+        DecisionsCode.NOT_A_FINISHED_RUN: gettext_noop("Gate run {pk} is not a finished run of {ref}."),
+        DecisionsCode.STALE_GATE_RUN: gettext_noop(
+            "Gate run {pk} is not the latest finished run of {ref} (run {latest} is)."
+        ),
+        DecisionsCode.NAME_THE_REQUEST: gettext_noop("Name the {kind} to confirm."),
+        DecisionsCode.NOT_A_REQUEST: gettext_noop("Decision {pk} is not an {kind} of {ref}."),
+        DecisionsCode.OVERRIDE_CONFIRMED: gettext_noop("Override request {pk} is already confirmed."),
+        DecisionsCode.INCUMBENT_CONFIRMED: gettext_noop("Incumbent request {pk} is already confirmed."),
+        DecisionsCode.OVERRIDE_STALE: gettext_noop(
+            "Override request {pk} is stale: a newer gate run of {ref} has finished since; file a new "
+            "request."
+        ),
+        DecisionsCode.OVERRIDE_SAME_PERSON: gettext_noop(
+            "An override needs a second release manager: you filed the request."
+        ),
+        DecisionsCode.DECLARATION_SAME_PERSON: gettext_noop(
+            "A declaration needs a second release manager: you filed the request."
+        ),
+        DecisionsCode.RELEASE_MANAGER_ONLY: gettext_noop("Only a release manager may decide on a version."),
+        DecisionsCode.REASON_REQUIRED: gettext_noop("A decision needs a reason."),
+        DecisionsCode.REASON_TOO_LONG: gettext_noop("At most {n} characters."),
+        DecisionsCode.UNKNOWN_ACTION: gettext_noop("Unknown action '{action}'; one of {choices}."),
+        DecisionsCode.CONFIRMS_MISPLACED: gettext_noop(
+            "Only an override_confirm or an incumbent_confirm names a request."
+        ),
+        DecisionsCode.GATE_RUN_ACTIVE: gettext_noop(
+            "Gate run {pk} of {ref} is still {status}: approving waits for a finished run; rejecting is "
+            "possible now."
+        ),
+        DecisionsCode.NO_FINISHED_RUN: gettext_noop(
+            "No gate run of {ref} has finished: approving, by override too, needs a finished run; "
+            "rejecting is possible now."
+        ),
+        DecisionsCode.SERVES_PRODUCTION: gettext_noop(
+            "{ref} serves production: it leaves when its replacement is promoted (it is then retired), "
+            "never by a rejection."
+        ),
+        DecisionsCode.ILLEGAL_STATUS: gettext_noop("{ref} is {status}: it cannot be {target} now."),
+        DecisionsCode.OVERRIDE_REQUIRED_FAILED: gettext_noop(
+            "{ref} did not pass ({verdict}): approving it is an override; file an override_request for a "
+            "second release manager to confirm."
+        ),
+        DecisionsCode.OVERRIDE_REQUIRED_WEAKENED: gettext_noop(
+            "{ref} passed a weakened gate ({weakened}): approving it is an override; file an "
+            "override_request for a second release manager to confirm."
+        ),
+        DecisionsCode.GATE_PASSED: gettext_noop("The gate passed: approve instead."),
+        DecisionsCode.OVERRIDE_OPEN: gettext_noop(
+            "Override request {pk} on {ref} is already waiting for confirmation."
+        ),
+        DecisionsCode.INCUMBENT_NO_RUN: gettext_noop("An incumbent declaration is about no gate run."),
+        DecisionsCode.INCUMBENT_NOT_REGISTERED: gettext_noop(
+            "{ref} is {status}: only a registered version is declared its family's production incumbent."
+        ),
+        DecisionsCode.INCUMBENT_EXISTS: gettext_noop(
+            "{serving} serves {family} in production already: a new version gets there by approval and "
+            "promotion."
+        ),
+        DecisionsCode.INCUMBENT_OPEN: gettext_noop(
+            "Incumbent request {pk} on {ref} is already waiting for confirmation."
+        ),
+        DecisionsCode.SELF_APPROVAL: gettext_noop(
+            "You registered {ref}: another release manager must approve it."
+        ),
+    }
+)
+
+
+def _refuse(reason: Reason, *, field: str, code: str = "invalid", status_code: int = 400) -> ApplicationError:
+    return ApplicationError(reason, code=code, fields={field: [reason]}, status_code=status_code)
 
 
 def gate_run_weakened(*, gate_run: GateRun) -> list[str]:
@@ -66,11 +170,13 @@ def _gate_run_resolve(*, version: ModelVersion, gate_run: GateRun | None) -> Gat
     if gate_run is None:
         return latest
     if gate_run.candidate_id != version.pk or not gate_run.is_finished:
-        raise _refuse(f"Gate run {gate_run.pk} is not a finished run of {version.ref}.", field="gate_run")
+        raise _refuse(
+            reason_of(DecisionsCode.NOT_A_FINISHED_RUN, pk=gate_run.pk, ref=version.ref), field="gate_run"
+        )
     assert latest is not None  # there is one finished run of the version: `gate_run`
     if gate_run.pk != latest.pk:
         raise _refuse(
-            f"Gate run {gate_run.pk} is not the latest finished run of {version.ref} (run {latest.pk} is).",
+            reason_of(DecisionsCode.STALE_GATE_RUN, pk=gate_run.pk, ref=version.ref, latest=latest.pk),
             field="gate_run",
             code="stale_gate_run",
             status_code=409,
@@ -82,31 +188,34 @@ def _confirm_check(*, version: ModelVersion, action: str, request: Decision | No
     """A confirmation's request: of this version, of the kind it confirms, open, and filed by someone
     else (an override's also about the latest finished gate run)."""
     kind = Decision.CONFIRMS[action]
-    noun = "Override request" if kind == Action.OVERRIDE_REQUEST else "Incumbent request"
+    override = kind == Action.OVERRIDE_REQUEST
     if request is None:
-        raise _refuse(f"Name the {kind} to confirm.", field="confirms")
+        raise _refuse(reason_of(DecisionsCode.NAME_THE_REQUEST, kind=kind), field="confirms")
     if request.action != kind or request.version_id != version.pk:
-        raise _refuse(f"Decision {request.pk} is not an {kind} of {version.ref}.", field="confirms")
-    if Decision.objects.filter(confirms=request).exists():
         raise _refuse(
-            f"{noun} {request.pk} is already confirmed.",
+            reason_of(DecisionsCode.NOT_A_REQUEST, pk=request.pk, kind=kind, ref=version.ref),
+            field="confirms",
+        )
+    if Decision.objects.filter(confirms=request).exists():
+        confirmed = DecisionsCode.OVERRIDE_CONFIRMED if override else DecisionsCode.INCUMBENT_CONFIRMED
+        raise _refuse(
+            reason_of(confirmed, pk=request.pk),
             field="confirms",
             code="already_confirmed",
             status_code=409,
         )
     if kind == Action.OVERRIDE_REQUEST and request.gate_run_id != (gate_run.pk if gate_run else None):
         raise _refuse(
-            f"Override request {request.pk} is stale: a newer gate run of {version.ref} has finished "
-            "since; file a new request.",
+            reason_of(DecisionsCode.OVERRIDE_STALE, pk=request.pk, ref=version.ref),
             field="confirms",
             code="stale_override_request",
             status_code=409,
         )
     if request.decided_by_id == actor.pk:
         raise _refuse(
-            "An override needs a second release manager: you filed the request."
-            if kind == Action.OVERRIDE_REQUEST
-            else "A declaration needs a second release manager: you filed the request.",
+            reason_of(
+                DecisionsCode.OVERRIDE_SAME_PERSON if override else DecisionsCode.DECLARATION_SAME_PERSON
+            ),
             field="decided_by",
             code="second_release_manager_required",
             status_code=403,
@@ -117,22 +226,25 @@ def _decision_input_check(*, action: str, reason: str, actor, confirms: Decision
     """Who decides and what they wrote, before the version is looked at; returns the reason stripped."""
     if RELEASE_MANAGER not in user_roles(actor):
         raise _refuse(
-            "Only a release manager may decide on a version.",
+            reason_of(DecisionsCode.RELEASE_MANAGER_ONLY),
             field="decided_by",
             code="permission_denied",
             status_code=403,
         )
     reason = (reason or "").strip()
     if not reason:
-        raise _refuse("A decision needs a reason.", field="reason", code="required")
+        raise _refuse(reason_of(DecisionsCode.REASON_REQUIRED), field="reason", code="required")
     if len(reason) > REASON_MAX_LENGTH:
-        raise _refuse(f"At most {REASON_MAX_LENGTH} characters.", field="reason")
+        raise _refuse(reason_of(DecisionsCode.REASON_TOO_LONG, n=REASON_MAX_LENGTH), field="reason")
     if problem := text_problem(reason):
-        raise _refuse(f"The reason {problem}.", field="reason")
+        raise _refuse(reason_of(CommonCode.FIELD_PROBLEM, field="reason", problem=problem), field="reason")
     if action not in Action.values:
-        raise _refuse(f"Unknown action {action!r}; one of {', '.join(Action.values)}.", field="action")
+        raise _refuse(
+            reason_of(DecisionsCode.UNKNOWN_ACTION, action=action, choices=list(Action.values)),
+            field="action",
+        )
     if confirms is not None and action not in Decision.CONFIRMS:
-        raise _refuse("Only an override_confirm or an incumbent_confirm names a request.", field="confirms")
+        raise _refuse(reason_of(DecisionsCode.CONFIRMS_MISPLACED), field="confirms")
     return reason
 
 
@@ -142,16 +254,16 @@ def _finished_run_check(*, version: ModelVersion) -> None:
     waits."""
     if (active := gate_run_active(version=version)) is not None:
         raise _refuse(
-            f"Gate run {active.pk} of {version.ref} is still {active.status}: approving waits for a "
-            "finished run; rejecting is possible now.",
+            reason_of(
+                DecisionsCode.GATE_RUN_ACTIVE, pk=active.pk, ref=version.ref, status=Term(active.status)
+            ),
             field="gate_run",
             code="gate_run_active",
             status_code=409,
         )
     if gate_run_latest_finished(version=version) is None:
         raise _refuse(
-            f"No gate run of {version.ref} has finished: approving, by override too, needs a finished "
-            "run; rejecting is possible now.",
+            reason_of(DecisionsCode.NO_FINISHED_RUN, ref=version.ref),
             field="gate_run",
             code="no_finished_gate_run",
             status_code=409,
@@ -166,15 +278,19 @@ def _release_check(*, version: ModelVersion, action: str, actor, gate_run, confi
         _finished_run_check(version=version)
     if version.status == VersionStatus.PROMOTED and action == Action.REJECT:
         raise _refuse(
-            f"{version.ref} serves production: it leaves when its replacement is promoted (it is then "
-            "retired), never by a rejection.",
+            reason_of(DecisionsCode.SERVES_PRODUCTION, ref=version.ref),
             field="version",
             code="illegal_transition",
             status_code=409,
         )
     if target not in TRANSITIONS[version.status]:
         raise _refuse(
-            f"{version.ref} is {version.status}: it cannot be {target} now.",
+            reason_of(
+                DecisionsCode.ILLEGAL_STATUS,
+                ref=version.ref,
+                status=Term(version.status),
+                target=Term(target),
+            ),
             field="version",
             code="illegal_transition",
             status_code=409,
@@ -184,10 +300,13 @@ def _release_check(*, version: ModelVersion, action: str, actor, gate_run, confi
     weakened = gate_run_weakened(gate_run=gate_run) if gate_run else []
     passed = verdict == GateRun.Verdict.PASS and not weakened
     if action == Action.APPROVE and not passed:
-        why = f"passed a weakened gate ({'; '.join(weakened)})" if weakened else f"did not pass ({verdict})"
+        why = (
+            reason_of(DecisionsCode.OVERRIDE_REQUIRED_WEAKENED, ref=version.ref, weakened="; ".join(weakened))
+            if weakened
+            else reason_of(DecisionsCode.OVERRIDE_REQUIRED_FAILED, ref=version.ref, verdict=Term(verdict))
+        )
         raise _refuse(
-            f"{version.ref} {why}: approving it is an override; file an override_request for a second "
-            "release manager to confirm.",
+            why,
             field="action",
             code="override_required",
             status_code=409,
@@ -195,11 +314,11 @@ def _release_check(*, version: ModelVersion, action: str, actor, gate_run, confi
     if action == Action.OVERRIDE_REQUEST:
         if passed:
             raise _refuse(
-                "The gate passed: approve instead.", field="action", code="gate_passed", status_code=409
+                reason_of(DecisionsCode.GATE_PASSED), field="action", code="gate_passed", status_code=409
             )
         if (open_request := override_request_open(version=version)) is not None:
             raise _refuse(
-                f"Override request {open_request.pk} on {version.ref} is already waiting for confirmation.",
+                reason_of(DecisionsCode.OVERRIDE_OPEN, pk=open_request.pk, ref=version.ref),
                 field="action",
                 code="override_request_open",
                 status_code=409,
@@ -214,11 +333,10 @@ def _incumbent_check(*, version: ModelVersion, action: str, actor, gate_run, con
     a family with no promoted one, about no gate run, requested by one release manager and confirmed
     by another."""
     if gate_run is not None:
-        raise _refuse("An incumbent declaration is about no gate run.", field="gate_run")
+        raise _refuse(reason_of(DecisionsCode.INCUMBENT_NO_RUN), field="gate_run")
     if version.status != VersionStatus.REGISTERED:
         raise _refuse(
-            f"{version.ref} is {version.status}: only a registered version is declared its family's "
-            "production incumbent.",
+            reason_of(DecisionsCode.INCUMBENT_NOT_REGISTERED, ref=version.ref, status=Term(version.status)),
             field="version",
             code="illegal_transition",
             status_code=409,
@@ -226,8 +344,7 @@ def _incumbent_check(*, version: ModelVersion, action: str, actor, gate_run, con
     serving = model_version_in_production(family=version.family)
     if serving is not None:
         raise _refuse(
-            f"{serving.ref} serves {version.family} in production already: a new version gets there by "
-            "approval and promotion.",
+            reason_of(DecisionsCode.INCUMBENT_EXISTS, serving=serving.ref, family=version.family),
             field="version",
             code="incumbent_exists",
             status_code=409,
@@ -235,7 +352,7 @@ def _incumbent_check(*, version: ModelVersion, action: str, actor, gate_run, con
     if action == Action.INCUMBENT_REQUEST:
         if (open_request := incumbent_request_open(version=version)) is not None:
             raise _refuse(
-                f"Incumbent request {open_request.pk} on {version.ref} is already waiting for confirmation.",
+                reason_of(DecisionsCode.INCUMBENT_OPEN, pk=open_request.pk, ref=version.ref),
                 field="action",
                 code="incumbent_request_open",
                 status_code=409,
@@ -275,7 +392,7 @@ def decision_record(
         and version.created_by_id == actor.pk
     ):
         raise _refuse(
-            f"You registered {version.ref}: another release manager must approve it.",
+            reason_of(DecisionsCode.SELF_APPROVAL, ref=version.ref),
             field="decided_by",
             code="self_approval",
             status_code=403,
@@ -301,8 +418,12 @@ def decision_record(
     except IntegrityError:  # the one-to-one `confirms`: another confirmation got there first
         assert confirms is not None
         raise _refuse(
-            f"{'Override' if action == Action.OVERRIDE_CONFIRM else 'Incumbent'} request {confirms.pk} is "
-            "already confirmed.",
+            reason_of(
+                DecisionsCode.OVERRIDE_CONFIRMED
+                if action == Action.OVERRIDE_CONFIRM
+                else DecisionsCode.INCUMBENT_CONFIRMED,
+                pk=confirms.pk,
+            ),
             field="confirms",
             code="already_confirmed",
             status_code=409,

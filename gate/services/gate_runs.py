@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
@@ -16,7 +17,16 @@ from django.utils import timezone
 
 from canary.selectors import experiment_for_gate
 from engines.backends.base import BackendError
-from engines.reasons import ENGLISH, reason_payload, reason_render, reasons_to_json, stored_reason_read
+from engines.reasons import (
+    ENGLISH,
+    gettext_noop,
+    reason,
+    reason_payload,
+    reason_render,
+    reasons_to_json,
+    stored_reason_read,
+    wordings_register,
+)
 from gate.judges.verdict import gate_verdict
 from gate.layers.base import ClaimLost, LayerContext, LayerKind, Progress, layer_error_store
 from gate.layers.registry import LAYERS, gate_policy_read
@@ -39,6 +49,20 @@ logger = logging.getLogger(__name__)
 Status = GateRun.Status
 VersionStatus = ModelVersion.Status
 ACTIVE = (Status.QUEUED, Status.RUNNING)
+
+
+class GateRunsCode(StrEnum):
+    OWN_BASELINE = "gate_runs.own_baseline"
+    DIFFER_NOTE = "gate_runs.differ_note"
+
+
+wordings_register(
+    {
+        GateRunsCode.OWN_BASELINE: gettext_noop("A version cannot be its own baseline."),
+        GateRunsCode.DIFFER_NOTE: gettext_noop("must differ from the candidate"),
+    }
+)
+
 GATE = SystemActor("gate")
 # The layers that need no canary traffic: the evidence to let a canary grow.
 OFFLINE_LAYERS = ("clean_accuracy", "robustness")
@@ -58,7 +82,7 @@ def gate_run_start(
     baseline = baseline or candidate.baseline
     if baseline is not None and baseline.pk == candidate.pk:
         raise ApplicationError(
-            "A version cannot be its own baseline.", fields={"baseline": ["must differ from the candidate"]}
+            reason(GateRunsCode.OWN_BASELINE), fields={"baseline": [reason(GateRunsCode.DIFFER_NOTE)]}
         )
     policy, config = gate_policy_resolve(
         name=policy_name, overrides=policy_overrides, family=candidate.family
@@ -224,8 +248,8 @@ def _serving_problems(*, run: GateRun) -> list[str]:
     problems = []
     for version in (run.candidate, run.baseline):
         check = model_version_serving_verify(version=version) if version is not None else None
-        if check is not None and check.mismatch:
-            problems.append(f"not the model that serves: {check.problem}")
+        if check is not None and check.mismatch and check.problem is not None:
+            problems.append(f"not the model that serves: {reason_render(check.problem, words=ENGLISH)}")
     return problems
 
 

@@ -68,6 +68,11 @@ class HorizonCode(StrEnum):
     FOLLOW_UP_POWER = "horizon.follow_up_power"
 
 
+class HorizonsCode(StrEnum):
+    NOT_REGISTERED_TEST = "horizons.not_registered_test"
+    OVERRIDE_REGISTERED = "horizons.override_registered"
+
+
 wordings_register(
     {
         HorizonCode.NO_METRIC: gettext_noop("policy '{policy}' names no business_metric"),
@@ -124,6 +129,12 @@ wordings_register(
         HorizonCode.FOLLOW_UP_POWER: gettext_noop(
             "a candidate as good as the baseline passes the bar {bar:g} and the margin {margin:g} with power "
             "{power:g} at alpha {alpha:g}"
+        ),
+        HorizonsCode.NOT_REGISTERED_TEST: gettext_noop(
+            "Not the registered test of experiment {name}: the overrides change {keys}."
+        ),
+        HorizonsCode.OVERRIDE_REGISTERED: gettext_noop(
+            "experiment {name} registered {value} for {layer} at {at}; registering the plan again changes it"
         ),
     }
 )
@@ -434,7 +445,7 @@ def plan_overrides_check(
     the start is not refused here: the layer answers `error`, "not the registered test".)"""
     if experiment is None or not overrides:
         return
-    fields: dict[str, list[str]] = {}
+    fields: dict[str, list[Reason | str]] = {}
     for layer, (field, settings_of) in PLAN_SETTINGS.items():
         plan = getattr(experiment, field) or {}
         if not plan or not config.requires(layer):
@@ -442,13 +453,18 @@ def plan_overrides_check(
         for difference in settings_differences(plan=plan, effective=settings_of(config)):
             if difference.key in overrides:
                 fields[f"policy_overrides.{difference.key}"] = [
-                    f"experiment {experiment.name} registered {json.dumps(difference.registered)} for "
-                    f"{layer} at {moment(plan.get('registered_at'))}; registering the plan again changes it"
+                    reason(
+                        HorizonsCode.OVERRIDE_REGISTERED,
+                        name=experiment.name,
+                        value=json.dumps(difference.registered),
+                        layer=Term(layer),
+                        at=moment(plan.get("registered_at")),
+                    )
                 ]
     if fields:
-        keys = ", ".join(key.removeprefix("policy_overrides.") for key in fields)
+        keys = [key.removeprefix("policy_overrides.") for key in fields]
         raise ApplicationError(
-            f"Not the registered test of experiment {experiment.name}: the overrides change {keys}.",
+            reason(HorizonsCode.NOT_REGISTERED_TEST, name=experiment.name, keys=keys),
             code="not_registered_test",
             fields=fields,
         )

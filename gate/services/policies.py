@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
 
+from engines.reasons import gettext_noop, reason, wordings_register
 from gate.layers.registry import gate_policy_parse
 from gate.models import GatePolicy
 from gate.policy import GatePolicyConfig, PolicyError
@@ -13,6 +15,29 @@ from gate.selectors.policies import gate_policy_get
 from registry.actors import Actor
 from registry.errors import ApplicationError
 from registry.services.audit import audit_record
+
+
+class PoliciesCode(StrEnum):
+    NO_SUCH_POLICY = "policies.no_such_policy"
+    UNKNOWN_POLICY = "policies.unknown_policy"
+    OVERRIDES_NOT_OBJECT = "policies.overrides_not_object"
+    MUST_BE_OBJECT = "policies.must_be_object"
+    INVALID = "policies.invalid"
+    CONFIG_NOT_OBJECT = "policies.config_not_object"
+    KEYS_OBJECT = "policies.keys_object"
+
+
+wordings_register(
+    {
+        PoliciesCode.NO_SUCH_POLICY: gettext_noop("No gate policy named '{name}'."),
+        PoliciesCode.UNKNOWN_POLICY: gettext_noop("unknown policy"),
+        PoliciesCode.OVERRIDES_NOT_OBJECT: gettext_noop("policy_overrides must be an object."),
+        PoliciesCode.MUST_BE_OBJECT: gettext_noop("must be an object"),
+        PoliciesCode.INVALID: gettext_noop("Invalid policy: {field}: {problem}"),
+        PoliciesCode.CONFIG_NOT_OBJECT: gettext_noop("config must be an object."),
+        PoliciesCode.KEYS_OBJECT: gettext_noop("must be an object of policy keys"),
+    }
+)
 
 
 def gate_policy_resolve(
@@ -31,18 +56,22 @@ def gate_policy_resolve(
         found = gate_policy_get(name=name)
         if found is None:
             raise ApplicationError(
-                f"No gate policy named {name!r}.", code="not_found", fields={"policy": ["unknown policy"]}
+                reason(PoliciesCode.NO_SUCH_POLICY, name=name),
+                code="not_found",
+                fields={"policy": [reason(PoliciesCode.UNKNOWN_POLICY)]},
             )
         policy = found
     if overrides is not None and not isinstance(overrides, dict):
         raise ApplicationError(
-            "policy_overrides must be an object.", fields={"policy_overrides": ["must be an object"]}
+            reason(PoliciesCode.OVERRIDES_NOT_OBJECT),
+            fields={"policy_overrides": [reason(PoliciesCode.MUST_BE_OBJECT)]},
         )
     try:
         config = gate_policy_parse({**policy.config, **(overrides or {})})
     except PolicyError as exc:
         raise ApplicationError(
-            f"Invalid policy: {exc}", fields={f"policy_overrides.{exc.field}": [exc.message]}
+            reason(PoliciesCode.INVALID, field=exc.field, problem=exc.message),
+            fields={f"policy_overrides.{exc.field}": [exc.message]},
         ) from None
     return policy, config
 
@@ -54,13 +83,14 @@ def gate_policy_save(*, name: str, config: dict[str, Any], description: str = ""
     of the config they started with."""
     if not isinstance(config, dict):
         raise ApplicationError(
-            "config must be an object.", fields={"config": ["must be an object of policy keys"]}
+            reason(PoliciesCode.CONFIG_NOT_OBJECT), fields={"config": [reason(PoliciesCode.KEYS_OBJECT)]}
         )
     try:
         gate_policy_parse(config)
     except PolicyError as exc:
         raise ApplicationError(
-            f"Invalid policy: {exc}", fields={f"config.{exc.field}": [exc.message]}
+            reason(PoliciesCode.INVALID, field=exc.field, problem=exc.message),
+            fields={f"config.{exc.field}": [exc.message]},
         ) from None
     policy = GatePolicy.objects.select_for_update().filter(name=name).first()
     before = {"config": policy.config, "description": policy.description} if policy else None

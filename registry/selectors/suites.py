@@ -1,11 +1,21 @@
 from __future__ import annotations
 
+from enum import StrEnum
+
 from django.db.models import QuerySet
 
 from engines.input_checks import text_problem
+from engines.reasons import gettext_noop, reason, wordings_register
 from registry.errors import NotFoundError
 from registry.models import EvalSuite
 from registry.selectors import pk_like
+
+
+class SuiteLookupCode(StrEnum):
+    NO_SUCH_SUITE = "suites.no_such_suite"
+
+
+wordings_register({SuiteLookupCode.NO_SUCH_SUITE: gettext_noop("No eval suite '{ref}'.")})
 
 
 def eval_suite_list(*, name: str | None = None) -> QuerySet[EvalSuite]:
@@ -18,7 +28,7 @@ def eval_suite_get(*, ref: str | int, field: str = "suite") -> EvalSuite:
     text = str(ref).strip()
     queryset = eval_suite_list()
     if text_problem(text):  # no such name can be stored, and the database refuses to look one up
-        raise NotFoundError(f"No eval suite {text!r}.", field=field)
+        raise NotFoundError(reason(SuiteLookupCode.NO_SUCH_SUITE, ref=text), field=field)
     if pk_like(text):
         suite = queryset.filter(pk=int(text)).first()
     elif "@" in text:
@@ -31,7 +41,7 @@ def eval_suite_get(*, ref: str | int, field: str = "suite") -> EvalSuite:
     else:
         suite = queryset.filter(name=text).order_by("-version").first()
     if suite is None:
-        raise NotFoundError(f"No eval suite {text!r}.", field=field)
+        raise NotFoundError(reason(SuiteLookupCode.NO_SUCH_SUITE, ref=text), field=field)
     return suite
 
 

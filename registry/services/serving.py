@@ -7,16 +7,35 @@ hash of the version's backend config on `/v1/models`. The gate (before its model
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import httpx
 
 from engines.outbound import OutboundRefusedError, outbound_client
+from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from registry.models import ModelVersion
 from registry.outbound import outbound_policy
 from registry.services.versions import model_version_config_hash
 
 CHECK_TIMEOUT_S = 5.0
 SHOWN = 12  # hex digits of a hash in a message, as git shows commits
+
+
+class ServingCode(StrEnum):
+    ELSEWHERE = "serving.elsewhere"
+    NO_ANSWER = "serving.no_answer"
+    OTHER_MODEL = "serving.other_model"
+
+
+wordings_register(
+    {
+        ServingCode.ELSEWHERE: gettext_noop(
+            "{ref} serves at {url}, not at the endpoint its gate calls ({base})"
+        ),
+        ServingCode.NO_ANSWER: gettext_noop("{url} did not answer: {error}"),
+        ServingCode.OTHER_MODEL: gettext_noop("{url} serves config hash {announced}, not {ref}'s {expected}"),
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -28,7 +47,7 @@ class ServingCheck:
     expected: str
     announced: tuple[str, ...]
     mismatch: bool
-    problem: str = ""
+    problem: Reason | None = None
 
 
 def model_version_serving_verify(
@@ -41,9 +60,7 @@ def model_version_serving_verify(
         base_url = version.backend_config.get("base_url", "")
         if not version.serving_url or version.serving_url.rstrip("/") == base_url.rstrip("/"):
             return None
-        problem = (
-            f"{version.ref} serves at {version.serving_url}, not at the endpoint its gate calls ({base_url})"
-        )
+        problem = reason(ServingCode.ELSEWHERE, ref=version.ref, url=version.serving_url, base=base_url)
         return ServingCheck(
             url=version.serving_url, expected=expected, announced=(), mismatch=True, problem=problem
         )
@@ -54,7 +71,7 @@ def model_version_serving_verify(
         with outbound_client(policy=outbound_policy(), timeout=timeout) as client:
             response = client.get(url)
     except (httpx.TransportError, OutboundRefusedError) as exc:
-        problem = f"{url} did not answer: {type(exc).__name__}: {exc}"
+        problem = reason(ServingCode.NO_ANSWER, url=url, error=f"{type(exc).__name__}: {exc}")
         return ServingCheck(
             url=version.serving_url, expected=expected, announced=(), mismatch=False, problem=problem
         )
@@ -62,7 +79,13 @@ def model_version_serving_verify(
     if expected in announced:
         return ServingCheck(url=version.serving_url, expected=expected, announced=announced, mismatch=False)
     said = ", ".join(h[:SHOWN] for h in announced if h) or "none"
-    problem = f"{version.serving_url} serves config hash {said}, not {version.ref}'s {expected[:SHOWN]}"
+    problem = reason(
+        ServingCode.OTHER_MODEL,
+        url=version.serving_url,
+        announced=said,
+        ref=version.ref,
+        expected=expected[:SHOWN],
+    )
     return ServingCheck(
         url=version.serving_url, expected=expected, announced=announced, mismatch=True, problem=problem
     )

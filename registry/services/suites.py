@@ -1,13 +1,16 @@
 from __future__ import annotations
 
+from enum import StrEnum
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from engines.reasons import gettext_noop, reason, wordings_register
 from registry.actors import Actor, actor_require_role, actor_user
-from registry.errors import ApplicationError
+from registry.errors import ApplicationError, CommonCode
 from registry.models import EvalItem, EvalSuite
 from registry.roles import WRITE_ROLES
 from registry.services.audit import audit_record
@@ -23,6 +26,23 @@ from registry.suite_format import (
 FORMATS = {"jsonl": suite_parse_jsonl, "csv": suite_parse_csv}
 
 
+class SuitesCode(StrEnum):
+    UNKNOWN_FORMAT = "suites.unknown_format"
+    UNREADABLE = "suites.unreadable"
+    INVALID = "suites.invalid"
+    CONCURRENT = "suites.concurrent"
+
+
+wordings_register(
+    {
+        SuitesCode.UNKNOWN_FORMAT: gettext_noop("Unknown format '{format}'."),
+        SuitesCode.UNREADABLE: gettext_noop("The suite could not be read: {problems}"),
+        SuitesCode.INVALID: gettext_noop("Invalid suite."),
+        SuitesCode.CONCURRENT: gettext_noop("Suite {name} was changed concurrently; retry."),
+    }
+)
+
+
 def suite_items_parse(
     *, content: bytes | None = None, fmt: str = "jsonl", records: object = None, field: str = "file"
 ) -> list[SuiteItem]:
@@ -32,7 +52,8 @@ def suite_items_parse(
             return suite_parse_records(records)
         if fmt not in FORMATS:
             raise ApplicationError(
-                f"Unknown format {fmt!r}.", fields={"format": [f"one of {sorted(FORMATS)}"]}
+                reason(SuitesCode.UNKNOWN_FORMAT, format=fmt),
+                fields={"format": [reason(CommonCode.ONE_OF, choices=sorted(FORMATS))]},
             )
         return FORMATS[fmt](content or b"", max_depth=settings.EVALHUB_JSON_MAX_DEPTH)
     except SuiteFormatError as exc:
@@ -40,7 +61,9 @@ def suite_items_parse(
         for issue in exc.issues:
             key = issue.key if records is not None else f"{field}: {issue.key}"
             fields.setdefault(key, []).append(issue.message)
-        raise ApplicationError(str(exc), code="invalid_suite", fields=fields) from None
+        raise ApplicationError(
+            reason(SuitesCode.UNREADABLE, problems=str(exc)), code="invalid_suite", fields=fields
+        ) from None
 
 
 @transaction.atomic
@@ -68,13 +91,13 @@ def eval_suite_import(
     try:
         suite.full_clean(exclude=["created_by"], validate_unique=False, validate_constraints=False)
     except ValidationError as exc:
-        raise ApplicationError("Invalid suite.", fields=exc.message_dict) from None
+        raise ApplicationError(reason(SuitesCode.INVALID), fields=exc.message_dict) from None
     try:
         with transaction.atomic():
             suite.save()
     except IntegrityError:
         raise ApplicationError(
-            f"Suite {name} was changed concurrently; retry.", code="conflict", status_code=409
+            reason(SuitesCode.CONCURRENT, name=name), code="conflict", status_code=409
         ) from None
     EvalItem.objects.bulk_create(
         [

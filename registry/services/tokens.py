@@ -2,18 +2,35 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from enum import StrEnum
 
 from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
+from engines.reasons import gettext_noop, reason, wordings_register
 from registry.actors import Actor, SystemActor
-from registry.errors import ApplicationError
+from registry.errors import ApplicationError, CommonCode
 from registry.models import ApiToken
 from registry.roles import ROLES
 from registry.services.audit import audit_record
 
 ADMIN = SystemActor("admin")  # a command or the admin granting on an operator's behalf
+
+
+class TokensCode(StrEnum):
+    UNKNOWN_ROLE = "tokens.unknown_role"
+    UNKNOWN_ROLES = "tokens.unknown_roles"
+    EACH_ONE_OF = "tokens.each_one_of"
+
+
+wordings_register(
+    {
+        TokensCode.UNKNOWN_ROLE: gettext_noop("Unknown role '{role}'."),
+        TokensCode.UNKNOWN_ROLES: gettext_noop("Unknown roles: {roles}."),
+        TokensCode.EACH_ONE_OF: gettext_noop("each one of {choices}"),
+    }
+)
 
 
 def api_token_hash(key: str) -> str:
@@ -28,7 +45,10 @@ def roles_ensure() -> None:
 @transaction.atomic
 def user_role_grant(*, user, role: str, actor: Actor = ADMIN) -> None:
     if role not in ROLES:
-        raise ApplicationError(f"Unknown role {role!r}.", fields={"role": [f"one of {list(ROLES)}"]})
+        raise ApplicationError(
+            reason(TokensCode.UNKNOWN_ROLE, role=role),
+            fields={"role": [reason(CommonCode.ONE_OF, choices=list(ROLES))]},
+        )
     roles_ensure()
     user.groups.add(Group.objects.get(name=role))
     audit_record(actor=actor, action="user.role_grant", target=user, after={"role": role})
@@ -71,7 +91,10 @@ def user_roles_set(*, user, roles: list[str], actor: Actor = ADMIN) -> None:
     """Make `roles` the user's roles exactly (other groups are kept), audited when they change."""
     unknown = sorted(set(roles) - set(ROLES))
     if unknown:
-        raise ApplicationError(f"Unknown roles {unknown}.", fields={"roles": [f"each one of {list(ROLES)}"]})
+        raise ApplicationError(
+            reason(TokensCode.UNKNOWN_ROLES, roles=unknown),
+            fields={"roles": [reason(TokensCode.EACH_ONE_OF, choices=list(ROLES))]},
+        )
     roles_ensure()
     before = sorted(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
     if before == sorted(set(roles)):

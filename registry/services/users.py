@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from engines.reasons import gettext_noop, reason, wordings_register
 from registry.actors import Actor
 from registry.errors import ApplicationError
 from registry.services.audit import audit_record
 from registry.services.tokens import ADMIN
+
+
+class UsersCode(StrEnum):
+    NO_SUCH_USER = "users.no_such_user"
+    NO_SUCH_USER_NOTE = "users.no_such_user_note"
+    PASSWORD_REFUSED = "users.password_refused"
+
+
+wordings_register(
+    {
+        UsersCode.NO_SUCH_USER: gettext_noop("No user '{username}'."),
+        UsersCode.NO_SUCH_USER_NOTE: gettext_noop("no such user"),
+        UsersCode.PASSWORD_REFUSED: gettext_noop("The password was refused."),
+    }
+)
 
 
 @transaction.atomic
@@ -21,7 +39,10 @@ def user_password_set(*, username: str, password: str, create: bool = False, act
     user = User.objects.select_for_update().filter(username=username).first()
     if user is None and not create:
         raise ApplicationError(
-            f"No user {username!r}.", code="not_found", fields={"username": ["no such user"]}, status_code=404
+            reason(UsersCode.NO_SUCH_USER, username=username),
+            code="not_found",
+            fields={"username": [reason(UsersCode.NO_SUCH_USER_NOTE)]},
+            status_code=404,
         )
     created = user is None
     if created:
@@ -29,7 +50,9 @@ def user_password_set(*, username: str, password: str, create: bool = False, act
     try:
         validate_password(password, user=user)
     except ValidationError as exc:
-        raise ApplicationError("The password was refused.", fields={"password": list(exc.messages)}) from None
+        raise ApplicationError(
+            reason(UsersCode.PASSWORD_REFUSED), fields={"password": list(exc.messages)}
+        ) from None
     user.set_password(password)
     user.save()
     audit_record(actor=actor, action="user.password_set", target=user, after={"created": created})

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,8 +17,10 @@ from engines.backends.config import (
     backend_config_validate,
     checkpoint_path_resolve,
 )
+from engines.reasons import Term, gettext_noop, wordings_register
+from engines.reasons import reason as reason_of
 from registry.actors import Actor, actor_require_role, actor_user
-from registry.errors import ApplicationError
+from registry.errors import ApplicationError, CommonCode
 from registry.models import AuditLog, ModelVersion
 from registry.outbound import outbound_policy, outbound_url_check
 from registry.roles import RELEASE_ROLES, WRITE_ROLES
@@ -51,6 +54,83 @@ TRANSITIONS: dict[str, set[str]] = {
 APPROVED_STATUSES = ModelVersion.CLEARED_STATUSES
 
 
+class VersionsCode(StrEnum):
+    BACKEND_CONFIG_INVALID = "versions.backend_config_invalid"
+    SERVING_URL_NOT_GATED = "versions.serving_url_not_gated"
+    SERVING_URL_NOTE = "versions.serving_url_note"
+    BASELINE_OTHER_FAMILY = "versions.baseline_other_family"
+    BASELINE_SAME_FAMILY_NOTE = "versions.baseline_same_family_note"
+    INVALID = "versions.invalid"
+    DUPLICATE = "versions.duplicate"
+    DUPLICATE_NOTE = "versions.duplicate_note"
+    EVALUATED = "versions.evaluated"
+    EVALUATED_NOTE = "versions.evaluated_note"
+    BASELINE_REFUSED = "versions.baseline_refused"
+    BASELINE_OTHER_NOTE = "versions.baseline_other_note"
+    HAS_HISTORY = "versions.has_history"
+    HAS_HISTORY_NOTE = "versions.has_history_note"
+    UNKNOWN_STATUS = "versions.unknown_status"
+    ILLEGAL_TRANSITION = "versions.illegal_transition"
+    ALLOWED_FROM = "versions.allowed_from"
+    ALLOWED_NONE = "versions.allowed_none"
+    NOT_APPROVED = "versions.not_approved"
+    NO_APPROVAL_NOTE = "versions.no_approval_note"
+    INCUMBENT_REFUSED = "versions.incumbent_refused"
+    INCUMBENT_SERVES = "versions.incumbent_serves"
+    INCUMBENT_STATUS = "versions.incumbent_status"
+    SERVING_URL_NOT_HTTP = "versions.serving_url_not_http"
+    SERVING_URL_HTTP_NOTE = "versions.serving_url_http_note"
+    SERVING_URL_EVALUATED = "versions.serving_url_evaluated"
+
+
+wordings_register(
+    {
+        VersionsCode.BACKEND_CONFIG_INVALID: gettext_noop("{field}: {problem}"),
+        VersionsCode.SERVING_URL_NOT_GATED: gettext_noop(
+            "serving_url {url} is not the endpoint the gate calls (backend_config.base_url {base}): "
+            "leave it empty, or register the endpoint you serve as the backend."
+        ),
+        VersionsCode.SERVING_URL_NOTE: gettext_noop("empty or {base}, the endpoint the gate judges"),
+        VersionsCode.BASELINE_OTHER_FAMILY: gettext_noop("The baseline {ref} is not of family '{family}'."),
+        VersionsCode.BASELINE_SAME_FAMILY_NOTE: gettext_noop("must be a version of the same family"),
+        VersionsCode.INVALID: gettext_noop("Invalid model version."),
+        VersionsCode.DUPLICATE: gettext_noop("{family}:{label} is already registered."),
+        VersionsCode.DUPLICATE_NOTE: gettext_noop("label '{label}' already exists in family '{family}'"),
+        VersionsCode.EVALUATED: gettext_noop(
+            "{ref} is {status}: its model and baseline are what was evaluated and approved; register a "
+            "new version instead."
+        ),
+        VersionsCode.EVALUATED_NOTE: gettext_noop("cannot change once the version is evaluated ({status})"),
+        VersionsCode.BASELINE_REFUSED: gettext_noop("{baseline} cannot be the baseline of {ref}."),
+        VersionsCode.BASELINE_OTHER_NOTE: gettext_noop("must be another version of the same family"),
+        VersionsCode.HAS_HISTORY: gettext_noop(
+            "{ref} has history ({history}): it is kept; retire or reject it instead."
+        ),
+        VersionsCode.HAS_HISTORY_NOTE: gettext_noop("has {history}"),
+        VersionsCode.UNKNOWN_STATUS: gettext_noop("Unknown status '{status}'."),
+        VersionsCode.ILLEGAL_TRANSITION: gettext_noop("{ref} cannot go from {status} to {to}."),
+        VersionsCode.ALLOWED_FROM: gettext_noop("from {status} allowed: {allowed}"),
+        VersionsCode.ALLOWED_NONE: gettext_noop("from {status} allowed: none: final state"),
+        VersionsCode.NOT_APPROVED: gettext_noop(
+            "{ref} is {status}, not approved: record an approval (POST /api/v1/decisions/) or a "
+            "confirmed two-person override first."
+        ),
+        VersionsCode.NO_APPROVAL_NOTE: gettext_noop("{ref} has no approval decision"),
+        VersionsCode.INCUMBENT_REFUSED: gettext_noop(
+            "{family} cannot declare {ref} its production incumbent: {why}."
+        ),
+        VersionsCode.INCUMBENT_SERVES: gettext_noop("{serving} serves it already"),
+        VersionsCode.INCUMBENT_STATUS: gettext_noop("{ref} is {status}"),
+        VersionsCode.SERVING_URL_NOT_HTTP: gettext_noop("serving_url must be an http(s) URL."),
+        VersionsCode.SERVING_URL_HTTP_NOTE: gettext_noop("an http(s) URL"),
+        VersionsCode.SERVING_URL_EVALUATED: gettext_noop(
+            "{ref} is {status}: where it serves is part of what its gate judged; register a new "
+            "version to serve elsewhere."
+        ),
+    }
+)
+
+
 def _snapshot(version: ModelVersion) -> dict:
     return {
         "status": version.status,
@@ -77,7 +157,9 @@ def model_version_config_check(*, backend_kind: str, backend_config: dict) -> di
                 raise BackendConfigError("backend_config.path", f"no checkpoint at {resolved}")
     except BackendConfigError as exc:
         raise ApplicationError(
-            str(exc), code="invalid_backend_config", fields={exc.field: [exc.message]}
+            reason_of(VersionsCode.BACKEND_CONFIG_INVALID, field=exc.field, problem=exc.message),
+            code="invalid_backend_config",
+            fields={exc.field: [exc.message]},
         ) from None
     if "base_url" in config:
         outbound_url_check(url=config["base_url"], field="backend_config.base_url")
@@ -94,9 +176,8 @@ def model_version_serving_url_check(*, backend_kind: str, backend_config: dict, 
     base_url = backend_config.get("base_url", "")
     if serving_url.rstrip("/") != base_url.rstrip("/"):
         raise ApplicationError(
-            f"serving_url {serving_url} is not the endpoint the gate calls (backend_config.base_url "
-            f"{base_url}): leave it empty, or register the endpoint you serve as the backend.",
-            fields={"serving_url": [f"empty or {base_url}, the endpoint the gate judges"]},
+            reason_of(VersionsCode.SERVING_URL_NOT_GATED, url=serving_url, base=base_url),
+            fields={"serving_url": [reason_of(VersionsCode.SERVING_URL_NOTE, base=base_url)]},
         )
 
 
@@ -125,8 +206,8 @@ def model_version_register(
         )
     if baseline is not None and baseline.family != family:
         raise ApplicationError(
-            f"The baseline {baseline.ref} is not of family {family!r}.",
-            fields={"baseline": ["must be a version of the same family"]},
+            reason_of(VersionsCode.BASELINE_OTHER_FAMILY, ref=baseline.ref, family=family),
+            fields={"baseline": [reason_of(VersionsCode.BASELINE_SAME_FAMILY_NOTE)]},
         )
     version = ModelVersion(
         family=family,
@@ -145,15 +226,15 @@ def model_version_register(
             exclude=["created_by", "baseline"], validate_unique=False, validate_constraints=False
         )
     except ValidationError as exc:
-        raise ApplicationError("Invalid model version.", fields=exc.message_dict) from None
+        raise ApplicationError(reason_of(VersionsCode.INVALID), fields=exc.message_dict) from None
     try:
         with transaction.atomic():
             version.save()
     except IntegrityError:
         raise ApplicationError(
-            f"{family}:{label} is already registered.",
+            reason_of(VersionsCode.DUPLICATE, family=family, label=label),
             code="duplicate",
-            fields={"label": [f"label {label!r} already exists in family {family!r}"]},
+            fields={"label": [reason_of(VersionsCode.DUPLICATE_NOTE, family=family, label=label)]},
             status_code=409,
         ) from None
     audit_record(actor=actor, action="model_version.register", target=version, after=_snapshot(version))
@@ -186,19 +267,17 @@ def model_version_edit_check(
         proposed = {"backend_kind": backend_kind, "backend_config": config, "baseline": baseline}
         changed = [f for f in EVALUATED_FIELDS if f in proposed and proposed[f] != getattr(version, f)]
         if changed:
+            status = Term(version.status)
             raise ApplicationError(
-                f"{version.ref} is {version.status}: its model and baseline are what was evaluated and "
-                "approved; register a new version instead.",
+                reason_of(VersionsCode.EVALUATED, ref=version.ref, status=status),
                 code="evaluated_version",
-                fields={
-                    f: [f"cannot change once the version is evaluated ({version.status})"] for f in changed
-                },
+                fields={f: [reason_of(VersionsCode.EVALUATED_NOTE, status=status)] for f in changed},
                 status_code=409,
             )
     if baseline is not None and (baseline.family != version.family or baseline.pk == version.pk):
         raise ApplicationError(
-            f"{baseline.ref} cannot be the baseline of {version.ref}.",
-            fields={"baseline": ["must be another version of the same family"]},
+            reason_of(VersionsCode.BASELINE_REFUSED, baseline=baseline.ref, ref=version.ref),
+            fields={"baseline": [reason_of(VersionsCode.BASELINE_OTHER_NOTE)]},
         )
     return config
 
@@ -277,9 +356,9 @@ def model_version_delete(*, version: ModelVersion, actor: Actor, reason: str = "
     history = model_version_history(version=locked)
     if history:
         raise ApplicationError(
-            f"{locked.ref} has history ({', '.join(history)}): it is kept; retire or reject it instead.",
+            reason_of(VersionsCode.HAS_HISTORY, ref=locked.ref, history=history),
             code="has_history",
-            fields={"version": [f"has {', '.join(history)}"]},
+            fields={"version": [reason_of(VersionsCode.HAS_HISTORY_NOTE, history=history)]},
             status_code=409,
         )
     audit_record(
@@ -297,14 +376,21 @@ def model_version_transition(
     locked = ModelVersion.objects.select_for_update().get(pk=version.pk)
     if to_status not in Status.values:
         raise ApplicationError(
-            f"Unknown status {to_status!r}.", fields={"status": [f"one of {Status.values}"]}
+            reason_of(VersionsCode.UNKNOWN_STATUS, status=to_status),
+            fields={"status": [reason_of(CommonCode.ONE_OF, choices=list(Status.values))]},
         )
     if to_status not in TRANSITIONS[locked.status]:
-        allowed = sorted(TRANSITIONS[locked.status]) or ["none: final state"]
+        status = Term(locked.status)
+        allowed = sorted(TRANSITIONS[locked.status])
+        note = (
+            reason_of(VersionsCode.ALLOWED_FROM, status=status, allowed=[Term(to) for to in allowed])
+            if allowed
+            else reason_of(VersionsCode.ALLOWED_NONE, status=status)
+        )
         raise ApplicationError(
-            f"{locked.ref} cannot go from {locked.status} to {to_status}.",
+            reason_of(VersionsCode.ILLEGAL_TRANSITION, ref=locked.ref, status=status, to=Term(to_status)),
             code="illegal_transition",
-            fields={"status": [f"from {locked.status} allowed: {', '.join(allowed)}"]},
+            fields={"status": [note]},
             status_code=409,
         )
     before = locked.status
@@ -328,10 +414,9 @@ def model_version_promote(*, version: ModelVersion, actor: Actor, reason: str) -
     Returns the versions retired. Call it inside the transaction that moves the traffic."""
     if version.status not in APPROVED_STATUSES:
         raise ApplicationError(
-            f"{version.ref} is {version.status}, not approved: record an approval (POST /api/v1/decisions/) "
-            "or a confirmed two-person override first.",
+            reason_of(VersionsCode.NOT_APPROVED, ref=version.ref, status=Term(version.status)),
             code="not_approved",
-            fields={"candidate": [f"{version.ref} has no approval decision"]},
+            fields={"candidate": [reason_of(VersionsCode.NO_APPROVAL_NOTE, ref=version.ref)]},
             status_code=409,
         )
     retired = list(
@@ -356,9 +441,13 @@ def model_version_incumbent_promote(*, version: ModelVersion, actor: Actor, reas
     locked = ModelVersion.objects.select_for_update().get(pk=version.pk)
     serving = model_version_in_production(family=locked.family)
     if serving is not None or locked.status != Status.REGISTERED:
-        why = f"{serving.ref} serves it already" if serving else f"{locked.ref} is {locked.status}"
+        why = (
+            reason_of(VersionsCode.INCUMBENT_SERVES, serving=serving.ref)
+            if serving
+            else reason_of(VersionsCode.INCUMBENT_STATUS, ref=locked.ref, status=Term(locked.status))
+        )
         raise ApplicationError(
-            f"{locked.family} cannot declare {locked.ref} its production incumbent: {why}.",
+            reason_of(VersionsCode.INCUMBENT_REFUSED, family=locked.family, ref=locked.ref, why=why),
             code="illegal_transition",
             fields={"version": [why]},
             status_code=409,
@@ -408,7 +497,8 @@ def model_version_serving_set(
             URLValidator(schemes=["http", "https"])(serving_url)
         except ValidationError:
             raise ApplicationError(
-                "serving_url must be an http(s) URL.", fields={"serving_url": ["an http(s) URL"]}
+                reason_of(VersionsCode.SERVING_URL_NOT_HTTP),
+                fields={"serving_url": [reason_of(VersionsCode.SERVING_URL_HTTP_NOTE)]},
             ) from None
         outbound_url_check(url=serving_url, field="serving_url")
         model_version_serving_url_check(
@@ -417,11 +507,11 @@ def model_version_serving_set(
     if serving_url == locked.serving_url:
         return locked
     if model_version_is_evaluated(version=locked):
+        status = Term(locked.status)
         raise ApplicationError(
-            f"{locked.ref} is {locked.status}: where it serves is part of what its gate judged; register "
-            "a new version to serve elsewhere.",
+            reason_of(VersionsCode.SERVING_URL_EVALUATED, ref=locked.ref, status=status),
             code="evaluated_version",
-            fields={"serving_url": [f"cannot change once the version is evaluated ({locked.status})"]},
+            fields={"serving_url": [reason_of(VersionsCode.EVALUATED_NOTE, status=status)]},
             status_code=409,
         )
     before = locked.serving_url

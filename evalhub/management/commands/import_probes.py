@@ -3,6 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from canary.services.probes import probe_set_import_jsonl
+from evalhub.permissions import error_fields_words
 from registry.actors import SystemActor
 from registry.errors import ApplicationError
 
@@ -32,5 +33,5 @@ class Command(BaseCommand):
                 actor=COMMAND,
             )
         except ApplicationError as exc:
-            raise CommandError(f"{exc.message} {exc.fields}") from None
+            raise CommandError(f"{exc.message} {error_fields_words(exc)}") from None
         self.stdout.write(f"probe set {probe_set.name}: {probe_set.probes.count()} probes for {family}")

@@ -2,6 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from evalhub.permissions import error_fields_words
 from registry.actors import SystemActor
 from registry.errors import ApplicationError
 from registry.services.suites import eval_suite_import, suite_items_parse
@@ -26,7 +27,9 @@ class Command(BaseCommand):
             items = suite_items_parse(content=path.read_bytes(), fmt=fmt, field=str(path))
             suite, created = eval_suite_import(name=name, items=items, description=description, actor=COMMAND)
         except ApplicationError as exc:
-            details = "\n".join(f"  {key}: {'; '.join(msgs)}" for key, msgs in exc.fields.items())
+            details = "\n".join(
+                f"  {key}: {'; '.join(msgs)}" for key, msgs in error_fields_words(exc).items()
+            )
             raise CommandError(f"{exc.message}\n{details}") from None
         verb = "imported" if created else "unchanged, already"
         self.stdout.write(

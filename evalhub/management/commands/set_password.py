@@ -3,6 +3,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from evalhub.permissions import error_fields_words
 from registry.errors import ApplicationError
 from registry.services.users import user_password_set
 
@@ -34,5 +35,7 @@ class Command(BaseCommand):
         except ApplicationError as exc:
             if exc.code == "not_found":
                 raise CommandError(f"{exc.message} Pass --create-user to create one.") from None
-            raise CommandError(f"{exc.message} {' '.join(exc.fields.get('password', []))}".strip()) from None
+            raise CommandError(
+                f"{exc.message} {' '.join(error_fields_words(exc).get('password', []))}".strip()
+            ) from None
         self.stdout.write(f"Password set for {user.get_username()}; sign in at /login/.")

@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from canary.models import Experiment
-from canary.services.analysis import experiment_analyze
+from canary.services.analysis import AnalysisCode, experiment_analyze
 from canary.services.assignment import experiment_assign
 from canary.services.experiments import (
     experiment_create,
@@ -22,7 +22,11 @@ from canary.services.experiments import (
 from registry.actors import SYSTEM
 from registry.errors import ApplicationError
 from registry.models import AuditLog, ModelVersion
-from registry.services.versions import model_version_offline_gate_record, model_version_register
+from registry.services.versions import (
+    VersionsCode,
+    model_version_offline_gate_record,
+    model_version_register,
+)
 from tests.canary.services.test_analysis import probe_report, traffic
 from tests.canary.traffic import experiment_backdate
 from tests.lifecycle import incumbent_register
@@ -152,7 +156,11 @@ def test_the_automatic_ramp_to_100_percent_path(approve):
     probe_report(experiment)
     waiting = experiment_analyze(experiment=experiment)
     assert (waiting.verdict, waiting.action) == ("pass", "waiting_for_release_manager")
-    assert any("not approved" in reason for reason in waiting.reasons)
+    waits = waiting.reasons[-1]
+    assert (waits["code"], waits["params"]["why"]["reason"]["code"]) == (
+        AnalysisCode.RAMP_WAITS,
+        VersionsCode.NOT_APPROVED,
+    )
     assert_unchanged(experiment)
     approve(v4)
     experiment.refresh_from_db()

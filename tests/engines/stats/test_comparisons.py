@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 from scipy import stats as scipy_stats
 
+from engines.reasons import Term, reason
 from engines.stats.comparisons import (
     FAIL,
     INSUFFICIENT_DATA,
     MARGINAL,
     PASS,
+    ComparisonCode,
     ComparisonResult,
     analysis_combine,
     error_rate_compare,
@@ -30,7 +32,7 @@ def result_make(metric: str, verdict: str) -> ComparisonResult:
     return ComparisonResult(
         metric=metric,
         verdict=verdict,
-        reasons=(f"{metric} reason",),
+        reasons=(reason("test.reason", metric=metric),),
         candidate_estimate=None,
         baseline_estimate=None,
         difference=None,
@@ -69,8 +71,17 @@ class TestErrorRateCompare:
         assert (result.candidate_n, result.baseline_n, result.threshold) == (1000, 1000, 0.005)
         # 0.01 > 0.005 but p > 0.05: over the limit, not significant.
         assert result.verdict == MARGINAL
-        assert any("z=1.4322" in reason and "0.006982" in reason for reason in result.reasons)
-        assert any("30/1000" in reason and "+1.000 points" in reason for reason in result.reasons)
+        summary, test, outcome = result.reasons
+        assert (summary.code, test.code, outcome.code) == (
+            ComparisonCode.RATE_SUMMARY,
+            ComparisonCode.Z_TEST,
+            ComparisonCode.MARGINAL_NOT_SIGNIFICANT,
+        )
+        assert (summary.params["c_k"], summary.params["c_n"]) == (30, 1000)
+        assert summary.params["difference"] == pytest.approx(1.0)
+        assert test.params["z"] == pytest.approx(1.4322, abs=5e-5)
+        assert test.params["se"] == pytest.approx(0.006982, abs=5e-7)
+        assert outcome.params["op"] == ">="
 
     def test_fails_when_over_the_limit_and_significant(self):
         # Ten times the traffic: se = sqrt(0.025 * 0.975 * 2 / 10000) = 0.0022079, z = 4.52911.
@@ -92,7 +103,7 @@ class TestErrorRateCompare:
             min_n=100,
         )
         assert result.verdict == MARGINAL
-        assert any("significantly worse but within" in reason for reason in result.reasons)
+        assert result.reasons[-1].code == ComparisonCode.MARGINAL_WITHIN
 
     @pytest.mark.parametrize(("candidate_errors", "expected_p"), [(20, 0.5), (10, None)])
     def test_passes_when_equal_or_better(self, candidate_errors, expected_p):
@@ -118,7 +129,7 @@ class TestErrorRateCompare:
         assert result.verdict == PASS
         assert result.p_value == 1.0
         assert result.difference == 0.0
-        assert any("no variance" in reason for reason in result.reasons)
+        assert result.reasons[1] == reason(ComparisonCode.RATE_NO_VARIANCE, pooled=0.0)
 
     @pytest.mark.parametrize(("candidate_n", "baseline_n", "short"), [(99, 1000, 1), (1000, 0, 1), (0, 0, 2)])
     def test_too_few_is_insufficient_data(self, candidate_n, baseline_n, short):
@@ -131,7 +142,9 @@ class TestErrorRateCompare:
         assert result.verdict == INSUFFICIENT_DATA
         assert result.p_value is None
         assert len(result.reasons) == short
-        assert all("fewer than the minimum 100" in reason for reason in result.reasons)
+        assert {(r.code, r.params["min_n"]) for r in result.reasons} == {
+            (ComparisonCode.TOO_FEW_OBSERVATIONS, 100)
+        }
 
     def test_insufficient_even_when_the_candidate_looks_great(self):
         result = error_rate_compare(
@@ -191,7 +204,7 @@ class TestLatencyCompare:
         # two reach U >= 8 (U = 9: {4,5,6} and U = 8: {3,5,6} as the candidate's ranks): p = 2 / 20 = 0.1.
         result = latency_compare(candidate=[3.0, 5.0, 7.0], baseline=[1.0, 2.0, 4.0], max_ratio=1.2, min_n=3)
         assert result.p_value == pytest.approx(0.1)
-        assert "U=8.0" in result.reasons
+        assert reason(ComparisonCode.U_TEST, u=8.0) in result.reasons
         assert (result.candidate_estimate, result.baseline_estimate) == (5.0, 2.0)
         assert result.difference == pytest.approx(2.5)
         assert result.difference_kind == "ratio"
@@ -235,12 +248,12 @@ class TestLatencyCompare:
         result = latency_compare(candidate=candidate, baseline=baseline, max_ratio=1.2, min_n=10)
         assert result.verdict == INSUFFICIENT_DATA
         assert result.p_value is None and result.difference is None
-        assert any("fewer than the minimum 10" in reason for reason in result.reasons)
+        assert {(r.code, r.params["min_n"]) for r in result.reasons} == {(ComparisonCode.TOO_FEW_SAMPLES, 10)}
 
     def test_zero_baseline_median_is_insufficient_data(self):
         result = latency_compare(candidate=[1.0] * 10, baseline=[0.0] * 10, max_ratio=1.2, min_n=5)
         assert result.verdict == INSUFFICIENT_DATA
-        assert "ratio is undefined" in result.reasons[0]
+        assert result.reasons == (reason(ComparisonCode.LATENCY_UNDEFINED, median=0.0),)
 
     def test_non_finite_latency_raises(self):
         with pytest.raises(ValueError):
@@ -276,7 +289,12 @@ class TestMeanCompare:
         assert result.difference_kind == "relative"
         assert (result.candidate_estimate, result.baseline_estimate) == (5.5, 3.0)
         assert result.verdict == FAIL
-        assert "t=2.8868, df=7.28" in result.reasons
+        test = result.reasons[1]
+        assert test.code == ComparisonCode.T_TEST
+        assert (test.params["t"], test.params["df"]) == (
+            pytest.approx(2.8868, abs=5e-5),
+            pytest.approx(7.28, abs=5e-3),
+        )
 
     def test_marginal_when_over_the_limit_but_not_significant(self):
         result = mean_compare(
@@ -303,7 +321,7 @@ class TestMeanCompare:
         result = mean_compare(candidate=constant, baseline=constant, max_increase_ratio=0.1, min_n=10)
         assert result.verdict == PASS
         assert result.p_value == 1.0
-        assert any("no variance" in reason for reason in result.reasons)
+        assert reason(ComparisonCode.MEAN_NO_VARIANCE, p=1.0) in result.reasons
 
     def test_constant_higher_candidate_fails_with_p_zero(self):
         result = mean_compare(
@@ -345,7 +363,7 @@ class TestMeanCompare:
             min_n=2,
         )
         assert result.verdict == INSUFFICIENT_DATA
-        assert "relative difference is undefined" in result.reasons[0]
+        assert result.reasons == (reason(ComparisonCode.MEAN_UNDEFINED, mean=0.0),)
 
 
 class TestProbesCompare:
@@ -389,7 +407,7 @@ class TestProbesCompare:
         )
         assert result.p_value == pytest.approx(0.387695, abs=5e-7)
         assert result.verdict == PASS
-        assert any("not significantly" in reason for reason in result.reasons)
+        assert result.reasons[-1].code == ComparisonCode.PROBES_PASS_WORSE
 
     def test_stricter_alpha_turns_a_fail_into_a_pass(self):
         result = probes_compare(
@@ -424,7 +442,7 @@ class TestProbesCompare:
         )
         assert result.verdict == INSUFFICIENT_DATA
         assert result.p_value is None
-        assert f"{sum(counts)} probe pairs, fewer than the minimum 50" in result.reasons[0]
+        assert result.reasons == (reason(ComparisonCode.PROBES_TOO_FEW, pairs=sum(counts), min_pairs=50),)
 
     def test_negative_counts_raise(self):
         with pytest.raises(ValueError):
@@ -453,22 +471,36 @@ class TestAnalysisCombine:
         results = [result_make(f"m{index}", verdict) for index, verdict in enumerate(verdicts)]
         verdict, reasons = analysis_combine(results)
         assert verdict == expected
-        assert reasons[0].startswith(f"overall {expected}:")
+        assert (reasons[0].code, reasons[0].params["verdict"]) == (ComparisonCode.OVERALL, Term(expected))
         assert len(reasons) == 1 + len(verdicts)
 
     def test_reasons_name_each_metric(self):
         verdict, reasons = analysis_combine([result_make("latency", PASS), result_make("error_rate", FAIL)])
         assert verdict == FAIL
+        tally = [
+            reason(ComparisonCode.TALLY, count=1, verdict=Term(PASS)),
+            reason(ComparisonCode.TALLY, count=1, verdict=Term(FAIL)),
+        ]
         assert reasons == (
-            "overall fail: 1 pass, 1 fail across 2 metrics",
-            "latency [pass]: latency reason",
-            "error_rate [fail]: error_rate reason",
+            reason(ComparisonCode.OVERALL, verdict=Term(FAIL), tally=tally, n=2),
+            reason(
+                ComparisonCode.METRIC,
+                metric=Term("latency"),
+                verdict=Term(PASS),
+                why=reason("test.reason", metric="latency"),
+            ),
+            reason(
+                ComparisonCode.METRIC,
+                metric=Term("error_rate"),
+                verdict=Term(FAIL),
+                why=reason("test.reason", metric="error_rate"),
+            ),
         )
 
     def test_no_results_is_insufficient_data(self):
         verdict, reasons = analysis_combine([])
         assert verdict == INSUFFICIENT_DATA
-        assert reasons == ("insufficient data: no metrics were analysed",)
+        assert reasons == (reason(ComparisonCode.NO_METRICS),)
 
     def test_unknown_verdict_raises(self):
         with pytest.raises(ValueError):
@@ -486,7 +518,12 @@ class TestAnalysisCombine:
         ]
         verdict, reasons = analysis_combine(results)
         assert verdict == INSUFFICIENT_DATA
-        assert "1 marginal, 1 insufficient_data" in reasons[0]
+        assert [(t.params["count"], t.params["verdict"]) for t in reasons[0].params["tally"]] == [
+            (1, Term(MARGINAL)),
+            (1, Term(INSUFFICIENT_DATA)),
+        ]
         data = json.loads(json.dumps([result.to_dict() for result in results]))
-        assert data[0]["verdict"] == MARGINAL and data[0]["reasons"] == list(results[0].reasons)
+        assert data[0]["verdict"] == MARGINAL
+        assert data[0]["reasons"] == [item.to_json() for item in results[0].reasons]
+        assert data[0]["reasons"][2]["params"]["op"] == ">="
         assert data[1]["p_value"] is None

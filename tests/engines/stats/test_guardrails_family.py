@@ -9,10 +9,12 @@ import math
 import numpy as np
 import pytest
 
+from engines.reasons import Term, reason
 from engines.stats.comparisons import (
     FAIL,
     MARGINAL,
     PASS,
+    ComparisonCode,
     ComparisonResult,
     analysis_combine,
     error_rate_compare,
@@ -25,13 +27,14 @@ from engines.stats.comparisons import (
 from engines.stats.sufficient import MeanStats, Proportion
 
 ALPHA, ANALYSES = 0.05, 2000
+RAW = reason("test.raw")
 
 
 def result(
     metric: str, p_value: float | None, *, exceeds: bool | None, verdict: str, partial: str = MARGINAL
 ):
     return ComparisonResult(
-        metric=metric, verdict=verdict, reasons=("raw",), candidate_estimate=None, baseline_estimate=None,
+        metric=metric, verdict=verdict, reasons=(RAW,), candidate_estimate=None, baseline_estimate=None,
         difference=None, difference_kind="absolute", p_value=p_value, candidate_n=1, baseline_n=1,
         threshold=0.0, alpha=ALPHA, min_n=1, test="t", exceeds=exceeds, partial=partial,
     )  # fmt: skip
@@ -51,11 +54,16 @@ def test_holm_keeps_what_survives_and_says_what_it_changed():
     assert [r.verdict for r in adjusted] == [FAIL, MARGINAL, PASS, "insufficient_data"]
     assert [r.adjusted_p_value for r in adjusted[:3]] == pytest.approx([0.03, 0.06, 0.06])
     assert adjusted[3].adjusted_p_value is None
-    assert adjusted[0].reasons == ("raw",)
-    assert (
-        adjusted[1].reasons[-1]
-        == "after Holm across 3 tested metrics: adjusted p=0.06 >= alpha 0.05, fail becomes marginal"
+    assert adjusted[0].reasons == (RAW,)
+    holm = adjusted[1].reasons[-1]
+    assert (holm.code, holm.params["m"], holm.params["op"], holm.params["alpha"]) == (
+        ComparisonCode.HOLM,
+        3,
+        ">=",
+        ALPHA,
     )
+    assert holm.params["p"] == pytest.approx(0.06)
+    assert (holm.params["before"], holm.params["after"]) == (Term(FAIL), Term(MARGINAL))
     probes = guardrails_holm([result("probes", 0.04, exceeds=True, verdict=FAIL, partial=PASS)] * 2)
     assert [r.verdict for r in probes] == [PASS, PASS]  # the paired test: worse but not significant passes
 

@@ -120,7 +120,7 @@ class TestExperiments:
         create(manager, name="second")
         act(manager, "start")
         error = assert_error(act(manager, "start", name="second"), 409, "family")
-        assert "already has a running" in error["message"]
+        assert (error["reason"], error["params"]) == ("experiments.family_busy", {"family": "ca"})
         assert Experiment.objects.get(name="second").status == "draft"
 
     def test_ramp_never_lowers_the_share(self, ci_client, manager, versions):
@@ -467,3 +467,36 @@ class TestListQueries:
         with django_assert_num_queries(4):
             body = ci_client.get("/api/v1/canary/probe-sets/").json()
         assert [s["probes"] for s in body] == [1] * count and body[0]["weaknesses"] == {"w": 1}
+
+
+ANALYSES = "/api/v1/canary/experiments/v4-canary/analyses"
+
+
+class TestAnalysisReasons:
+    """An analysis's reasons come as words in the request's language and as codes with parameters;
+    an analysis stored before codes keeps its sentences and has no codes."""
+
+    def analysis(self, versions, reasons):
+        from canary.models import CanaryAnalysis
+        from canary.services.experiments import experiment_create
+
+        experiment = experiment_create(
+            name="v4-canary", baseline=versions[0], candidate=versions[1], actor=SYSTEM
+        )
+        CanaryAnalysis.objects.create(
+            experiment=experiment, verdict="insufficient_data", reasons=reasons, metrics=[]
+        )
+
+    def test_codes_and_words(self, ci_client, versions):
+        stored = {"code": "comparisons.no_metrics", "params": {}}
+        self.analysis(versions, [stored])
+        english = ci_client.get(ANALYSES).json()[0]
+        chinese = ci_client.get(ANALYSES, HTTP_ACCEPT_LANGUAGE="zh-hans").json()[0]
+        assert english["reason_codes"] == chinese["reason_codes"] == [stored]
+        assert english["reasons"] == ["insufficient data: no metrics were analysed"]
+        assert chinese["reasons"] == ["数据不足：没有分析任何指标"]
+
+    def test_sentences_from_before_codes(self, ci_client, versions):
+        self.analysis(versions, ["overall pass: 5 pass across 5 metrics"])
+        body = ci_client.get(ANALYSES, HTTP_ACCEPT_LANGUAGE="zh-hans").json()[0]
+        assert (body["reasons"], body["reason_codes"]) == (["overall pass: 5 pass across 5 metrics"], None)

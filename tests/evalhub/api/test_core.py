@@ -21,7 +21,7 @@ BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 def assert_error(response, status: int, field: str | None = None):
     assert response.status_code == status, response.content
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "fields"}
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "reason", "params", "message", "fields"}
     if field is not None:
         assert any(key == field or key.startswith(field) for key in body["error"]["fields"]), body
     return body["error"]

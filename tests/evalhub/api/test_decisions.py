@@ -16,7 +16,7 @@ URL = "/api/v1/decisions/"
 def assert_error(response, status: int, field: str | None = None) -> dict:
     assert response.status_code == status, response.content
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "fields"}
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "reason", "params", "message", "fields"}
     if field is not None:
         assert field in body["error"]["fields"], body
     return body["error"]

@@ -8,9 +8,11 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 
+from engines.reasons import reason
 from gate.models import Decision
 from gate.selectors.decisions import incumbent_request_open
 from gate.services.decisions import (
+    DecisionsCode,
     decision_record,
     model_version_incumbent_confirm,
     model_version_incumbent_declare,
@@ -103,7 +105,7 @@ def test_a_family_with_a_production_version_declares_no_other(decision_user):
         "version",
         "incumbent_exists",
     )
-    assert "fam:v3 serves fam in production already" in error.message
+    assert error.reason == reason(DecisionsCode.INCUMBENT_EXISTS, serving="fam:v3", family="fam")
     # Another family starts on its own.
     other = register("v1", family="other")
     model_version_incumbent_declare(version=other, actor=decision_user(), reason="r")

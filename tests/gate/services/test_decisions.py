@@ -8,10 +8,11 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 
+from engines.reasons import Term, reason
 from gate.models import Decision, GateRun
 from gate.selectors.decisions import override_request_open
 from gate.services import decisions as decisions_service
-from gate.services.decisions import decision_record
+from gate.services.decisions import DecisionsCode, decision_record
 from gate.services.gate_runs import gate_run_fail, gate_run_finish, gate_run_start
 from registry.actors import SYSTEM
 from registry.dispatch import Task
@@ -94,7 +95,9 @@ def test_approval_of_a_gate_that_did_not_pass_needs_an_override(decision_user, v
     error = refused(
         409, "action", "override_required", version=version, action="approve", actor=decision_user()
     )
-    assert "override" in error.message
+    assert error.reason == reason(
+        DecisionsCode.OVERRIDE_REQUIRED_FAILED, ref=version.ref, verdict=Term("fail")
+    )
     assert status_of(version) == Status.GATE_FAILED and not Decision.objects.exists()
 
 
@@ -119,10 +122,10 @@ def running(version_gated, sent_tasks):
 def test_a_running_gate_holds_approval_back_once_and_clearly(decision_user, running, action):
     version, run = running
     error = refused(409, "gate_run", "gate_run_active", version=version, action=action, actor=decision_user())
-    assert error.message == (
-        f"Gate run {run.pk} of fam:v1 is still queued: approving waits for a finished run; "
-        "rejecting is possible now."
+    assert error.reason == reason(
+        DecisionsCode.GATE_RUN_ACTIVE, pk=run.pk, ref="fam:v1", status=Term("queued")
     )
+    assert error.fields == {"gate_run": [error.reason]}  # the reason once, naming the field
     assert status_of(version) == Status.EVALUATING and not Decision.objects.exists()
 
 
@@ -154,7 +157,7 @@ def test_approving_needs_a_finished_gate_run_even_by_override(decision_user, act
     error = refused(
         409, "gate_run", "no_finished_gate_run", version=version, action=action, actor=decision_user()
     )
-    assert "rejecting is possible now" in error.message
+    assert error.reason == reason(DecisionsCode.NO_FINISHED_RUN, ref="fam:new")
     decision_record(version=version, action="reject", reason="never mind", actor=decision_user())
     assert status_of(version) == Status.REJECTED
 
@@ -183,7 +186,7 @@ def test_production_and_the_ends_are_not_rejected(decision_user, status):
         409, "version", "illegal_transition", version=version, action="reject", actor=decision_user()
     )
     if status == Status.PROMOTED:
-        assert "it leaves when its replacement is promoted" in error.message
+        assert error.reason == reason(DecisionsCode.SERVES_PRODUCTION, ref=version.ref)
     assert status_of(version) == status
 
 
@@ -420,8 +423,10 @@ def test_a_pass_of_a_weakened_gate_needs_an_override(gate_run_finished, decision
     run = gate_run_finished(version, "pass", policy_overrides={"required_layers": ["clean_accuracy"]})
     first, second = decision_user(), decision_user()
     error = refused(409, "action", "override_required", version=version, action="approve", actor=first)
-    assert "layer robustness not required" in error.message
-    assert "policy overridden: required_layers" in error.message
+    assert error.reason.code == DecisionsCode.OVERRIDE_REQUIRED_WEAKENED
+    assert {"layer robustness not required", "policy overridden: required_layers"} <= set(
+        error.reason.params["weakened"].split("; ")
+    )
     request = decision_record(version=version, action="override_request", reason="hotfix", actor=first)
     decision_record(
         version=version, action="override_confirm", reason="agreed", actor=second, confirms=request

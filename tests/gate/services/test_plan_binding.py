@@ -70,7 +70,10 @@ def test_an_alpha_override_is_refused_at_the_start_naming_the_key(experiment, su
     assert body["error"]["fields"]["policy_overrides.business_alpha"][0].startswith(
         "experiment exp registered 0.05 for business_value at "
     )
-    assert "business_alpha, business_cuped" in body["error"]["message"]
+    assert (body["error"]["reason"], body["error"]["params"]) == (
+        "horizons.not_registered_test",
+        {"name": "exp", "keys": ["business_alpha", "business_cuped"]},
+    )
     assert not GateRun.objects.exists()
 
 

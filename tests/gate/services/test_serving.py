@@ -13,17 +13,19 @@ import pytest
 from django.db import transaction
 
 from canary.models import Experiment, TurnEvent
-from canary.services.experiments import experiment_create, experiment_start
+from canary.services.experiments import ExperimentsCode, experiment_create, experiment_start
 from canary.services.proxy import chat_completion_proxy
 from engines.demo.dataset import demo_dataset_build
 from engines.model_server import model_server_create
+from engines.reasons import Term, reason
 from gate.services.gate_runs import gate_run_execute, gate_run_start
 from registry.actors import SYSTEM
 from registry.errors import ApplicationError
 from registry.models import AuditLog, ModelVersion
-from registry.services.serving import model_version_serving_verify
+from registry.services.serving import ServingCode, model_version_serving_verify
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import (
+    VersionsCode,
     model_version_backend,
     model_version_config_hash,
     model_version_register,
@@ -93,7 +95,9 @@ def test_an_openai_version_serves_where_its_gate_calls_it():
     with pytest.raises(ApplicationError) as caught:
         model_version_register(label="elsewhere", serving_url="http://127.0.0.1:8999/v1", **common)
     assert (caught.value.status_code, list(caught.value.fields)) == (400, ["serving_url"])
-    assert "http://127.0.0.1:9/v1" in caught.value.message
+    assert caught.value.reason == reason(
+        VersionsCode.SERVING_URL_NOT_GATED, url="http://127.0.0.1:8999/v1", base="http://127.0.0.1:9/v1"
+    )
     assert model_version_register(label="same", serving_url="http://127.0.0.1:9/v1/", **common).serving_url
     empty = model_version_register(label="empty", **common)
     with pytest.raises(ApplicationError) as caught:
@@ -126,7 +130,9 @@ def test_an_address_changed_after_the_gate_is_refused_a_new_version_serves_there
         )
     error = caught.value
     assert (error.status_code, error.code, list(error.fields)) == (409, "evaluated_version", ["serving_url"])
-    assert "register a new version to serve elsewhere" in error.message
+    assert error.reason == reason(
+        VersionsCode.SERVING_URL_EVALUATED, ref="fam:v2", status=Term("gate_passed")
+    )
     v2.refresh_from_db()
     assert v2.serving_url == "http://127.0.0.1:8101/v1"
     v3 = model_version_register(
@@ -171,9 +177,9 @@ def test_an_address_that_serves_another_model_is_caught_naming_it_and_both_hashe
     serve_at(v2, url)
     check = model_version_serving_verify(version=v2)
     mine, theirs = model_version_config_hash(version=v2), model_version_config_hash(version=other)
-    assert (
-        check.mismatch
-        and check.problem == f"{url} serves config hash {theirs[:12]}, not fam:v2's {mine[:12]}"
+    assert check.mismatch
+    assert check.problem == reason(
+        ServingCode.OTHER_MODEL, url=url, announced=theirs[:12], ref="fam:v2", expected=mine[:12]
     )
 
 
@@ -194,7 +200,8 @@ def test_a_listener_that_is_no_model_server_is_another_model(family):
         _, v2, _ = family
         serve_at(v2, f"http://127.0.0.1:{listener.server_port}/v1")
         check = model_version_serving_verify(version=v2)
-        assert check.mismatch and "serves config hash none" in check.problem
+        assert check.mismatch and check.problem is not None
+        assert (check.problem.code, check.problem.params["announced"]) == (ServingCode.OTHER_MODEL, "none")
     finally:
         listener.shutdown()
         listener.server_close()
@@ -204,7 +211,7 @@ def test_an_address_nobody_answers_yet_is_no_mismatch(family):
     _, v2, _ = family
     serve_at(v2, f"http://127.0.0.1:{free_port()}/v1")
     check = model_version_serving_verify(version=v2, timeout=2)
-    assert not check.mismatch and "did not answer" in check.problem
+    assert not check.mismatch and check.problem is not None and check.problem.code == ServingCode.NO_ANSWER
 
 
 @pytest.fixture
@@ -249,7 +256,8 @@ def test_a_canary_whose_candidate_serves_another_model_does_not_start(family, se
         experiment_start(experiment=experiment, actor=SYSTEM)
     error = caught.value
     assert (error.status_code, error.code, list(error.fields)) == (409, "serving_mismatch", ["serving_url"])
-    assert error.message.startswith("Experiment exp cannot start: http://127.0.0.1:")
+    assert (error.reason.code, error.reason.params["name"]) == (ExperimentsCode.CANNOT_START, "exp")
+    assert error.reason.params["why"].code == ServingCode.OTHER_MODEL
     assert Experiment.objects.get(name="exp").status == "draft"
 
 

@@ -22,7 +22,7 @@ from engines.input_checks import text_problem
 from engines.routing import BUCKETS, share_to_buckets
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
 from registry.errors import ApplicationError
-from registry.models import ModelVersion
+from registry.models import AuditAction, ModelVersion
 from registry.roles import RELEASE_MANAGER
 from registry.services.audit import audit_record
 from registry.services.serving import model_version_serving_verify
@@ -49,6 +49,14 @@ TRANSITIONS = {
     Status.PAUSED: {Status.RUNNING, Status.PROMOTED, Status.ROLLED_BACK},
     Status.PROMOTED: set(),
     Status.ROLLED_BACK: set(),
+}
+
+# The audit action of a move to each status (a draft is only created, never moved to).
+STATUS_AUDIT_ACTIONS: dict[str, AuditAction] = {
+    Status.RUNNING: AuditAction.EXPERIMENT_RUNNING,
+    Status.PAUSED: AuditAction.EXPERIMENT_PAUSED,
+    Status.PROMOTED: AuditAction.EXPERIMENT_PROMOTED,
+    Status.ROLLED_BACK: AuditAction.EXPERIMENT_ROLLED_BACK,
 }
 
 
@@ -173,7 +181,7 @@ def experiment_create(
         )
         audit_record(
             actor=actor,
-            action="experiment.create",
+            action=AuditAction.EXPERIMENT_CREATE,
             target=experiment,
             after={
                 "baseline": baseline.ref,
@@ -229,7 +237,7 @@ def _status_set(
             ) from None
         audit_record(
             actor=actor,
-            action=f"experiment.{to}",
+            action=STATUS_AUDIT_ACTIONS[to],
             target=locked,
             before=before,
             after={"status": locked.status, "traffic_percent": locked.traffic_percent},
@@ -406,7 +414,7 @@ def experiment_ramp(
         locked.save(update_fields=["traffic_buckets", "ramp_step", "share_since", "window_buckets"])
         audit_record(
             actor=actor,
-            action="experiment.ramp",
+            action=AuditAction.EXPERIMENT_RAMP,
             target=locked,
             before=before,
             after={"traffic_percent": locked.traffic_percent, "ramp_step": step},
@@ -444,5 +452,7 @@ def experiment_horizon_register(
         locked.follow_up_horizon = follow_up or {}
         locked.save(update_fields=["business_horizon", "follow_up_horizon"])
         after = {**horizon, "follow_up": follow_up} if follow_up else horizon
-        audit_record(actor=actor, action="experiment.horizon_register", target=locked, before={}, after=after)
+        audit_record(
+            actor=actor, action=AuditAction.EXPERIMENT_HORIZON_REGISTER, target=locked, before={}, after=after
+        )
     return locked

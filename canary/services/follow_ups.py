@@ -29,6 +29,7 @@ from canary.models import Experiment, FollowUpDetectorConfig, TurnEvent
 from engines.follow_up.classifier import detector_load, follow_ups_classify, pair_language
 from engines.follow_up.detector import FollowUpThresholds, TurnPair
 from registry.errors import ApplicationError
+from registry.models import AuditAction
 from registry.services.audit import audit_record
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def follow_up_thresholds_set(*, family: str, thresholds: dict, actor) -> FollowU
     config.save()
     audit_record(
         actor=actor,
-        action="follow_up_detector.thresholds_set",
+        action=AuditAction.FOLLOW_UP_DETECTOR_THRESHOLDS_SET,
         target=config,
         before=before,
         after=parsed.as_dict(),

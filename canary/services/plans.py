@@ -19,6 +19,7 @@ from canary.models import Experiment
 from engines.input_checks import text_problem
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
 from registry.errors import ApplicationError
+from registry.models import AuditAction
 from registry.roles import RELEASE_MANAGER
 from registry.services.audit import audit_record
 
@@ -87,7 +88,7 @@ def experiment_plans_replace(
         locked.save(update_fields=[PLAN_FIELDS[layer] for layer in plans])
         audit_record(
             actor=actor,
-            action="experiment.plan_replace",
+            action=AuditAction.EXPERIMENT_PLAN_REPLACE,
             target=locked,
             before=before,
             after=after,
@@ -114,7 +115,11 @@ def experiment_look_store(
         setattr(locked, field, plan)
         locked.save(update_fields=[field])
         audit_record(
-            actor=actor, action="experiment.look", target=locked, before={}, after={"layer": layer, **look}
+            actor=actor,
+            action=AuditAction.EXPERIMENT_LOOK,
+            target=locked,
+            before={},
+            after={"layer": layer, **look},
         )
     setattr(experiment, field, plan)
     return look
@@ -153,7 +158,7 @@ def experiment_unblind(*, experiment: Experiment, actor: Actor, reason: str) -> 
         locked.save(update_fields=["unblinded_at", "unblinded_by", "unblinded_by_name", "unblind_reason"])
         audit_record(
             actor=actor,
-            action="experiment.unblind",
+            action=AuditAction.EXPERIMENT_UNBLIND,
             target=locked,
             before={},
             after={"unblinded_at": locked.unblinded_at.isoformat()},

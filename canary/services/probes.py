@@ -20,7 +20,7 @@ from engines.routing import BASELINE, CANDIDATE
 from registry.actors import Actor, actor_require_role
 from registry.dispatch import Task, task_enqueue
 from registry.errors import ApplicationError, NotFoundError
-from registry.models import ModelVersion
+from registry.models import AuditAction, ModelVersion
 from registry.outbound import outbound_policy
 from registry.roles import RELEASE_MANAGER, WRITE_ROLES
 from registry.services.audit import audit_record
@@ -65,7 +65,9 @@ def probe_set_import(
                 for p in probes
             ]
         )
-        audit_record(actor=actor, action="probe_set.import", target=probe_set, after={"probes": len(probes)})
+        audit_record(
+            actor=actor, action=AuditAction.PROBE_SET_IMPORT, target=probe_set, after={"probes": len(probes)}
+        )
     return probe_set
 
 

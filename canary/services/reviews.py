@@ -24,6 +24,7 @@ from canary.models import Experiment, FollowUpReview, TurnEvent
 from canary.selectors import follow_up_reviews_first
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
 from registry.errors import ApplicationError, NotFoundError
+from registry.models import AuditAction
 from registry.roles import REVIEW_ROLES
 from registry.services.audit import audit_record
 
@@ -234,7 +235,7 @@ def follow_up_review_record(
         review.save(update_fields=["label"])
     audit_record(
         actor=actor,
-        action="follow_up_review.record",
+        action=AuditAction.FOLLOW_UP_REVIEW_RECORD,
         target=review,
         before=before,
         after={"label": label, "experiment": experiment.name, "event_id": turn.event_id},

@@ -25,7 +25,7 @@ from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor, SystemActor, actor_name, actor_require_role, actor_user
 from registry.dispatch import Task, task_send
 from registry.errors import ApplicationError
-from registry.models import EvalSuite, ModelVersion
+from registry.models import AuditAction, EvalSuite, ModelVersion
 from registry.roles import WRITE_ROLES
 from registry.services.audit import audit_record
 from registry.services.serving import model_version_serving_verify
@@ -77,7 +77,7 @@ def gate_run_start(
         eval_suite_lock(suite=suite)
         audit_record(
             actor=actor,
-            action="gate_run.start",
+            action=AuditAction.GATE_RUN_START,
             target=run,
             after={
                 "candidate": candidate.ref,
@@ -246,7 +246,7 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
     )
     audit_record(
         actor=SystemActor(f"worker {run.worker}"),
-        action="gate_run.finish",
+        action=AuditAction.GATE_RUN_FINISH,
         target=run,
         after={"verdict": verdict, "reasons": reasons},
     )
@@ -296,7 +296,7 @@ def gate_run_fail(*, gate_run_id: int, status: str, reason: str) -> GateRun:
         run.save(update_fields=["status", "verdict", "verdict_reasons", "error_message", "finished_at"])
         audit_record(
             actor=GATE,
-            action="gate_run.fail",
+            action=AuditAction.GATE_RUN_FAIL,
             target=run,
             after={"status": status},
             reason=reason,
@@ -346,7 +346,7 @@ def gate_run_reap_stale(*, now=None) -> dict[str, int]:
         if requeued:
             audit_record(
                 actor=SystemActor("reaper"),
-                action="gate_run.requeue",
+                action=AuditAction.GATE_RUN_REQUEUE,
                 target=run,
                 reason=f"worker {run.worker or '?'} stopped reporting",
             )

@@ -9,6 +9,7 @@ from django.db import transaction
 
 from registry.actors import Actor
 from registry.errors import ApplicationError
+from registry.models import AuditAction
 from registry.services.audit import audit_record
 from registry.services.tokens import ADMIN
 
@@ -32,5 +33,5 @@ def user_password_set(*, username: str, password: str, create: bool = False, act
         raise ApplicationError("The password was refused.", fields={"password": list(exc.messages)}) from None
     user.set_password(password)
     user.save()
-    audit_record(actor=actor, action="user.password_set", target=user, after={"created": created})
+    audit_record(actor=actor, action=AuditAction.USER_PASSWORD_SET, target=user, after={"created": created})
     return user

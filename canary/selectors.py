@@ -20,12 +20,13 @@ from canary.models import (
     Probe,
     ProbeRun,
     ProbeSet,
+    TrafficShareChange,
     TurnEvent,
 )
 from engines.input_checks import text_problem
 from engines.routing import ARMS, BUCKETS
 from registry.errors import ApplicationError, NotFoundError
-from registry.models import AuditLog, ModelVersion
+from registry.models import AuditAction, AuditLog, ModelVersion
 
 
 def experiment_list() -> QuerySet[Experiment]:
@@ -1216,57 +1217,42 @@ class ShareWindow:
     current: bool
 
 
-# The audited actions that open and close a window: `experiment.<status>` for a status change
-# (running is a start or a resume), `experiment.ramp` for a new share.
-SHARE_OPENING = {"experiment.running", "experiment.ramp"}
-SHARE_CLOSING = {"experiment.paused", "experiment.rolled_back", "experiment.promoted"}
-ACTION_NAMES = {
-    "experiment.paused": "pause",
-    "experiment.rolled_back": "rollback",
-    "experiment.promoted": "promote",
+# What a person would call an audited action on an experiment, where its value does not say it.
+ACTION_NAMES: dict[str, str] = {
+    AuditAction.EXPERIMENT_PAUSED: "pause",
+    AuditAction.EXPERIMENT_ROLLED_BACK: "rollback",
+    AuditAction.EXPERIMENT_PROMOTED: "promote",
 }
 
 
 def experiment_action_name(row: AuditLog) -> str:
     """What a person would call the audited action: start, resume, pause, ramp, rollback, ..."""
-    if row.action == "experiment.running":
+    if row.action == AuditAction.EXPERIMENT_RUNNING:
         return "start" if (row.before or {}).get("status") == Experiment.Status.DRAFT else "resume"
     return ACTION_NAMES.get(row.action, row.action.removeprefix("experiment."))
 
 
 def share_windows(*, experiment: Experiment, now: datetime | None = None) -> list[ShareWindow]:
-    """The experiment's traffic windows, oldest first, read from its audit rows (a pause ends one,
-    a resume opens the next at the same share; while paused everyone is on the baseline)."""
-    now = now or timezone.now()
-    windows: list[ShareWindow] = []
-    opened: tuple[datetime, float, str] | None = None
-    for row in experiment_audit_rows(experiment=experiment):
-        if (row.action in SHARE_OPENING or row.action in SHARE_CLOSING) and opened is not None:
-            start, percent, action = opened
-            windows.append(
-                ShareWindow(
-                    window=TrafficWindow(experiment=experiment, start=start, end=row.created_at),
-                    traffic_percent=percent,
-                    opened_by=action,
-                    current=False,
-                )
-            )
-            opened = None
-        if row.action in SHARE_OPENING:
-            percent = (row.after or {}).get("traffic_percent", experiment.traffic_percent)
-            name = experiment_action_name(row)
+    """The experiment's traffic windows, oldest first, from its share changes: a start, resume or ramp
+    opens one, the next change closes it (while paused everyone is on the baseline)."""
+    changes = list(TrafficShareChange.objects.filter(experiment=experiment).order_by("at", "id"))
+    windows = []
+    following_changes: list[TrafficShareChange | None] = [*changes[1:], None]
+    for change, following in zip(changes, following_changes, strict=False):  # none at all: no windows
+        if change.cause not in TrafficShareChange.OPENING:
+            continue
+        if following is None:  # the open window is the one the gate's traffic layers read
+            window = traffic_window_get(experiment=experiment, now=now or timezone.now())
+        else:
             # The experiment's own start time is the one its events are checked against.
-            at = experiment.started_at if name == "start" and experiment.started_at else row.created_at
-            opened = (at, float(percent), name)
-    if opened is not None:
-        # The open window is the one the gate's traffic layers read (from the last share change).
-        _, percent, action = opened
+            start = experiment.started_at if change.cause == TrafficShareChange.Cause.START else None
+            window = TrafficWindow(experiment=experiment, start=start or change.at, end=following.at)
         windows.append(
             ShareWindow(
-                window=traffic_window_get(experiment=experiment, now=now),
-                traffic_percent=percent,
-                opened_by=action,
-                current=experiment.status == Experiment.Status.RUNNING,
+                window=window,
+                traffic_percent=change.percent,
+                opened_by=change.cause,
+                current=following is None and experiment.status == Experiment.Status.RUNNING,
             )
         )
     return windows

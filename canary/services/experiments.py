@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
+from datetime import datetime
 from itertools import pairwise
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from canary.models import Experiment
+from canary.models import Experiment, TrafficShareChange
 from engines.input_checks import text_problem
 from engines.routing import BUCKETS, share_to_buckets
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
@@ -30,6 +31,7 @@ from registry.services.versions import model_version_promote
 from registry.services.webhooks import webhook_send
 
 Status = Experiment.Status
+Cause = TrafficShareChange.Cause
 # Who may act on an experiment (system parts, such as the canary analysis, act on their own).
 LIFECYCLE_ROLES = frozenset({RELEASE_MANAGER})
 
@@ -51,6 +53,13 @@ TRANSITIONS = {
     Status.ROLLED_BACK: set(),
 }
 
+# What a move to each status does to the share (a start is a move to running from a draft).
+STATUS_CAUSES = {
+    Status.RUNNING: Cause.RESUME,
+    Status.PAUSED: Cause.PAUSE,
+    Status.PROMOTED: Cause.PROMOTE,
+    Status.ROLLED_BACK: Cause.ROLLBACK,
+}
 # The audit action of a move to each status (a draft is only created, never moved to).
 STATUS_AUDIT_ACTIONS: dict[str, AuditAction] = {
     Status.RUNNING: AuditAction.EXPERIMENT_RUNNING,
@@ -204,8 +213,21 @@ def _locked(experiment: Experiment) -> Experiment:
     return Experiment.objects.select_for_update().get(pk=experiment.pk)
 
 
+def _share_change_record(*, experiment: Experiment, cause: str, actor: Actor, at: datetime) -> None:
+    """The share in force from `at` on (0 while paused or rolled back), beside the audit row."""
+    buckets = 0 if cause in (Cause.PAUSE, Cause.ROLLBACK) else experiment.traffic_buckets
+    TrafficShareChange.objects.create(
+        experiment=experiment,
+        cause=cause,
+        buckets=buckets,
+        at=at,
+        actor=actor_user(actor),
+        actor_name=actor_name(actor),
+    )
+
+
 def _status_set(
-    *, experiment: Experiment, to: str, actor: Actor, reason: str, **changes: object
+    *, experiment: Experiment, to: str, actor: Actor, reason: str, at: datetime, **changes: object
 ) -> Experiment:
     actor_require_role(actor, LIFECYCLE_ROLES, action=f"move an experiment to {to}")
     _reason_check(reason)
@@ -243,6 +265,9 @@ def _status_set(
             after={"status": locked.status, "traffic_percent": locked.traffic_percent},
             reason=reason,
         )
+        started = to == Status.RUNNING and before["status"] == Status.DRAFT
+        cause = Cause.START if started else STATUS_CAUSES[to]
+        _share_change_record(experiment=locked, cause=cause, actor=actor, at=at)
     return locked
 
 
@@ -284,25 +309,29 @@ def experiment_start(*, experiment: Experiment, actor: Actor, reason: str = "") 
         to=Status.RUNNING,
         actor=actor,
         reason=reason,
+        at=now,
         started_at=now,
         share_since=now,
     )
 
 
 def experiment_pause(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
+    now = timezone.now()
     return _status_set(
-        experiment=experiment, to=Status.PAUSED, actor=actor, reason=reason, paused_at=timezone.now()
+        experiment=experiment, to=Status.PAUSED, actor=actor, reason=reason, at=now, paused_at=now
     )
 
 
 def experiment_resume(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
     # While paused everyone was on the baseline: the traffic layers count from the resume on.
+    now = timezone.now()
     return _status_set(
         experiment=experiment,
         to=Status.RUNNING,
         actor=actor,
         reason=reason,
-        share_since=timezone.now(),
+        at=now,
+        share_since=now,
         paused_at=None,
     )
 
@@ -312,14 +341,16 @@ def experiment_rollback(*, experiment: Experiment, actor: Actor, reason: str) ->
     actor_require_role(actor, LIFECYCLE_ROLES, action="roll an experiment back")
     if not reason.strip():
         raise ApplicationError("A rollback needs a reason.", fields={"reason": ["required"]})
+    now = timezone.now()
     with transaction.atomic():
         rolled_back = _status_set(
             experiment=experiment,
             to=Status.ROLLED_BACK,
             actor=actor,
             reason=reason,
+            at=now,
             traffic_buckets=0,
-            ended_at=timezone.now(),
+            ended_at=now,
             end_reason=reason,
         )
         webhook_send(
@@ -339,14 +370,16 @@ def experiment_promote(*, experiment: Experiment, actor: Actor, reason: str = ""
     """The candidate takes all traffic and the experiment ends, in one transaction with the registry:
     the candidate becomes `promoted`, the version it replaces `retired`. Only an approved candidate
     (an approval decision, or a confirmed two-person override) is promoted: 409 otherwise."""
+    now = timezone.now()
     with transaction.atomic():
         promoted = _status_set(
             experiment=experiment,
             to=Status.PROMOTED,
             actor=actor,
             reason=reason,
+            at=now,
             traffic_buckets=BUCKETS,
-            ended_at=timezone.now(),
+            ended_at=now,
             end_reason=reason,
         )
         candidate = ModelVersion.objects.select_for_update().get(pk=promoted.candidate_id)
@@ -410,7 +443,8 @@ def experiment_ramp(
         _share_cap_check(experiment=locked, buckets=buckets, field="traffic_percent")
         before = {"traffic_percent": locked.traffic_percent, "ramp_step": locked.ramp_step}
         locked.traffic_buckets, locked.ramp_step = buckets, step
-        locked.share_since, locked.window_buckets = timezone.now(), buckets
+        now = timezone.now()
+        locked.share_since, locked.window_buckets = now, buckets
         locked.save(update_fields=["traffic_buckets", "ramp_step", "share_since", "window_buckets"])
         audit_record(
             actor=actor,
@@ -420,6 +454,7 @@ def experiment_ramp(
             after={"traffic_percent": locked.traffic_percent, "ramp_step": step},
             reason=reason,
         )
+        _share_change_record(experiment=locked, cause=Cause.RAMP, actor=actor, at=now)
     return locked
 
 

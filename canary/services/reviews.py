@@ -21,7 +21,7 @@ from django.db import transaction
 from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 
 from canary.models import Experiment, FollowUpReview, TurnEvent
-from canary.selectors import follow_up_reviews_first
+from canary.selectors.reviews import follow_up_reviews_first
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
 from registry.errors import ApplicationError, NotFoundError
 from registry.models import AuditAction

@@ -12,7 +12,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from canary.selectors import experiment_get
+from canary.selectors.experiments import experiment_get
 from canary.services.reviews import (
     LABELS,
     LANGUAGES,

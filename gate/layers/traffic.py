@@ -7,13 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from canary.models import Experiment
-from canary.selectors import (
-    TrafficWindow,
-    answer_paths_by_arm,
-    answer_paths_sql,
-    probe_findings,
-    probe_run_latest,
-)
+from canary.selectors.attribution import answer_paths_by_arm, answer_paths_sql, probe_findings
+from canary.selectors.experiments import TrafficWindow, probe_run_latest
 from gate.judges.plan import Unblinding
 from gate.judges.traffic import TrafficInputs
 from gate.models import GateRun

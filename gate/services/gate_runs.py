@@ -13,7 +13,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from canary.selectors import experiment_for_gate
+from canary.selectors.experiments import experiment_for_gate
 from engines.backends.base import BackendError
 from gate.judges.verdict import gate_verdict
 from gate.layers.base import ClaimLost, LayerContext, LayerKind, Progress, layer_error_store

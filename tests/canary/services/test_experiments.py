@@ -8,7 +8,7 @@ import pytest
 from django.apps import apps
 
 from canary.models import TrafficShareChange
-from canary.selectors import share_windows
+from canary.selectors.history import share_windows
 from canary.services.experiments import (
     experiment_create,
     experiment_pause,

@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 
 from canary.models import Experiment, TurnEvent
-from canary.selectors import answers_look_counts, answers_split, traffic_window_get
+from canary.selectors.experiments import traffic_window_get
+from canary.selectors.looks import answers_look_counts, answers_split
 from canary.services.experiments import experiment_create
 from gate.judges.follow_up_rate import follow_up_horizon_answers
 from gate.layers.registry import layer_get
@@ -137,8 +138,8 @@ def test_the_look_counts_the_first_answers_per_arm_and_is_returned_unchanged(ver
     counts, _ = answers_look_counts(window=window, since=window.start, kinds=("follow_up",), limit=200)
     # Baseline sessions 0, 4, 8, ... have two answers: the 200th answer is session 159's; of sessions
     # 0–159, 40 followed up. Candidate: sessions 0, 5, ...: the 200th is session 166's, 34 follow-ups.
-    assert (counts["baseline"]["answered"], counts["baseline"]["follow_ups"]) == (200, 40)
-    assert (counts["candidate"]["answered"], counts["candidate"]["follow_ups"]) == (200, 34)
+    assert (counts.baseline.answered, counts.baseline.follow_ups) == (200, 40)
+    assert (counts.candidate.answered, counts.candidate.follow_ups) == (200, 34)
     run, layer, details = run_gate(experiment, suite)
     assert layer.verdict == "pass", layer.reasons
     judged = details.judged

@@ -5,7 +5,6 @@ web process never loads torch."""
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -25,6 +24,7 @@ from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor, SystemActor, actor_name, actor_require_role, actor_user
 from registry.dispatch import Task, task_send
 from registry.errors import ApplicationError
+from registry.leases import lease_lapsed, lease_stale_before
 from registry.models import AuditAction, EvalSuite, ModelVersion
 from registry.roles import WRITE_ROLES
 from registry.services.audit import audit_record
@@ -116,10 +116,9 @@ def gate_run_enqueue(*, gate_run_id: int) -> None:
 def gate_run_claim(*, gate_run_id: int, worker: str) -> GateRun | None:
     """Atomically take a queued run, or a running one whose worker stopped reporting."""
     now = timezone.now()
-    stale_before = now - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS)
     claimed = (
         GateRun.objects.filter(pk=gate_run_id)
-        .filter(Q(status=Status.QUEUED) | Q(status=Status.RUNNING, heartbeat_at__lt=stale_before))
+        .filter(Q(status=Status.QUEUED) | (Q(status=Status.RUNNING) & lease_lapsed(now=now)))
         .update(
             status=Status.RUNNING,
             worker=worker,
@@ -329,9 +328,9 @@ def gate_run_reap_stale(*, now=None) -> dict[str, int]:
     """Recover runs whose worker died: requeue them, or end them in `error` after too many
     attempts. Queued runs that no worker picked up (a lost message) are enqueued again."""
     now = now or timezone.now()
-    stale_before = now - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS)
+    stale_before = lease_stale_before(now=now)
     counts = {"requeued": 0, "errored": 0, "reenqueued": 0}
-    for run in GateRun.objects.filter(status=Status.RUNNING, heartbeat_at__lt=stale_before):
+    for run in GateRun.objects.filter(lease_lapsed(now=now), status=Status.RUNNING):
         if run.attempts >= settings.EVALHUB_GATE_RUN_MAX_ATTEMPTS:
             stopped = (
                 f"worker {run.worker or '?'} stopped reporting at "
@@ -340,9 +339,9 @@ def gate_run_reap_stale(*, now=None) -> dict[str, int]:
             gate_run_fail(gate_run_id=run.pk, status=Status.ERROR, reason=_with_last_error(stopped, run))
             counts["errored"] += 1
             continue
-        requeued = GateRun.objects.filter(
-            pk=run.pk, status=Status.RUNNING, heartbeat_at__lt=stale_before
-        ).update(status=Status.QUEUED, worker="")
+        requeued = GateRun.objects.filter(lease_lapsed(now=now), pk=run.pk, status=Status.RUNNING).update(
+            status=Status.QUEUED, worker=""
+        )
         if requeued:
             audit_record(
                 actor=SystemActor("reaper"),

@@ -130,6 +130,36 @@ def _guardrails_parse(guardrails: object) -> dict[str, float]:
     return result
 
 
+def _arms_check(*, baseline: ModelVersion, candidate: ModelVersion) -> None:
+    """Two versions of one family."""
+    if candidate.pk == baseline.pk:
+        raise ApplicationError(
+            "The candidate must differ from the baseline.", fields={"candidate": ["same as the baseline"]}
+        )
+    if candidate.family != baseline.family:
+        raise ApplicationError(
+            f"{candidate.ref} and {baseline.ref} belong to different families.",
+            fields={"candidate": [f"must be a version of family {baseline.family!r}"]},
+        )
+
+
+def _share_plan(*, traffic_percent: float | None, ramp: Sequence[float] | None) -> tuple[int, list[int]]:
+    """The starting share and the ramp plan's steps, in buckets: the plan increases and starts at the
+    share (which defaults to its first step, else 1 %)."""
+    steps = [_share_buckets(step, f"ramp[{i}]") for i, step in enumerate(ramp or [])]
+    if any(b <= a for a, b in pairwise(steps)):
+        raise ApplicationError("The ramp plan must increase.", fields={"ramp": ["each step above the last"]})
+    if traffic_percent is None:
+        return (steps[0] if steps else 100), steps
+    buckets = _share_buckets(traffic_percent, "traffic_percent")
+    if steps and buckets != steps[0]:
+        raise ApplicationError(
+            "traffic_percent must be the ramp plan's first step.",
+            fields={"traffic_percent": [f"the plan starts at {steps[0] * 100 / BUCKETS} %"]},
+        )
+    return buckets, steps
+
+
 def experiment_create(
     *,
     name: str,
@@ -146,27 +176,8 @@ def experiment_create(
     """A draft experiment. With a ramp plan, the share starts at its first step. `is_demo` marks
     the bundled demo's own experiment (its pages say its traffic is synthetic)."""
     actor_require_role(actor, LIFECYCLE_ROLES, action="create an experiment")
-    if candidate.pk == baseline.pk:
-        raise ApplicationError(
-            "The candidate must differ from the baseline.", fields={"candidate": ["same as the baseline"]}
-        )
-    if candidate.family != baseline.family:
-        raise ApplicationError(
-            f"{candidate.ref} and {baseline.ref} belong to different families.",
-            fields={"candidate": [f"must be a version of family {baseline.family!r}"]},
-        )
-    steps = [_share_buckets(step, f"ramp[{i}]") for i, step in enumerate(ramp or [])]
-    if any(b <= a for a, b in pairwise(steps)):
-        raise ApplicationError("The ramp plan must increase.", fields={"ramp": ["each step above the last"]})
-    if traffic_percent is None:
-        buckets = steps[0] if steps else 100
-    else:
-        buckets = _share_buckets(traffic_percent, "traffic_percent")
-        if steps and buckets != steps[0]:
-            raise ApplicationError(
-                "traffic_percent must be the ramp plan's first step.",
-                fields={"traffic_percent": [f"the plan starts at {steps[0] * 100 / BUCKETS} %"]},
-            )
+    _arms_check(baseline=baseline, candidate=candidate)
+    buckets, steps = _share_plan(traffic_percent=traffic_percent, ramp=ramp)
     if Experiment.objects.filter(name=name).exists():
         raise ApplicationError(
             f"An experiment named {name!r} exists.",

@@ -10,6 +10,8 @@ behaviour. Runs on the `cpu` queue (HTTP calls only), on a beat schedule and on 
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
@@ -31,6 +33,9 @@ from registry.services.versions import (
 )
 
 SIGNIFICANCE = 0.05
+
+if TYPE_CHECKING:  # the backends load only on the worker that runs the probes
+    from engines.backends.base import Prediction
 
 
 def probe_set_import(
@@ -105,6 +110,38 @@ def _backend_for(version: ModelVersion):
     )
 
 
+def _probe_turns(
+    *, run: ProbeRun, probe: Probe, arm: str, version: ModelVersion, prediction: Prediction, at: datetime
+) -> list[TurnEvent]:
+    """A probe and one version's answer as the two turns of a probe session (never user traffic)."""
+    common = {
+        "experiment": run.experiment,
+        "session_id": f"probe-run-{run.pk}-{probe.external_id}"[:200],
+        "arm": arm,
+        "source": TurnEvent.Source.PROBE,
+        "occurred_at": at,
+    }
+    return [
+        TurnEvent(
+            **common,
+            event_id=f"probe-{run.pk}-{probe.pk}-{arm}-q",
+            turn_index=0,
+            role="user",
+            text=probe.input,
+        ),
+        TurnEvent(
+            **common,
+            event_id=f"probe-{run.pk}-{probe.pk}-{arm}-a",
+            turn_index=1,
+            role="assistant",
+            text=prediction.text,
+            version=version,
+            latency_ms=prediction.latency_ms,
+            error=prediction.error or "",
+        ),
+    ]
+
+
 def probe_run_execute(*, experiment: Experiment, probe_set: ProbeSet) -> ProbeRun:
     """Every probe through both versions; results paired per probe; the report per weakness."""
     from engines.backends import BackendError
@@ -131,32 +168,9 @@ def probe_run_execute(*, experiment: Experiment, probe_set: ProbeSet) -> ProbeRu
                         error=prediction.error or "",
                     )
                 )
-                common = {
-                    "experiment": experiment,
-                    "session_id": f"probe-run-{run.pk}-{probe.external_id}"[:200],
-                    "arm": arm,
-                    "source": TurnEvent.Source.PROBE,
-                    "occurred_at": now,
-                }
-                events += [
-                    TurnEvent(
-                        **common,
-                        event_id=f"probe-{run.pk}-{probe.pk}-{arm}-q",
-                        turn_index=0,
-                        role="user",
-                        text=probe.input,
-                    ),
-                    TurnEvent(
-                        **common,
-                        event_id=f"probe-{run.pk}-{probe.pk}-{arm}-a",
-                        turn_index=1,
-                        role="assistant",
-                        text=prediction.text,
-                        version=version,
-                        latency_ms=prediction.latency_ms,
-                        error=prediction.error or "",
-                    ),
-                ]
+                events += _probe_turns(
+                    run=run, probe=probe, arm=arm, version=version, prediction=prediction, at=now
+                )
     except (BackendError, ApplicationError) as exc:  # a version down, or not served
         ProbeRun.objects.filter(pk=run.pk).update(
             status=ProbeRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}", finished_at=timezone.now()

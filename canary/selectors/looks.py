@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from canary.models import OutcomeEvent, TurnEvent
 from canary.selectors.experiments import TrafficWindow
-from canary.selectors.sql import ByArm, sql_arms, sql_by_arm
+from canary.selectors.sql import ByArm, sql_by_arm
 from canary.selectors.stats import (
     MEAN_FIELDS,
     RATIO_CUPED_FIELDS,
@@ -272,7 +272,16 @@ def answers_look_counts(
     return counts, judged
 
 
-def answers_split(*, window: TrafficWindow, since: datetime) -> dict[str, int | float]:
+@dataclass(frozen=True, kw_only=True)
+class AnswerTally:
+    """The counted answers per arm, and Σ over units of (the unit's answers)² over both arms."""
+
+    baseline: int
+    candidate: int
+    sum_squares: int | float
+
+
+def answers_split(*, window: TrafficWindow, since: datetime) -> AnswerTally:
     """The counted answers per arm and Σ over units of (the unit's answers)², both arms together: what
     the clustered sample-ratio check of layer 2 reads."""
     ctes, params = _answers_ctes(window=window, since=since)
@@ -281,9 +290,15 @@ def answers_split(*, window: TrafficWindow, since: datetime) -> dict[str, int | 
         SELECT arm, SUM(a), SUM(a * a) FROM per_unit GROUP BY arm"""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = sql_arms(cursor.fetchall(), ("answers", "squares"))
-    return {
-        "baseline": rows["baseline"]["answers"],
-        "candidate": rows["candidate"]["answers"],
-        "sum_squares": sum(row["squares"] for row in rows.values()),
-    }
+        rows = sql_by_arm(cursor.fetchall(), _ArmAnswers, ("answers", "squares"))
+    return AnswerTally(
+        baseline=int(rows.baseline.answers),
+        candidate=int(rows.candidate.answers),
+        sum_squares=rows.baseline.squares + rows.candidate.squares,
+    )
+
+
+@dataclass(frozen=True)
+class _ArmAnswers:
+    answers: int | float
+    squares: int | float

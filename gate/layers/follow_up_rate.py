@@ -265,9 +265,9 @@ def _judge_with(
         confidence=policy.general.confidence,
         detector=detector,
         split=AnswerSplit(
-            baseline=int(split["baseline"]),
-            candidate=int(split["candidate"]),
-            sum_squares=float(split["sum_squares"]),
+            baseline=split.baseline,
+            candidate=split.candidate,
+            sum_squares=float(split.sum_squares),
             candidate_share=window.candidate_share,
         ),
         srm_alpha=section.follow_up_srm_alpha,

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from canary.models import Experiment, TurnEvent
 from canary.selectors.experiments import traffic_window_get
-from canary.selectors.looks import answers_look_counts, answers_split
+from canary.selectors.looks import AnswerTally, answers_look_counts, answers_split
 from canary.services.experiments import experiment_create
 from gate.judges.follow_up_rate import follow_up_horizon_answers
 from gate.layers.registry import layer_get
@@ -185,6 +185,6 @@ def test_an_answer_split_off_the_share_is_an_error(versions, suite):
     window = traffic_window_get(experiment=experiment)
     split = answers_split(window=window, since=window.start)
     # 300 users of 1–2 answers: Σa² counts each two-answer user 4 times.
-    assert split == {"baseline": 375, "candidate": 188, "sum_squares": 75 * 4 + 225 + 38 * 4 + 112}
+    assert split == AnswerTally(baseline=375, candidate=188, sum_squares=75 * 4 + 225 + 38 * 4 + 112)
     _, layer, details = run_gate(experiment, suite)
     assert layer.verdict == "error" and details.judged.srm.mismatch and details.judged.blind

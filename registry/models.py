@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import StrEnum, unique
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -110,6 +110,7 @@ class ModelVersion(models.Model):
         return f"{self.family}:{self.label}"
 
 
+@unique
 class AuditAction(StrEnum):
     """Every action an audit row records, one member each: services pass a member, never a string, so
     a reader can filter on a member and trust that nothing else was written (`<noun>.<verb>`)."""

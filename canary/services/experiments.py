@@ -28,7 +28,7 @@ from registry.roles import RELEASE_MANAGER
 from registry.services.audit import audit_record
 from registry.services.serving import model_version_serving_verify
 from registry.services.versions import model_version_promote
-from registry.services.webhooks import webhook_send
+from registry.services.webhooks import WebhookEvent, webhook_send
 
 Status = Experiment.Status
 Cause = TrafficShareChange.Cause
@@ -365,7 +365,7 @@ def experiment_rollback(*, experiment: Experiment, actor: Actor, reason: str) ->
             end_reason=reason,
         )
         webhook_send(
-            event="experiment.rolled_back",
+            event=WebhookEvent.EXPERIMENT_ROLLED_BACK,
             payload={
                 "experiment": rolled_back.name,
                 "baseline": rolled_back.baseline.ref,
@@ -399,7 +399,7 @@ def experiment_promote(*, experiment: Experiment, actor: Actor, reason: str = ""
         )
         promoted.candidate = candidate
         webhook_send(
-            event="experiment.promoted",
+            event=WebhookEvent.EXPERIMENT_PROMOTED,
             payload={
                 "experiment": promoted.name,
                 "promoted": candidate.ref,

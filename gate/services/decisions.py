@@ -24,7 +24,7 @@ from registry.roles import RELEASE_MANAGER, user_roles
 from registry.selectors.versions import model_version_in_production
 from registry.services.audit import audit_record
 from registry.services.versions import TRANSITIONS, model_version_incumbent_promote, model_version_transition
-from registry.services.webhooks import webhook_send
+from registry.services.webhooks import WebhookEvent, webhook_send
 
 Action = Decision.Action
 VersionStatus = ModelVersion.Status
@@ -343,7 +343,7 @@ def _decision_announce(*, decision: Decision, status_before: str, weakened: list
         reason=decision.reason,
     )
     webhook_send(
-        event="decision.recorded",
+        event=WebhookEvent.DECISION_RECORDED,
         payload={
             **facts,
             "version_id": version.pk,

@@ -31,7 +31,7 @@ from registry.services.audit import audit_record
 from registry.services.serving import model_version_serving_verify
 from registry.services.suites import eval_suite_lock
 from registry.services.versions import model_version_offline_gate_record, model_version_transition
-from registry.services.webhooks import webhook_send
+from registry.services.webhooks import WebhookEvent, webhook_send
 
 logger = logging.getLogger(__name__)
 Status = GateRun.Status
@@ -269,7 +269,7 @@ def _layer_errors(*, run: GateRun) -> str:
 
 def _verdict_announce(*, run: GateRun, layer_verdicts: dict[str, str]) -> None:
     webhook_send(
-        event="gate_run.finished",
+        event=WebhookEvent.GATE_RUN_FINISHED,
         payload={
             "gate_run": run.pk,
             "candidate": run.candidate.ref,

@@ -533,7 +533,7 @@ def request_lookups(*, token: str, n: int = 200) -> dict:
     from django.contrib.auth import get_user_model
     from django.test import RequestFactory
 
-    from canary.selectors import experiment_get
+    from canary.selectors.experiments import experiment_get
     from evalhub.api.authentication import ApiTokenAuthentication
     from registry.roles import user_roles
 

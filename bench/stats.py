@@ -439,12 +439,12 @@ def tasks_build(*, run, policy, attribution: bool) -> dict[str, Callable[[], obj
     """Name -> a call to time. Each reads the experiment afresh, as a worker would."""
 
     from canary.models import Experiment
-    from canary.selectors import (
+    from canary.selectors.experiments import traffic_window_get
+    from canary.selectors.stats import (
         assigned_units_by_arm,
         follow_up_counts_by_arm,
         outcome_cuped_stats_by_arm,
         outcome_stats_by_arm,
-        traffic_window_get,
     )
     from gate.judges.business_value import BusinessValuePolicy
     from gate.judges.follow_up_rate import FollowUpRatePolicy
@@ -534,12 +534,8 @@ def explain(*, experiment, policy, log) -> None:
     """EXPLAIN (ANALYZE, BUFFERS) of the queries the selectors run, captured as they run them."""
     from django.db import connection, transaction
 
-    from canary.selectors import (
-        assigned_units_by_arm,
-        follow_up_counts_by_arm,
-        outcome_stats_by_arm,
-        traffic_window_get,
-    )
+    from canary.selectors.experiments import traffic_window_get
+    from canary.selectors.stats import assigned_units_by_arm, follow_up_counts_by_arm, outcome_stats_by_arm
     from gate.judges.business_value import BusinessValuePolicy
     from gate.judges.follow_up_rate import FollowUpRatePolicy
 

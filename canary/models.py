@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -102,6 +103,47 @@ class Experiment(models.Model):
     @property
     def traffic_percent(self) -> float:
         return self.traffic_buckets * 100 / BUCKETS
+
+
+class TrafficShareChange(models.Model):
+    """One change of the candidate's share of an experiment's units, written by the lifecycle service
+    that made it, in the transaction of its audit row: the dashboard's share history reads these rows,
+    never the audit log."""
+
+    class Cause(models.TextChoices):
+        START = "start"
+        RAMP = "ramp"
+        PAUSE = "pause"
+        RESUME = "resume"
+        ROLLBACK = "rollback"
+        PROMOTE = "promote"
+
+    # The causes that open a traffic window (a stretch at one share); the others close one.
+    OPENING = (Cause.START, Cause.RESUME, Cause.RAMP)
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="share_changes")
+    cause = models.CharField(max_length=20, choices=Cause.choices)
+    # The share in force from `at` on, in buckets of 10 000: 0 while paused and after a rollback (everyone
+    # on the baseline), all of them after a promotion.
+    buckets = models.PositiveIntegerField(validators=[MaxValueValidator(BUCKETS)])
+    at = models.DateTimeField()
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, help_text="User name, or the system part.")
+
+    class Meta:
+        verbose_name = _("traffic share change")
+        verbose_name_plural = _("traffic share changes")
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["experiment", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id}:{self.cause} {self.percent:g} %@{self.at:%Y-%m-%d %H:%M}"
+
+    @property
+    def percent(self) -> float:
+        return self.buckets * 100 / BUCKETS
 
 
 class TurnEvent(models.Model):

@@ -240,6 +240,25 @@ def _string_field(obj: dict, key: str, number: int) -> str:
     return value if key == "input" else value.strip()
 
 
+def _line_object(line: str, number: int, *, max_depth: int) -> dict:
+    """One line's JSON object, with every required key and no unknown one."""
+    try:
+        obj = json_loads(line, max_depth=max_depth)
+    except json.JSONDecodeError as exc:
+        raise ProbeFormatError(number, None, f"invalid JSON ({exc.msg}, column {exc.colno})") from None
+    except ValueError as exc:  # too deep, NaN or Infinity
+        raise ProbeFormatError(number, None, f"invalid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise ProbeFormatError(number, None, "must be a JSON object")
+    unknown = sorted(set(obj) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        raise ProbeFormatError(number, unknown[0], "unknown key")
+    for key in _REQUIRED:
+        if key not in obj:
+            raise ProbeFormatError(number, key, "required")
+    return obj
+
+
 def probes_jsonl_parse(*, content: bytes, max_depth: int = JSON_MAX_DEPTH) -> list[ProbeSpec]:
     """Probes from a JSONL file: one object per line, blank lines ignored.
 
@@ -262,20 +281,7 @@ def probes_jsonl_parse(*, content: bytes, max_depth: int = JSON_MAX_DEPTH) -> li
             raise ProbeFormatError(number, None, "not valid UTF-8") from None
         if not line.strip():
             continue
-        try:
-            obj = json_loads(line, max_depth=max_depth)
-        except json.JSONDecodeError as exc:
-            raise ProbeFormatError(number, None, f"invalid JSON ({exc.msg}, column {exc.colno})") from None
-        except ValueError as exc:  # too deep, NaN or Infinity
-            raise ProbeFormatError(number, None, f"invalid JSON ({exc})") from None
-        if not isinstance(obj, dict):
-            raise ProbeFormatError(number, None, "must be a JSON object")
-        unknown = sorted(set(obj) - set(_REQUIRED) - set(_OPTIONAL))
-        if unknown:
-            raise ProbeFormatError(number, unknown[0], "unknown key")
-        for key in _REQUIRED:
-            if key not in obj:
-                raise ProbeFormatError(number, key, "required")
+        obj = _line_object(line, number, max_depth=max_depth)
         probe_id, text, label, weakness = (_string_field(obj, key, number) for key in _REQUIRED)
         if probe_id in lines_by_id:
             raise ProbeFormatError(number, "id", f"duplicate of line {lines_by_id[probe_id]}")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from enum import StrEnum, unique
+
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
@@ -106,6 +108,54 @@ class ModelVersion(models.Model):
     @property
     def ref(self) -> str:
         return f"{self.family}:{self.label}"
+
+
+@unique
+class AuditAction(StrEnum):
+    """Every action an audit row records, one member each: services pass a member, never a string, so
+    a reader can filter on a member and trust that nothing else was written (`<noun>.<verb>`)."""
+
+    API_TOKEN_ADDRESS_LOCKED_OUT = "api_token.address_locked_out"
+    API_TOKEN_CREATE = "api_token.create"
+    API_TOKEN_REVOKE = "api_token.revoke"
+    DECISION_APPROVE = "decision.approve"
+    DECISION_INCUMBENT_CONFIRM = "decision.incumbent_confirm"
+    DECISION_INCUMBENT_REQUEST = "decision.incumbent_request"
+    DECISION_OVERRIDE_CONFIRM = "decision.override_confirm"
+    DECISION_OVERRIDE_REQUEST = "decision.override_request"
+    DECISION_REJECT = "decision.reject"
+    EVAL_SUITE_IMPORT = "eval_suite.import"
+    EXPERIMENT_CREATE = "experiment.create"
+    EXPERIMENT_HORIZON_REGISTER = "experiment.horizon_register"
+    EXPERIMENT_LOOK = "experiment.look"
+    EXPERIMENT_PAUSED = "experiment.paused"
+    EXPERIMENT_PLAN_REPLACE = "experiment.plan_replace"
+    EXPERIMENT_PROMOTED = "experiment.promoted"
+    EXPERIMENT_RAMP = "experiment.ramp"
+    EXPERIMENT_ROLLED_BACK = "experiment.rolled_back"
+    # A start (from draft) or a resume (from paused): the row's `before` status tells which.
+    EXPERIMENT_RUNNING = "experiment.running"
+    EXPERIMENT_UNBLIND = "experiment.unblind"
+    FOLLOW_UP_DETECTOR_THRESHOLDS_SET = "follow_up_detector.thresholds_set"
+    FOLLOW_UP_REVIEW_RECORD = "follow_up_review.record"
+    GATE_POLICY_CHANGE = "gate_policy.change"
+    GATE_POLICY_CREATE = "gate_policy.create"
+    GATE_RUN_FAIL = "gate_run.fail"
+    GATE_RUN_FINISH = "gate_run.finish"
+    GATE_RUN_REQUEUE = "gate_run.requeue"
+    GATE_RUN_START = "gate_run.start"
+    MODEL_VERSION_DELETE = "model_version.delete"
+    MODEL_VERSION_EDIT = "model_version.edit"
+    MODEL_VERSION_OFFLINE_GATE_PASSED = "model_version.offline_gate_passed"
+    MODEL_VERSION_REGISTER = "model_version.register"
+    MODEL_VERSION_SERVING_SET = "model_version.serving_set"
+    MODEL_VERSION_TRANSITION = "model_version.transition"
+    PROBE_SET_IMPORT = "probe_set.import"
+    SIGN_IN_ACCOUNT_LOCKED_OUT = "sign_in.account_locked_out"
+    SIGN_IN_ADDRESS_LOCKED_OUT = "sign_in.address_locked_out"
+    USER_PASSWORD_SET = "user.password_set"
+    USER_ROLE_GRANT = "user.role_grant"
+    USER_ROLES_SET = "user.roles_set"
 
 
 class AuditLog(models.Model):

@@ -25,7 +25,7 @@ from django.db import connection
 from django.db.models import Count, Q
 
 from canary.models import CanaryAnalysis, Experiment, TurnEvent
-from canary.selectors import probe_run_latest
+from canary.selectors.experiments import probe_run_latest
 from canary.services.experiments import (
     GUARDRAIL_DEFAULTS,
     LIFECYCLE_ROLES,

@@ -200,6 +200,32 @@ def _routing_check(
     return version.pk if given else None
 
 
+def _turn(event: dict, where: str, errors: _Errors, **fields: object) -> TurnEvent:
+    """A turn event's own fields checked, beside those every event has (`fields`)."""
+    role = event.get("role")
+    if role not in ROLES:
+        errors.add(f"{where}.role", f"one of {', '.join(ROLES)}")
+    turn_index = event.get("turn_index")
+    if (
+        isinstance(turn_index, bool)
+        or not isinstance(turn_index, int)
+        or not 0 <= turn_index <= MAX_TURN_INDEX
+    ):
+        errors.add(f"{where}.turn_index", f"must be an integer from 0 to {MAX_TURN_INDEX}")
+    latency = _number(event, "latency_ms", where, errors, required=False)
+    if latency is not None and latency < 0:
+        errors.add(f"{where}.latency_ms", "must be ≥ 0")
+    return TurnEvent(
+        **fields,
+        turn_index=turn_index,
+        role=role,
+        text=_string(event, "text", where, errors, required=False, limit=MAX_TEXT),
+        latency_ms=latency,
+        error=_string(event, "error", where, errors, required=False, limit=MAX_TEXT),
+        source=TurnEvent.Source.CLIENT,
+    )
+
+
 def _parse(event: object, index: int, checks: _Checks, errors: _Errors):
     where = f"events[{index}]"
     if not isinstance(event, dict):
@@ -236,30 +262,8 @@ def _parse(event: object, index: int, checks: _Checks, errors: _Errors):
         )
     common = {"experiment": experiment, "event_id": event_id, "arm": arm, "occurred_at": occurred_at}
     if kind == "turn":
-        role = event.get("role")
-        if role not in ROLES:
-            errors.add(f"{where}.role", f"one of {', '.join(ROLES)}")
-        turn_index = event.get("turn_index")
-        if (
-            isinstance(turn_index, bool)
-            or not isinstance(turn_index, int)
-            or not 0 <= turn_index <= MAX_TURN_INDEX
-        ):
-            errors.add(f"{where}.turn_index", f"must be an integer from 0 to {MAX_TURN_INDEX}")
-        latency = _number(event, "latency_ms", where, errors, required=False)
-        if latency is not None and latency < 0:
-            errors.add(f"{where}.latency_ms", "must be ≥ 0")
-        return TurnEvent(
-            **common,
-            session_id=session_id,
-            user_id=user_id,
-            version_id=version_id,
-            turn_index=turn_index,
-            role=role,
-            text=_string(event, "text", where, errors, required=False, limit=MAX_TEXT),
-            latency_ms=latency,
-            error=_string(event, "error", where, errors, required=False, limit=MAX_TEXT),
-            source=TurnEvent.Source.CLIENT,
+        return _turn(
+            event, where, errors, session_id=session_id, user_id=user_id, version_id=version_id, **common
         )
     return OutcomeEvent(
         **common,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
+from datetime import datetime
 from enum import StrEnum
 from itertools import pairwise
 
@@ -18,21 +19,22 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from canary.models import Experiment
+from canary.models import Experiment, TrafficShareChange
 from engines.input_checks import text_problem
 from engines.reasons import Term, gettext_noop, wordings_register
 from engines.reasons import reason as reason_of
 from engines.routing import BUCKETS, share_to_buckets
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
 from registry.errors import ApplicationError, CommonCode
-from registry.models import ModelVersion
+from registry.models import AuditAction, ModelVersion
 from registry.roles import RELEASE_MANAGER
 from registry.services.audit import audit_record
 from registry.services.serving import model_version_serving_verify
 from registry.services.versions import model_version_promote
-from registry.services.webhooks import webhook_send
+from registry.services.webhooks import WebhookEvent, webhook_send
 
 Status = Experiment.Status
+Cause = TrafficShareChange.Cause
 # Who may act on an experiment (system parts, such as the canary analysis, act on their own).
 LIFECYCLE_ROLES = frozenset({RELEASE_MANAGER})
 
@@ -52,6 +54,21 @@ TRANSITIONS = {
     Status.PAUSED: {Status.RUNNING, Status.PROMOTED, Status.ROLLED_BACK},
     Status.PROMOTED: set(),
     Status.ROLLED_BACK: set(),
+}
+
+# What a move to each status does to the share (a start is a move to running from a draft).
+STATUS_CAUSES = {
+    Status.RUNNING: Cause.RESUME,
+    Status.PAUSED: Cause.PAUSE,
+    Status.PROMOTED: Cause.PROMOTE,
+    Status.ROLLED_BACK: Cause.ROLLBACK,
+}
+# The audit action of a move to each status (a draft is only created, never moved to).
+STATUS_AUDIT_ACTIONS: dict[str, AuditAction] = {
+    Status.RUNNING: AuditAction.EXPERIMENT_RUNNING,
+    Status.PAUSED: AuditAction.EXPERIMENT_PAUSED,
+    Status.PROMOTED: AuditAction.EXPERIMENT_PROMOTED,
+    Status.ROLLED_BACK: AuditAction.EXPERIMENT_ROLLED_BACK,
 }
 
 
@@ -243,6 +260,44 @@ def _guardrails_parse(guardrails: object) -> dict[str, float]:
     return result
 
 
+def _arms_check(*, baseline: ModelVersion, candidate: ModelVersion) -> None:
+    """Two versions of one family."""
+    if candidate.pk == baseline.pk:
+        raise ApplicationError(
+            reason_of(ExperimentsCode.SAME_VERSIONS),
+            fields={"candidate": [reason_of(ExperimentsCode.SAME_NOTE)]},
+        )
+    if candidate.family != baseline.family:
+        raise ApplicationError(
+            reason_of(ExperimentsCode.OTHER_FAMILIES, candidate=candidate.ref, baseline=baseline.ref),
+            fields={"candidate": [reason_of(ExperimentsCode.FAMILY_NOTE, family=baseline.family)]},
+        )
+
+
+def _share_plan(*, traffic_percent: float | None, ramp: Sequence[float] | None) -> tuple[int, list[int]]:
+    """The starting share and the ramp plan's steps, in buckets: the plan increases and starts at the
+    share (which defaults to its first step, else 1 %)."""
+    steps = [_share_buckets(step, f"ramp[{i}]") for i, step in enumerate(ramp or [])]
+    if any(b <= a for a, b in pairwise(steps)):
+        raise ApplicationError(
+            reason_of(ExperimentsCode.RAMP_NOT_INCREASING),
+            fields={"ramp": [reason_of(ExperimentsCode.RAMP_NOTE)]},
+        )
+    if traffic_percent is None:
+        return (steps[0] if steps else 100), steps
+    buckets = _share_buckets(traffic_percent, "traffic_percent")
+    if steps and buckets != steps[0]:
+        raise ApplicationError(
+            reason_of(ExperimentsCode.NOT_FIRST_STEP),
+            fields={
+                "traffic_percent": [
+                    reason_of(ExperimentsCode.FIRST_STEP_NOTE, share=steps[0] * 100 / BUCKETS)
+                ]
+            },
+        )
+    return buckets, steps
+
+
 def experiment_create(
     *,
     name: str,
@@ -259,35 +314,8 @@ def experiment_create(
     """A draft experiment. With a ramp plan, the share starts at its first step. `is_demo` marks
     the bundled demo's own experiment (its pages say its traffic is synthetic)."""
     actor_require_role(actor, LIFECYCLE_ROLES, action="create an experiment")
-    if candidate.pk == baseline.pk:
-        raise ApplicationError(
-            reason_of(ExperimentsCode.SAME_VERSIONS),
-            fields={"candidate": [reason_of(ExperimentsCode.SAME_NOTE)]},
-        )
-    if candidate.family != baseline.family:
-        raise ApplicationError(
-            reason_of(ExperimentsCode.OTHER_FAMILIES, candidate=candidate.ref, baseline=baseline.ref),
-            fields={"candidate": [reason_of(ExperimentsCode.FAMILY_NOTE, family=baseline.family)]},
-        )
-    steps = [_share_buckets(step, f"ramp[{i}]") for i, step in enumerate(ramp or [])]
-    if any(b <= a for a, b in pairwise(steps)):
-        raise ApplicationError(
-            reason_of(ExperimentsCode.RAMP_NOT_INCREASING),
-            fields={"ramp": [reason_of(ExperimentsCode.RAMP_NOTE)]},
-        )
-    if traffic_percent is None:
-        buckets = steps[0] if steps else 100
-    else:
-        buckets = _share_buckets(traffic_percent, "traffic_percent")
-        if steps and buckets != steps[0]:
-            raise ApplicationError(
-                reason_of(ExperimentsCode.NOT_FIRST_STEP),
-                fields={
-                    "traffic_percent": [
-                        reason_of(ExperimentsCode.FIRST_STEP_NOTE, share=steps[0] * 100 / BUCKETS)
-                    ]
-                },
-            )
+    _arms_check(baseline=baseline, candidate=candidate)
+    buckets, steps = _share_plan(traffic_percent=traffic_percent, ramp=ramp)
     if Experiment.objects.filter(name=name).exists():
         raise ApplicationError(
             reason_of(ExperimentsCode.NAME_TAKEN, name=name),
@@ -311,7 +339,7 @@ def experiment_create(
         )
         audit_record(
             actor=actor,
-            action="experiment.create",
+            action=AuditAction.EXPERIMENT_CREATE,
             target=experiment,
             after={
                 "baseline": baseline.ref,
@@ -336,8 +364,21 @@ def _locked(experiment: Experiment) -> Experiment:
     return Experiment.objects.select_for_update().get(pk=experiment.pk)
 
 
+def _share_change_record(*, experiment: Experiment, cause: str, actor: Actor, at: datetime) -> None:
+    """The share in force from `at` on (0 while paused or rolled back), beside the audit row."""
+    buckets = 0 if cause in (Cause.PAUSE, Cause.ROLLBACK) else experiment.traffic_buckets
+    TrafficShareChange.objects.create(
+        experiment=experiment,
+        cause=cause,
+        buckets=buckets,
+        at=at,
+        actor=actor_user(actor),
+        actor_name=actor_name(actor),
+    )
+
+
 def _status_set(
-    *, experiment: Experiment, to: str, actor: Actor, reason: str, **changes: object
+    *, experiment: Experiment, to: str, actor: Actor, reason: str, at: datetime, **changes: object
 ) -> Experiment:
     actor_require_role(actor, LIFECYCLE_ROLES, action=f"move an experiment to {to}")
     _reason_check(reason)
@@ -374,12 +415,15 @@ def _status_set(
             ) from None
         audit_record(
             actor=actor,
-            action=f"experiment.{to}",
+            action=STATUS_AUDIT_ACTIONS[to],
             target=locked,
             before=before,
             after={"status": locked.status, "traffic_percent": locked.traffic_percent},
             reason=reason,
         )
+        started = to == Status.RUNNING and before["status"] == Status.DRAFT
+        cause = Cause.START if started else STATUS_CAUSES[to]
+        _share_change_record(experiment=locked, cause=cause, actor=actor, at=at)
     return locked
 
 
@@ -420,25 +464,29 @@ def experiment_start(*, experiment: Experiment, actor: Actor, reason: str = "") 
         to=Status.RUNNING,
         actor=actor,
         reason=reason,
+        at=now,
         started_at=now,
         share_since=now,
     )
 
 
 def experiment_pause(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
+    now = timezone.now()
     return _status_set(
-        experiment=experiment, to=Status.PAUSED, actor=actor, reason=reason, paused_at=timezone.now()
+        experiment=experiment, to=Status.PAUSED, actor=actor, reason=reason, at=now, paused_at=now
     )
 
 
 def experiment_resume(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
     # While paused everyone was on the baseline: the traffic layers count from the resume on.
+    now = timezone.now()
     return _status_set(
         experiment=experiment,
         to=Status.RUNNING,
         actor=actor,
         reason=reason,
-        share_since=timezone.now(),
+        at=now,
+        share_since=now,
         paused_at=None,
     )
 
@@ -450,18 +498,20 @@ def experiment_rollback(*, experiment: Experiment, actor: Actor, reason: str) ->
         raise ApplicationError(
             reason_of(ExperimentsCode.ROLLBACK_REASON), fields={"reason": [reason_of(CommonCode.REQUIRED)]}
         )
+    now = timezone.now()
     with transaction.atomic():
         rolled_back = _status_set(
             experiment=experiment,
             to=Status.ROLLED_BACK,
             actor=actor,
             reason=reason,
+            at=now,
             traffic_buckets=0,
-            ended_at=timezone.now(),
+            ended_at=now,
             end_reason=reason,
         )
         webhook_send(
-            event="experiment.rolled_back",
+            event=WebhookEvent.EXPERIMENT_ROLLED_BACK,
             payload={
                 "experiment": rolled_back.name,
                 "baseline": rolled_back.baseline.ref,
@@ -477,14 +527,16 @@ def experiment_promote(*, experiment: Experiment, actor: Actor, reason: str = ""
     """The candidate takes all traffic and the experiment ends, in one transaction with the registry:
     the candidate becomes `promoted`, the version it replaces `retired`. Only an approved candidate
     (an approval decision, or a confirmed two-person override) is promoted: 409 otherwise."""
+    now = timezone.now()
     with transaction.atomic():
         promoted = _status_set(
             experiment=experiment,
             to=Status.PROMOTED,
             actor=actor,
             reason=reason,
+            at=now,
             traffic_buckets=BUCKETS,
-            ended_at=timezone.now(),
+            ended_at=now,
             end_reason=reason,
         )
         candidate = ModelVersion.objects.select_for_update().get(pk=promoted.candidate_id)
@@ -493,7 +545,7 @@ def experiment_promote(*, experiment: Experiment, actor: Actor, reason: str = ""
         )
         promoted.candidate = candidate
         webhook_send(
-            event="experiment.promoted",
+            event=WebhookEvent.EXPERIMENT_PROMOTED,
             payload={
                 "experiment": promoted.name,
                 "promoted": candidate.ref,
@@ -550,16 +602,18 @@ def experiment_ramp(
         _share_cap_check(experiment=locked, buckets=buckets, field="traffic_percent")
         before = {"traffic_percent": locked.traffic_percent, "ramp_step": locked.ramp_step}
         locked.traffic_buckets, locked.ramp_step = buckets, step
-        locked.share_since, locked.window_buckets = timezone.now(), buckets
+        now = timezone.now()
+        locked.share_since, locked.window_buckets = now, buckets
         locked.save(update_fields=["traffic_buckets", "ramp_step", "share_since", "window_buckets"])
         audit_record(
             actor=actor,
-            action="experiment.ramp",
+            action=AuditAction.EXPERIMENT_RAMP,
             target=locked,
             before=before,
             after={"traffic_percent": locked.traffic_percent, "ramp_step": step},
             reason=reason,
         )
+        _share_change_record(experiment=locked, cause=Cause.RAMP, actor=actor, at=now)
     return locked
 
 
@@ -592,5 +646,7 @@ def experiment_horizon_register(
         locked.follow_up_horizon = follow_up or {}
         locked.save(update_fields=["business_horizon", "follow_up_horizon"])
         after = {**horizon, "follow_up": follow_up} if follow_up else horizon
-        audit_record(actor=actor, action="experiment.horizon_register", target=locked, before={}, after=after)
+        audit_record(
+            actor=actor, action=AuditAction.EXPERIMENT_HORIZON_REGISTER, target=locked, before={}, after=after
+        )
     return locked

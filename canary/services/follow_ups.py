@@ -27,10 +27,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from canary.models import Experiment, FollowUpDetectorConfig, TurnEvent
-from engines.follow_up.classifier import detector_load, follow_ups_classify, pair_language
+from engines.follow_up.classifier import TrainedDetector, detector_load, follow_ups_classify, pair_language
 from engines.follow_up.detector import FollowUpThresholds, TurnPair
 from engines.reasons import gettext_noop, reason, wordings_register
 from registry.errors import ApplicationError
+from registry.models import AuditAction
 from registry.services.audit import audit_record
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def follow_up_thresholds_set(*, family: str, thresholds: dict, actor) -> FollowU
     config.save()
     audit_record(
         actor=actor,
-        action="follow_up_detector.thresholds_set",
+        action=AuditAction.FOLLOW_UP_DETECTOR_THRESHOLDS_SET,
         target=config,
         before=before,
         after=parsed.as_dict(),
@@ -103,6 +104,70 @@ def _context(turns: list[TurnEvent]) -> dict[tuple[int, str, int], TurnEvent]:
         turn_index__in={index for _, _, index in wanted if index >= 0},
     ).only("experiment_id", "session_id", "turn_index", "role", "text", "error", "fallback", "occurred_at")
     return {key: t for t in rows if (key := (t.experiment_id, t.session_id, t.turn_index)) in wanted}
+
+
+def _by_rule(
+    *, batch: list[TurnEvent], grace_before: datetime, waiting: set[int]
+) -> tuple[list[TurnEvent], list[tuple[TurnEvent, TurnPair]]]:
+    """The turns a rule judges (`new`: no answer before them, or a failed one), and the others paired
+    with the question and answer before them for the detector. A turn whose answer is not stored yet
+    waits (its pk added to `waiting`) until the grace period has passed, then it is `new`."""
+    context = _context(batch)
+    judged: list[TurnEvent] = []
+    pairs: list[tuple[TurnEvent, TurnPair]] = []
+    for turn in batch:
+        answer = context.get((turn.experiment_id, turn.session_id, turn.turn_index - 1))
+        question = context.get((turn.experiment_id, turn.session_id, turn.turn_index - 2))
+        if answer is None or answer.role != Role.ASSISTANT:
+            if turn.occurred_at < grace_before:
+                turn.follow_up_kind = NEW
+                judged.append(turn)
+            else:
+                waiting.add(turn.pk)
+        elif answer.error and not answer.fallback:
+            # The user got no answer: asking again is a retry, not a follow-up of an answer.
+            turn.follow_up_kind = NEW
+            judged.append(turn)
+        else:
+            gap = (turn.occurred_at - answer.occurred_at).total_seconds()
+            pair = TurnPair(
+                previous_question=question.text if question and question.role == Role.USER else "",
+                previous_answer=answer.text,
+                next_turn=turn.text,
+                gap_seconds=max(0.0, gap),
+            )
+            pairs.append((turn, pair))
+    return judged, pairs
+
+
+def _by_detector(
+    *,
+    pairs: list[tuple[TurnEvent, TurnPair]],
+    embed: Callable[[list[str]], np.ndarray],
+    detector: TrainedDetector,
+    thresholds: dict[int, FollowUpThresholds],
+) -> list[TurnEvent]:
+    """The paired turns judged by the detector under their family's thresholds (`thresholds` caches
+    them by experiment)."""
+    by_experiment: dict[int, list[tuple[TurnEvent, TurnPair]]] = {}
+    for turn, pair in pairs:
+        by_experiment.setdefault(turn.experiment_id, []).append((turn, pair))
+    judged = []
+    for experiment_id, group in by_experiment.items():
+        if experiment_id not in thresholds:
+            thresholds[experiment_id] = follow_up_thresholds_get(family=group[0][0].experiment.family)
+        judgements = follow_ups_classify(
+            pairs=[pair for _, pair in group],
+            embed=embed,
+            thresholds=thresholds[experiment_id],
+            detector=detector,
+        )
+        for (turn, pair), judgement in zip(group, judgements, strict=True):
+            turn.follow_up_kind = judgement.kind
+            turn.follow_up_language = pair_language(pair)
+            turn.follow_up_detector = detector.version
+            judged.append(turn)
+    return judged
 
 
 def follow_ups_label(
@@ -137,48 +202,8 @@ def follow_ups_label(
         )
         if not batch:
             break
-        context = _context(batch)
-        judged: list[TurnEvent] = []
-        pairs: list[tuple[TurnEvent, TurnPair]] = []
-        for turn in batch:
-            answer = context.get((turn.experiment_id, turn.session_id, turn.turn_index - 1))
-            question = context.get((turn.experiment_id, turn.session_id, turn.turn_index - 2))
-            if answer is None or answer.role != Role.ASSISTANT:
-                if turn.occurred_at < grace_before:
-                    turn.follow_up_kind = NEW
-                    judged.append(turn)
-                else:
-                    waiting.add(turn.pk)
-            elif answer.error and not answer.fallback:
-                # The user got no answer: asking again is a retry, not a follow-up of an answer.
-                turn.follow_up_kind = NEW
-                judged.append(turn)
-            else:
-                gap = (turn.occurred_at - answer.occurred_at).total_seconds()
-                pair = TurnPair(
-                    previous_question=question.text if question and question.role == Role.USER else "",
-                    previous_answer=answer.text,
-                    next_turn=turn.text,
-                    gap_seconds=max(0.0, gap),
-                )
-                pairs.append((turn, pair))
-        by_experiment: dict[int, list[tuple[TurnEvent, TurnPair]]] = {}
-        for turn, pair in pairs:
-            by_experiment.setdefault(turn.experiment_id, []).append((turn, pair))
-        for experiment_id, group in by_experiment.items():
-            if experiment_id not in thresholds:
-                thresholds[experiment_id] = follow_up_thresholds_get(family=group[0][0].experiment.family)
-            judgements = follow_ups_classify(
-                pairs=[pair for _, pair in group],
-                embed=embed,
-                thresholds=thresholds[experiment_id],
-                detector=detector,
-            )
-            for (turn, pair), judgement in zip(group, judgements, strict=True):
-                turn.follow_up_kind = judgement.kind
-                turn.follow_up_language = pair_language(pair)
-                turn.follow_up_detector = detector.version
-                judged.append(turn)
+        judged, pairs = _by_rule(batch=batch, grace_before=grace_before, waiting=waiting)
+        judged += _by_detector(pairs=pairs, embed=embed, detector=detector, thresholds=thresholds)
         TurnEvent.objects.bulk_update(judged, ["follow_up_kind", "follow_up_language", "follow_up_detector"])
         for turn in judged:
             counts[turn.follow_up_kind] = counts.get(turn.follow_up_kind, 0) + 1

@@ -22,6 +22,7 @@ from engines.reasons import Term, gettext_noop, wordings_register
 from engines.reasons import reason as reason_of
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
 from registry.errors import ApplicationError, CommonCode
+from registry.models import AuditAction
 from registry.roles import RELEASE_MANAGER
 from registry.services.audit import audit_record
 
@@ -118,7 +119,7 @@ def experiment_plans_replace(
         locked.save(update_fields=[PLAN_FIELDS[layer] for layer in plans])
         audit_record(
             actor=actor,
-            action="experiment.plan_replace",
+            action=AuditAction.EXPERIMENT_PLAN_REPLACE,
             target=locked,
             before=before,
             after=after,
@@ -145,7 +146,11 @@ def experiment_look_store(
         setattr(locked, field, plan)
         locked.save(update_fields=[field])
         audit_record(
-            actor=actor, action="experiment.look", target=locked, before={}, after={"layer": layer, **look}
+            actor=actor,
+            action=AuditAction.EXPERIMENT_LOOK,
+            target=locked,
+            before={},
+            after={"layer": layer, **look},
         )
     setattr(experiment, field, plan)
     return look
@@ -188,7 +193,7 @@ def experiment_unblind(*, experiment: Experiment, actor: Actor, reason: str) -> 
         locked.save(update_fields=["unblinded_at", "unblinded_by", "unblinded_by_name", "unblind_reason"])
         audit_record(
             actor=actor,
-            action="experiment.unblind",
+            action=AuditAction.EXPERIMENT_UNBLIND,
             target=locked,
             before={},
             after={"unblinded_at": locked.unblinded_at.isoformat()},

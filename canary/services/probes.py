@@ -10,7 +10,9 @@ behaviour. Runs on the `cpu` queue (HTTP calls only), on a beat schedule and on 
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
@@ -22,7 +24,7 @@ from engines.routing import BASELINE, CANDIDATE
 from registry.actors import Actor, actor_require_role
 from registry.dispatch import Task, task_enqueue
 from registry.errors import ApplicationError, CommonCode, NotFoundError
-from registry.models import ModelVersion
+from registry.models import AuditAction, ModelVersion
 from registry.outbound import outbound_policy
 from registry.roles import RELEASE_MANAGER, WRITE_ROLES
 from registry.services.audit import audit_record
@@ -33,6 +35,9 @@ from registry.services.versions import (
 )
 
 SIGNIFICANCE = 0.05
+
+if TYPE_CHECKING:  # the backends load only on the worker that runs the probes
+    from engines.backends.base import Prediction
 
 
 class ProbesCode(StrEnum):
@@ -90,7 +95,9 @@ def probe_set_import(
                 for p in probes
             ]
         )
-        audit_record(actor=actor, action="probe_set.import", target=probe_set, after={"probes": len(probes)})
+        audit_record(
+            actor=actor, action=AuditAction.PROBE_SET_IMPORT, target=probe_set, after={"probes": len(probes)}
+        )
     return probe_set
 
 
@@ -135,6 +142,38 @@ def _backend_for(version: ModelVersion):
     )
 
 
+def _probe_turns(
+    *, run: ProbeRun, probe: Probe, arm: str, version: ModelVersion, prediction: Prediction, at: datetime
+) -> list[TurnEvent]:
+    """A probe and one version's answer as the two turns of a probe session (never user traffic)."""
+    common = {
+        "experiment": run.experiment,
+        "session_id": f"probe-run-{run.pk}-{probe.external_id}"[:200],
+        "arm": arm,
+        "source": TurnEvent.Source.PROBE,
+        "occurred_at": at,
+    }
+    return [
+        TurnEvent(
+            **common,
+            event_id=f"probe-{run.pk}-{probe.pk}-{arm}-q",
+            turn_index=0,
+            role="user",
+            text=probe.input,
+        ),
+        TurnEvent(
+            **common,
+            event_id=f"probe-{run.pk}-{probe.pk}-{arm}-a",
+            turn_index=1,
+            role="assistant",
+            text=prediction.text,
+            version=version,
+            latency_ms=prediction.latency_ms,
+            error=prediction.error or "",
+        ),
+    ]
+
+
 def probe_run_execute(*, experiment: Experiment, probe_set: ProbeSet) -> ProbeRun:
     """Every probe through both versions; results paired per probe; the report per weakness."""
     from engines.backends import BackendError
@@ -161,32 +200,9 @@ def probe_run_execute(*, experiment: Experiment, probe_set: ProbeSet) -> ProbeRu
                         error=prediction.error or "",
                     )
                 )
-                common = {
-                    "experiment": experiment,
-                    "session_id": f"probe-run-{run.pk}-{probe.external_id}"[:200],
-                    "arm": arm,
-                    "source": TurnEvent.Source.PROBE,
-                    "occurred_at": now,
-                }
-                events += [
-                    TurnEvent(
-                        **common,
-                        event_id=f"probe-{run.pk}-{probe.pk}-{arm}-q",
-                        turn_index=0,
-                        role="user",
-                        text=probe.input,
-                    ),
-                    TurnEvent(
-                        **common,
-                        event_id=f"probe-{run.pk}-{probe.pk}-{arm}-a",
-                        turn_index=1,
-                        role="assistant",
-                        text=prediction.text,
-                        version=version,
-                        latency_ms=prediction.latency_ms,
-                        error=prediction.error or "",
-                    ),
-                ]
+                events += _probe_turns(
+                    run=run, probe=probe, arm=arm, version=version, prediction=prediction, at=now
+                )
     except (BackendError, ApplicationError) as exc:  # a version down, or not served
         ProbeRun.objects.filter(pk=run.pk).update(
             status=ProbeRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}", finished_at=timezone.now()

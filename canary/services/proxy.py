@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from canary.models import Experiment, TurnEvent
 from canary.services.assignment import experiment_assign
-from canary.services.telemetry import turn_events_record
+from canary.services.telemetry import ProxiedTurn, turn_events_record
 from engines.backends.base import BackendError
 from engines.input_checks import json_problem, text_problem, text_storable
 from engines.outbound import OutboundPolicy, OutboundRefusedError, outbound_client
@@ -297,36 +297,34 @@ def _record(
     *, event, experiment, messages, answer, arm, version, user_id, session_id, latency_ms, error, fallback
 ):
     """The user's question and the answer, as two turn events (off the response path)."""
-    now = timezone.now().isoformat()
     asked = sum(1 for m in messages if m["role"] == "user")
     common = {
         "experiment_id": experiment.pk,
         "session_id": session_id[:200],
         "user_id": user_id[:200],
         "arm": arm,
-        "source": TurnEvent.Source.PROXY,
-        "occurred_at": now,
+        "occurred_at": timezone.now(),
     }
     turn_events_record(
         events=[
-            {
+            ProxiedTurn(
                 **common,
-                "event_id": f"px-{event}-q",
-                "turn_index": 2 * (asked - 1),
-                "role": TurnEvent.Role.USER,
-                "text": messages[-1]["content"],
-            },
-            {
+                event_id=f"px-{event}-q",
+                turn_index=2 * (asked - 1),
+                role=TurnEvent.Role.USER,
+                text=messages[-1]["content"],
+            ),
+            ProxiedTurn(
                 **common,
-                "event_id": f"px-{event}-a",
-                "turn_index": 2 * asked - 1,
-                "role": TurnEvent.Role.ASSISTANT,
+                event_id=f"px-{event}-a",
+                turn_index=2 * asked - 1,
+                role=TurnEvent.Role.ASSISTANT,
                 # The version's answer, as storable text (an upstream may answer a NUL).
-                "text": text_storable(answer["choices"][0]["message"]["content"]),
-                "version_id": version.pk,
-                "latency_ms": latency_ms,
-                "error": error,
-                "fallback": fallback,
-            },
+                text=text_storable(answer["choices"][0]["message"]["content"]),
+                version_id=version.pk,
+                latency_ms=latency_ms,
+                error=error,
+                fallback=fallback,
+            ),
         ]
     )

@@ -22,10 +22,11 @@ from django.db import transaction
 from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 
 from canary.models import Experiment, FollowUpReview, TurnEvent
-from canary.selectors import follow_up_reviews_first
+from canary.selectors.reviews import follow_up_reviews_first
 from engines.reasons import gettext_noop, reason, wordings_register
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
 from registry.errors import ApplicationError, CommonCode, NotFoundError
+from registry.models import AuditAction
 from registry.roles import REVIEW_ROLES
 from registry.services.audit import audit_record
 
@@ -253,7 +254,7 @@ def follow_up_review_record(
         review.save(update_fields=["label"])
     audit_record(
         actor=actor,
-        action="follow_up_review.record",
+        action=AuditAction.FOLLOW_UP_REVIEW_RECORD,
         target=review,
         before=before,
         after={"label": label, "experiment": experiment.name, "event_id": turn.event_id},

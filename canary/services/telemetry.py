@@ -18,6 +18,8 @@ import json
 import logging
 import os
 import socket
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from functools import cache
 
 from django.conf import settings
@@ -44,24 +46,52 @@ def _redis():
     return redis.Redis.from_url(settings.EVALHUB_TELEMETRY_REDIS_URL, protocol=2)
 
 
-def _row(data: dict) -> TurnEvent:
-    return TurnEvent(**{**data, "occurred_at": parse_datetime(data["occurred_at"])})
+@dataclass(frozen=True, kw_only=True)
+class ProxiedTurn:
+    """One turn the proxy saw (the user's question, or the answer it relayed), as it travels through the
+    stream: its TurnEvent's fields, with ids for the foreign keys."""
+
+    experiment_id: int
+    event_id: str
+    session_id: str
+    user_id: str
+    arm: str
+    turn_index: int
+    role: str
+    text: str
+    occurred_at: datetime
+    version_id: int | None = None
+    latency_ms: float | None = None
+    error: str = ""
+    fallback: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "occurred_at": self.occurred_at.isoformat()})
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ProxiedTurn:
+        data = json.loads(text)
+        data.pop("source", None)  # written by a proxy from before this class: always "proxy"
+        return cls(**{**data, "occurred_at": parse_datetime(data["occurred_at"])})
+
+    def row(self) -> TurnEvent:
+        return TurnEvent(**asdict(self), source=TurnEvent.Source.PROXY)
 
 
-def turn_events_record(*, events: list[dict]) -> None:
-    """Hand the proxy's events (TurnEvent fields, ids for foreign keys) to the store."""
+def turn_events_record(*, events: list[ProxiedTurn]) -> None:
+    """Hand the proxy's events to the store."""
     if settings.EVALHUB_TELEMETRY_REDIS_URL:
         import redis
 
         try:
             pipe = _redis().pipeline(transaction=False)
             for event in events:
-                pipe.xadd(_stream(), {"event": json.dumps(event)})
+                pipe.xadd(_stream(), {"event": event.to_json()})
             pipe.execute()
             return
         except redis.RedisError:  # Redis unavailable: store them now rather than lose them
             logger.warning("telemetry stream unavailable; writing %d turn events directly", len(events))
-    TurnEvent.objects.bulk_create([_row(e) for e in events], ignore_conflicts=True)
+    TurnEvent.objects.bulk_create([event.row() for event in events], ignore_conflicts=True)
 
 
 def turn_stream_drain(
@@ -95,7 +125,7 @@ def turn_stream_drain(
 def _store(client, messages) -> int:
     if not messages:
         return 0
-    rows = [_row(json.loads(fields[b"event"])) for _, fields in messages]
+    rows = [ProxiedTurn.from_json(fields[b"event"]).row() for _, fields in messages]
     TurnEvent.objects.bulk_create(rows, batch_size=1000, ignore_conflicts=True)
     ids = [message_id for message_id, _ in messages]
     client.xack(_stream(), GROUP, *ids)

@@ -2,7 +2,14 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
-from canary.models import Experiment, FollowUpDetectorConfig, FollowUpReview, OutcomeEvent, TurnEvent
+from canary.models import (
+    Experiment,
+    FollowUpDetectorConfig,
+    FollowUpReview,
+    OutcomeEvent,
+    TrafficShareChange,
+    TurnEvent,
+)
 from canary.services.experiments import experiment_pause, experiment_promote, experiment_rollback
 from canary.services.follow_ups import follow_up_thresholds_set
 from engines.follow_up.detector import FollowUpThresholds
@@ -78,6 +85,12 @@ class OutcomeEventAdmin(ReadOnlyAdmin):
     list_display = ["event_id", "experiment", "arm", "unit_id", "metric", "value", "occurred_at"]
     list_filter = ["experiment", "arm", "metric"]
     search_fields = ["event_id", "unit_id", "user_id"]
+
+
+@admin.register(TrafficShareChange)
+class TrafficShareChangeAdmin(ReadOnlyAdmin):
+    list_display = ["experiment", "cause", "percent", "at", "actor_name"]
+    list_filter = ["experiment", "cause"]
 
 
 @admin.register(FollowUpReview)

@@ -13,15 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from canary.models import CanaryAnalysis, Experiment, ProbeRun
-from canary.selectors import (
-    analyses_latest,
-    experiment_get,
-    experiment_get_live,
-    experiment_list,
-    experiments_live,
-    probe_runs_list,
-    probe_sets_list,
-)
+from canary.selectors.experiments import analyses_latest, experiment_get, experiment_get_live, experiment_list
+from canary.selectors.listings import experiments_live, probe_runs_list, probe_sets_list
 from canary.services import experiments as lifecycle
 from canary.services.assignment import experiment_assign
 from canary.services.events import events_ingest

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from canary.selectors import experiment_get
+from canary.selectors.experiments import experiment_get
 from canary.services.reviews import (
     LABELS,
     LANGUAGES,

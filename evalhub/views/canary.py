@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from canary.selectors import experiment_get, experiment_overview_list
+from canary.selectors.experiments import experiment_get, experiment_overview_list
 from canary.services import experiments as lifecycle
 from canary.services import plans
 from canary.services.experiments import ExperimentsCode

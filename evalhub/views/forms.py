@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from canary.selectors import experiment_get
+from canary.selectors.experiments import experiment_get
 from canary.services.experiments import experiment_create
 from canary.services.probes import probe_runs_request
 from engines.reasons import gettext_noop, reason, wordings_register

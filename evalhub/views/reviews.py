@@ -14,7 +14,8 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from canary.models import FollowUpReview
-from canary.selectors import experiment_get, experiments_for_review, follow_up_reviews_count
+from canary.selectors.experiments import experiment_get
+from canary.selectors.reviews import experiments_for_review, follow_up_reviews_count
 from canary.services.reviews import (
     LANGUAGES,
     follow_up_review_next,

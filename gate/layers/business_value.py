@@ -14,19 +14,15 @@ from typing import Any
 from django.utils import timezone
 
 from canary.models import Experiment
-from canary.selectors import (
-    TrafficWindow,
-    assigned_units_by_arm,
-    outcome_cuped_stats_by_arm,
-    outcome_look_progress,
-    outcome_look_stats,
-    outcome_stats_by_arm,
+from canary.selectors.attribution import (
     outcomes_by_arm_sql,
     outcomes_by_hour,
     outcomes_worst,
     outcomes_worst_sql,
-    traffic_window_get,
 )
+from canary.selectors.experiments import TrafficWindow, traffic_window_get
+from canary.selectors.looks import outcome_look_progress, outcome_look_stats
+from canary.selectors.stats import assigned_units_by_arm, outcome_cuped_stats_by_arm, outcome_stats_by_arm
 from engines.reasons import gettext_noop, reason, sentences, stored_reason_read, wordings_register
 from engines.routing import BASELINE, CANDIDATE
 from engines.stats.sufficient import MeanStats, RatioCupedStats, RatioStats
@@ -64,12 +60,8 @@ def outcome_stats(
 ) -> tuple[RatioStats | MeanStats, RatioStats | MeanStats]:
     """(baseline, candidate) sufficient statistics of `metric` over a window, as layer 3 judges them:
     RatioStats per user, or MeanStats per outcome (`business_per`)."""
-    kind: type[RatioStats] | type[MeanStats] = RatioStats if policy.business_per == "user" else MeanStats
-    # The stats class's keyword arguments: `n` an int, the sums numbers.
-    stats: dict[str, dict[str, Any]] = outcome_stats_by_arm(
-        window=window, metric=metric, per=policy.business_per
-    )
-    return kind(**stats[BASELINE]), kind(**stats[CANDIDATE])
+    stats = outcome_stats_by_arm(window=window, metric=metric, per=policy.business_per)
+    return stats.baseline, stats.candidate
 
 
 def cuped_applies(policy: BusinessValuePolicy) -> bool:
@@ -92,11 +84,10 @@ def business_value_measure(
     baseline: RatioStats | MeanStats | RatioCupedStats
     candidate: RatioStats | MeanStats | RatioCupedStats
     if cuped_applies(policy):
-        # RatioCupedStats' keyword arguments: `n` and `pre_units` ints, the sums numbers.
-        stats: dict[str, dict[str, Any]] = outcome_cuped_stats_by_arm(
+        cuped = outcome_cuped_stats_by_arm(
             window=window, metric=metric, pre_days=policy.business_cuped_pre_days
         )
-        baseline, candidate = RatioCupedStats(**stats[BASELINE]), RatioCupedStats(**stats[CANDIDATE])
+        baseline, candidate = cuped.baseline, cuped.candidate
     else:
         baseline, candidate = outcome_stats(window=window, policy=policy, metric=metric)
     return _judge(
@@ -187,11 +178,6 @@ def _plan_horizon(experiment: Experiment, plan: dict[str, Any], min_units: int) 
     )
 
 
-def _arms_of(stats: dict[str, dict[str, Any]], kind: type) -> Arms:
-    # The stats class's keyword arguments: `n` (and `pre_units`) ints, the sums numbers.
-    return kind(**stats[BASELINE]), kind(**stats[CANDIDATE])
-
-
 def _look_arms(
     *,
     window: TrafficWindow,
@@ -213,8 +199,7 @@ def _look_arms(
         limit=limit,
         cuped_pre_days=policy.business_cuped_pre_days if cuped else None,
     )
-    kind = RatioCupedStats if cuped else RatioStats if policy.business_per == "user" else MeanStats
-    return _arms_of(stats, kind)
+    return stats.baseline, stats.candidate
 
 
 def business_value_assess(

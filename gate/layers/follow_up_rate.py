@@ -16,19 +16,15 @@ from typing import Any
 from django.utils import timezone
 
 from canary.models import Experiment
-from canary.selectors import (
-    TrafficWindow,
-    answers_look_counts,
-    answers_look_progress,
-    answers_split,
-    follow_up_counts_by_arm,
+from canary.selectors.attribution import (
     follow_up_examples,
     follow_up_examples_sql,
     follow_ups_by_arm_sql,
     follow_ups_by_hour,
-    follow_ups_judged_by_language,
-    traffic_window_get,
 )
+from canary.selectors.experiments import TrafficWindow, traffic_window_get
+from canary.selectors.looks import answers_look_counts, answers_look_progress, answers_split
+from canary.selectors.stats import FollowUpTally, follow_up_counts_by_arm, follow_ups_judged_by_language
 from canary.services.follow_ups import follow_up_thresholds_get, follow_ups_label
 from engines.follow_up.classifier import TrainedDetector, detector_load, error_rates
 from engines.follow_up.correction import ErrorRates
@@ -113,6 +109,20 @@ def follow_up_rate_measure(*, window: TrafficWindow, policy: GatePolicyConfig) -
     return _measure(window=window, policy=policy)[0]
 
 
+def _follow_up_counts(tally: FollowUpTally, *, judged: dict[str, tuple[int, int]]) -> FollowUpCounts:
+    """An arm's stored counts, with what the trained detector judged per language, as layer 2 judges them."""
+    return FollowUpCounts(
+        answered=tally.answered,
+        follow_ups=tally.follow_ups,
+        deepening=tally.deepening,
+        sessions=tally.sessions,
+        user_turns_sum=tally.user_turns_sum,
+        user_turns_sumsq=tally.user_turns_sumsq,
+        unjudged=tally.unjudged,
+        judged_by_language=judged,
+    )
+
+
 def _measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> tuple[FollowUpRateResult, list[str]]:
     """The judgement, and the detector versions that judged the window's turns."""
     section = policy.section(FollowUpRatePolicy)
@@ -128,8 +138,8 @@ def _measure(*, window: TrafficWindow, policy: GatePolicyConfig) -> tuple[Follow
             experiment=window.experiment, judged=judged, shipped=detector, policy=policy
         )
     result = follow_up_rate_judge(
-        candidate=FollowUpCounts(**counts[CANDIDATE], judged_by_language=judged[CANDIDATE]),
-        baseline=FollowUpCounts(**counts[BASELINE], judged_by_language=judged[BASELINE]),
+        candidate=_follow_up_counts(counts.candidate, judged=judged[CANDIDATE]),
+        baseline=_follow_up_counts(counts.baseline, judged=judged[BASELINE]),
         detector=detector,
         max_rate=section.follow_up_max,
         decide_on=section.follow_up_decide_on,
@@ -303,9 +313,9 @@ def _judge_with(
         confidence=policy.general.confidence,
         detector=detector,
         split=AnswerSplit(
-            baseline=int(split["baseline"]),
-            candidate=int(split["candidate"]),
-            sum_squares=float(split["sum_squares"]),
+            baseline=split.baseline,
+            candidate=split.candidate,
+            sum_squares=float(split.sum_squares),
             candidate_share=window.candidate_share,
         ),
         srm_alpha=section.follow_up_srm_alpha,
@@ -318,8 +328,8 @@ def _arms_counted(
 ) -> dict[str, FollowUpCounts]:
     counts, judged = answers_look_counts(window=window, since=since, kinds=kinds, limit=limit)
     return {
-        name: FollowUpCounts(**counts[arm], judged_by_language=judged[arm])
-        for name, arm in (("candidate", CANDIDATE), ("baseline", BASELINE))
+        "candidate": _follow_up_counts(counts.candidate, judged=judged[CANDIDATE]),
+        "baseline": _follow_up_counts(counts.baseline, judged=judged[BASELINE]),
     }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from canary.models import Experiment
-from canary.selectors import follow_up_review_confusion, follow_up_review_confusion_by_language
+from canary.selectors.reviews import follow_up_review_confusion, follow_up_review_confusion_by_language
 from engines.follow_up.live_rates import LanguageErrorRates, confusion_error_rates, error_rates_choose
 from gate.judges.follow_up_rate import DetectorAccuracy, FollowUpRatePolicy, FollowUpRateResult
 from gate.judges.follow_up_review import (

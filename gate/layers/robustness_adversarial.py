@@ -24,13 +24,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from engines.backends.base import language_of
@@ -49,6 +47,7 @@ from gate.layers.outputs import model_outputs_predict
 from gate.models import AdversarialSet, GateRun, LayerResult, SampleResult
 from registry.dispatch import Task, task_send
 from registry.errors import ApplicationError
+from registry.leases import lease_takeable
 from registry.models import EvalItem, ModelVersion
 from registry.selectors.versions import model_version_get
 from registry.services.versions import model_version_backend, model_version_config_hash
@@ -144,11 +143,10 @@ def _scorer(version: ModelVersion) -> tuple[list[str], Any]:
 def adversarial_set_claim(*, set_id: int, worker: str) -> bool:
     """Take the set's lease: free, already `worker`'s, or its holder stopped beating."""
     now = timezone.now()
-    stale = now - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS)
     return bool(
-        AdversarialSet.objects.filter(pk=set_id)
-        .filter(Q(worker="") | Q(worker=worker) | Q(heartbeat_at__lt=stale) | Q(heartbeat_at=None))
-        .update(worker=worker, heartbeat_at=now)
+        AdversarialSet.objects.filter(lease_takeable(worker=worker, now=now), pk=set_id).update(
+            worker=worker, heartbeat_at=now
+        )
     )
 
 

@@ -8,13 +8,8 @@ from enum import StrEnum
 from typing import Any
 
 from canary.models import Experiment
-from canary.selectors import (
-    TrafficWindow,
-    answer_paths_by_arm,
-    answer_paths_sql,
-    probe_findings,
-    probe_run_latest,
-)
+from canary.selectors.attribution import answer_paths_by_arm, answer_paths_sql, probe_findings
+from canary.selectors.experiments import TrafficWindow, probe_run_latest
 from engines.reasons import Reason, Term, gettext_noop, reason, sentences, wordings_register
 from gate.judges.plan import Unblinding
 from gate.judges.traffic import TrafficInputs

@@ -27,22 +27,17 @@ from typing import Any
 from django.utils.translation import gettext as _
 
 from canary.models import CanaryAnalysis, Experiment, ProbeRun
-from canary.selectors import (
+from canary.selectors.attribution import ProbeFinding, outcome_metrics, probe_findings
+from canary.selectors.experiments import TrafficWindow, analyses_latest, probe_run_latest, traffic_window_get
+from canary.selectors.history import (
     ArmFigures,
-    ProbeFinding,
     ShareWindow,
-    TrafficWindow,
-    analyses_latest,
     arm_figures,
-    assigned_units_by_arm,
     experiment_action_name,
     experiment_audit_rows,
-    outcome_metrics,
-    probe_findings,
-    probe_run_latest,
     share_windows,
-    traffic_window_get,
 )
+from canary.selectors.stats import assigned_units_by_arm
 from canary.services.experiments import GUARDRAIL_DEFAULTS, experiment_actions_allowed
 from engines.follow_up.correction import ErrorRates
 from engines.reasons import Reason, gettext_noop, reason, wordings_register

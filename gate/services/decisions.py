@@ -23,12 +23,12 @@ from gate.selectors.decisions import (
     override_request_open,
 )
 from registry.errors import ApplicationError, CommonCode
-from registry.models import ModelVersion
+from registry.models import AuditAction, ModelVersion
 from registry.roles import RELEASE_MANAGER, user_roles
 from registry.selectors.versions import model_version_in_production
 from registry.services.audit import audit_record
 from registry.services.versions import TRANSITIONS, model_version_incumbent_promote, model_version_transition
-from registry.services.webhooks import webhook_send
+from registry.services.webhooks import WebhookEvent, webhook_send
 
 Action = Decision.Action
 VersionStatus = ModelVersion.Status
@@ -433,6 +433,16 @@ def decision_record(
     return decision
 
 
+DECISION_AUDIT_ACTIONS = {
+    Decision.Action.APPROVE: AuditAction.DECISION_APPROVE,
+    Decision.Action.REJECT: AuditAction.DECISION_REJECT,
+    Decision.Action.OVERRIDE_REQUEST: AuditAction.DECISION_OVERRIDE_REQUEST,
+    Decision.Action.OVERRIDE_CONFIRM: AuditAction.DECISION_OVERRIDE_CONFIRM,
+    Decision.Action.INCUMBENT_REQUEST: AuditAction.DECISION_INCUMBENT_REQUEST,
+    Decision.Action.INCUMBENT_CONFIRM: AuditAction.DECISION_INCUMBENT_CONFIRM,
+}
+
+
 def _decision_announce(*, decision: Decision, status_before: str, weakened: list[str]) -> None:
     """The decision's audit row and its webhook `decision.recorded`."""
     version, actor = decision.version, decision.decided_by
@@ -447,14 +457,14 @@ def _decision_announce(*, decision: Decision, status_before: str, weakened: list
     }
     audit_record(
         actor=actor,
-        action=f"decision.{decision.action}",
+        action=DECISION_AUDIT_ACTIONS[Decision.Action(decision.action)],
         target=version,
         before={"status": status_before},
         after={**facts, "status": version.status},
         reason=decision.reason,
     )
     webhook_send(
-        event="decision.recorded",
+        event=WebhookEvent.DECISION_RECORDED,
         payload={
             **facts,
             "version_id": version.pk,

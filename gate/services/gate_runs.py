@@ -5,7 +5,6 @@ web process never loads torch."""
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -15,7 +14,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from canary.selectors import experiment_for_gate
+from canary.selectors.experiments import experiment_for_gate
 from engines.backends.base import BackendError
 from engines.reasons import (
     ENGLISH,
@@ -37,13 +36,14 @@ from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor, SystemActor, actor_name, actor_require_role, actor_user
 from registry.dispatch import Task, task_send
 from registry.errors import ApplicationError
-from registry.models import EvalSuite, ModelVersion
+from registry.leases import lease_lapsed, lease_stale_before
+from registry.models import AuditAction, EvalSuite, ModelVersion
 from registry.roles import WRITE_ROLES
 from registry.services.audit import audit_record
 from registry.services.serving import model_version_serving_verify
 from registry.services.suites import eval_suite_lock
 from registry.services.versions import model_version_offline_gate_record, model_version_transition
-from registry.services.webhooks import webhook_send
+from registry.services.webhooks import WebhookEvent, webhook_send
 
 logger = logging.getLogger(__name__)
 Status = GateRun.Status
@@ -103,7 +103,7 @@ def gate_run_start(
         eval_suite_lock(suite=suite)
         audit_record(
             actor=actor,
-            action="gate_run.start",
+            action=AuditAction.GATE_RUN_START,
             target=run,
             after={
                 "candidate": candidate.ref,
@@ -142,10 +142,9 @@ def gate_run_enqueue(*, gate_run_id: int) -> None:
 def gate_run_claim(*, gate_run_id: int, worker: str) -> GateRun | None:
     """Atomically take a queued run, or a running one whose worker stopped reporting."""
     now = timezone.now()
-    stale_before = now - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS)
     claimed = (
         GateRun.objects.filter(pk=gate_run_id)
-        .filter(Q(status=Status.QUEUED) | Q(status=Status.RUNNING, heartbeat_at__lt=stale_before))
+        .filter(Q(status=Status.QUEUED) | (Q(status=Status.RUNNING) & lease_lapsed(now=now)))
         .update(
             status=Status.RUNNING,
             worker=worker,
@@ -272,7 +271,7 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
     )
     audit_record(
         actor=SystemActor(f"worker {run.worker}"),
-        action="gate_run.finish",
+        action=AuditAction.GATE_RUN_FINISH,
         target=run,
         after={"verdict": verdict, "reasons": run.verdict_reasons},
     )
@@ -300,7 +299,7 @@ def _english(stored: list[Any]) -> str:
 
 def _verdict_announce(*, run: GateRun, layer_verdicts: dict[str, str]) -> None:
     webhook_send(
-        event="gate_run.finished",
+        event=WebhookEvent.GATE_RUN_FINISHED,
         payload={
             "gate_run": run.pk,
             "candidate": run.candidate.ref,
@@ -327,7 +326,7 @@ def gate_run_fail(*, gate_run_id: int, status: str, reason: str) -> GateRun:
         run.save(update_fields=["status", "verdict", "verdict_reasons", "error_message", "finished_at"])
         audit_record(
             actor=GATE,
-            action="gate_run.fail",
+            action=AuditAction.GATE_RUN_FAIL,
             target=run,
             after={"status": status},
             reason=reason,
@@ -360,9 +359,9 @@ def gate_run_reap_stale(*, now=None) -> dict[str, int]:
     """Recover runs whose worker died: requeue them, or end them in `error` after too many
     attempts. Queued runs that no worker picked up (a lost message) are enqueued again."""
     now = now or timezone.now()
-    stale_before = now - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS)
+    stale_before = lease_stale_before(now=now)
     counts = {"requeued": 0, "errored": 0, "reenqueued": 0}
-    for run in GateRun.objects.filter(status=Status.RUNNING, heartbeat_at__lt=stale_before):
+    for run in GateRun.objects.filter(lease_lapsed(now=now), status=Status.RUNNING):
         if run.attempts >= settings.EVALHUB_GATE_RUN_MAX_ATTEMPTS:
             stopped = (
                 f"worker {run.worker or '?'} stopped reporting at "
@@ -371,13 +370,13 @@ def gate_run_reap_stale(*, now=None) -> dict[str, int]:
             gate_run_fail(gate_run_id=run.pk, status=Status.ERROR, reason=_with_last_error(stopped, run))
             counts["errored"] += 1
             continue
-        requeued = GateRun.objects.filter(
-            pk=run.pk, status=Status.RUNNING, heartbeat_at__lt=stale_before
-        ).update(status=Status.QUEUED, worker="")
+        requeued = GateRun.objects.filter(lease_lapsed(now=now), pk=run.pk, status=Status.RUNNING).update(
+            status=Status.QUEUED, worker=""
+        )
         if requeued:
             audit_record(
                 actor=SystemActor("reaper"),
-                action="gate_run.requeue",
+                action=AuditAction.GATE_RUN_REQUEUE,
                 target=run,
                 reason=f"worker {run.worker or '?'} stopped reporting",
             )

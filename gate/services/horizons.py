@@ -23,7 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from canary.models import Experiment
-from canary.selectors import (
+from canary.selectors.stats import (
     follow_up_counts_of_family,
     outcome_cuped_stats_of_family,
     outcome_stats_of_family,

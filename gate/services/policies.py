@@ -14,6 +14,7 @@ from gate.policy import GatePolicyConfig, PolicyError
 from gate.selectors.policies import gate_policy_get
 from registry.actors import Actor
 from registry.errors import ApplicationError
+from registry.models import AuditAction
 from registry.services.audit import audit_record
 
 
@@ -101,7 +102,7 @@ def gate_policy_save(*, name: str, config: dict[str, Any], description: str = ""
     policy.save()
     audit_record(
         actor=actor,
-        action="gate_policy.create" if before is None else "gate_policy.change",
+        action=AuditAction.GATE_POLICY_CREATE if before is None else AuditAction.GATE_POLICY_CHANGE,
         target=policy,
         before=before,
         after={"config": config, "description": description},

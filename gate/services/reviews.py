@@ -5,7 +5,7 @@ reviewers agree with each other."""
 from __future__ import annotations
 
 from canary.models import Experiment
-from canary.selectors import follow_up_review_pairs
+from canary.selectors.reviews import follow_up_review_pairs
 from gate.judges.follow_up_review import LiveAgreement, ReviewerAgreement, reviewer_agreement_judge
 from gate.layers.follow_up_review import follow_up_live_agreement_measure
 from gate.services.dashboard import dashboard_policy

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from django.db import models
 
 from registry.actors import Actor, actor_name, actor_user
-from registry.models import AuditLog
+from registry.models import AuditAction, AuditLog
 
 
 @dataclass(frozen=True)
@@ -21,13 +21,15 @@ class AuditSubject:
 def audit_record(
     *,
     actor: Actor,
-    action: str,
+    action: AuditAction,
     target: models.Model | AuditSubject,
     before: dict | None = None,
     after: dict | None = None,
     reason: str = "",
 ) -> AuditLog:
     """Append one audit row: who (a user, or the system part acting), what, on what, and why."""
+    if not isinstance(action, AuditAction):  # a plain string would slip a new action past the enumeration
+        raise TypeError(f"audit_record takes an AuditAction, not {action!r}")
     if isinstance(target, AuditSubject):
         kind, key, text = target.kind, target.id, target.text or target.id
     else:

@@ -11,7 +11,7 @@ from django.utils import timezone
 from engines.reasons import gettext_noop, reason, wordings_register
 from registry.actors import Actor, actor_require_role, actor_user
 from registry.errors import ApplicationError, CommonCode
-from registry.models import EvalItem, EvalSuite
+from registry.models import AuditAction, EvalItem, EvalSuite
 from registry.roles import WRITE_ROLES
 from registry.services.audit import audit_record
 from registry.suite_format import (
@@ -118,7 +118,7 @@ def eval_suite_import(
     )
     audit_record(
         actor=actor,
-        action="eval_suite.import",
+        action=AuditAction.EVAL_SUITE_IMPORT,
         target=suite,
         after={"version": suite.version, "items": suite.item_count, "content_hash": content_hash},
     )

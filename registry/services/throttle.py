@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 
 from registry.actors import SystemActor
+from registry.models import AuditAction
 from registry.services.audit import AuditSubject, audit_record
 
 TOKEN_THROTTLE = SystemActor("token throttle")
@@ -48,7 +49,7 @@ def token_failure_record(*, address: str) -> int:
         cache.delete(count_key)
         audit_record(
             actor=TOKEN_THROTTLE,
-            action="api_token.address_locked_out",
+            action=AuditAction.API_TOKEN_ADDRESS_LOCKED_OUT,
             target=AuditSubject(kind=ADDRESS, id=address),
             after={"failures": count, "window_seconds": window, "cooloff_seconds": cooloff},
             reason=f"{count} invalid or revoked API tokens from {address} within {window} s",
@@ -65,7 +66,7 @@ def signin_lockout_record(*, username: str | None, address: str | None, failures
         user = get_user_model().objects.filter(username=username).first()
         audit_record(
             actor=SIGNIN_THROTTLE,
-            action="sign_in.account_locked_out",
+            action=AuditAction.SIGN_IN_ACCOUNT_LOCKED_OUT,
             target=user or AuditSubject(kind="sign_in.username", id=username),
             after=after,
             reason=f"{failures['account']} failed sign-ins for {username}",
@@ -73,7 +74,7 @@ def signin_lockout_record(*, username: str | None, address: str | None, failures
     if address and failures.get("address", 0) >= limit:
         audit_record(
             actor=SIGNIN_THROTTLE,
-            action="sign_in.address_locked_out",
+            action=AuditAction.SIGN_IN_ADDRESS_LOCKED_OUT,
             target=AuditSubject(kind=ADDRESS, id=address),
             after=after,
             reason=f"{failures['address']} failed sign-ins from {address}",

@@ -11,7 +11,7 @@ from django.utils import timezone
 from engines.reasons import gettext_noop, reason, wordings_register
 from registry.actors import Actor, SystemActor
 from registry.errors import ApplicationError, CommonCode
-from registry.models import ApiToken
+from registry.models import ApiToken, AuditAction
 from registry.roles import ROLES
 from registry.services.audit import audit_record
 
@@ -51,7 +51,7 @@ def user_role_grant(*, user, role: str, actor: Actor = ADMIN) -> None:
         )
     roles_ensure()
     user.groups.add(Group.objects.get(name=role))
-    audit_record(actor=actor, action="user.role_grant", target=user, after={"role": role})
+    audit_record(actor=actor, action=AuditAction.USER_ROLE_GRANT, target=user, after={"role": role})
 
 
 @transaction.atomic
@@ -61,7 +61,7 @@ def api_token_create(*, user, name: str = "", actor: Actor = ADMIN) -> tuple[Api
     token = ApiToken.objects.create(user=user, name=name, key_prefix=key[:8], key_hash=api_token_hash(key))
     audit_record(
         actor=actor,
-        action="api_token.create",
+        action=AuditAction.API_TOKEN_CREATE,
         target=token,
         after={"user": user.get_username(), "name": name},
     )
@@ -77,7 +77,7 @@ def api_token_revoke(*, token: ApiToken, actor: Actor = ADMIN, reason: str = "")
         locked.save(update_fields=["revoked_at"])
         audit_record(
             actor=actor,
-            action="api_token.revoke",
+            action=AuditAction.API_TOKEN_REVOKE,
             target=locked,
             after={"user": locked.user.get_username(), "name": locked.name},
             reason=reason,
@@ -104,7 +104,7 @@ def user_roles_set(*, user, roles: list[str], actor: Actor = ADMIN) -> None:
     vars(user).pop("_evalhub_roles", None)  # user_roles() read them before
     audit_record(
         actor=actor,
-        action="user.roles_set",
+        action=AuditAction.USER_ROLES_SET,
         target=user,
         before={"roles": before},
         after={"roles": sorted(set(roles))},

@@ -12,6 +12,7 @@ from django.db import transaction
 from engines.reasons import gettext_noop, reason, wordings_register
 from registry.actors import Actor
 from registry.errors import ApplicationError
+from registry.models import AuditAction
 from registry.services.audit import audit_record
 from registry.services.tokens import ADMIN
 
@@ -55,5 +56,5 @@ def user_password_set(*, username: str, password: str, create: bool = False, act
         ) from None
     user.set_password(password)
     user.save()
-    audit_record(actor=actor, action="user.password_set", target=user, after={"created": created})
+    audit_record(actor=actor, action=AuditAction.USER_PASSWORD_SET, target=user, after={"created": created})
     return user

@@ -21,7 +21,7 @@ from engines.reasons import Term, gettext_noop, wordings_register
 from engines.reasons import reason as reason_of
 from registry.actors import Actor, actor_require_role, actor_user
 from registry.errors import ApplicationError, CommonCode
-from registry.models import AuditLog, ModelVersion
+from registry.models import AuditAction, AuditLog, ModelVersion
 from registry.outbound import outbound_policy, outbound_url_check
 from registry.roles import RELEASE_ROLES, WRITE_ROLES
 from registry.secrets import SecretUnreadableError, secret_decrypt, secret_encrypt
@@ -237,7 +237,9 @@ def model_version_register(
             fields={"label": [reason_of(VersionsCode.DUPLICATE_NOTE, family=family, label=label)]},
             status_code=409,
         ) from None
-    audit_record(actor=actor, action="model_version.register", target=version, after=_snapshot(version))
+    audit_record(
+        actor=actor, action=AuditAction.MODEL_VERSION_REGISTER, target=version, after=_snapshot(version)
+    )
     return version
 
 
@@ -317,7 +319,7 @@ def model_version_edit(
         locked.save()
         audit_record(
             actor=actor,
-            action="model_version.edit",
+            action=AuditAction.MODEL_VERSION_EDIT,
             target=locked,
             before={k: before[k] for k in sorted(changed - {"api_key"})},
             after={
@@ -340,7 +342,7 @@ def model_version_history(*, version: ModelVersion) -> list[str]:
         found.append(f"status {version.status}")
     if (
         AuditLog.objects.filter(target_type=ModelVersion._meta.label_lower, target_id=str(version.pk))
-        .exclude(action="model_version.register")
+        .exclude(action=AuditAction.MODEL_VERSION_REGISTER)
         .exists()
     ):
         found.append("audit rows")
@@ -362,7 +364,11 @@ def model_version_delete(*, version: ModelVersion, actor: Actor, reason: str = "
             status_code=409,
         )
     audit_record(
-        actor=actor, action="model_version.delete", target=locked, before=_snapshot(locked), reason=reason
+        actor=actor,
+        action=AuditAction.MODEL_VERSION_DELETE,
+        target=locked,
+        before=_snapshot(locked),
+        reason=reason,
     )
     locked.delete()
 
@@ -398,7 +404,7 @@ def model_version_transition(
     locked.save(update_fields=["status", "updated_at"])
     audit_record(
         actor=actor,
-        action="model_version.transition",
+        action=AuditAction.MODEL_VERSION_TRANSITION,
         target=locked,
         before={"status": before},
         after={"status": to_status},
@@ -456,7 +462,7 @@ def model_version_incumbent_promote(*, version: ModelVersion, actor: Actor, reas
     locked.save(update_fields=["status", "updated_at"])
     audit_record(
         actor=actor,
-        action="model_version.transition",
+        action=AuditAction.MODEL_VERSION_TRANSITION,
         target=locked,
         before={"status": Status.REGISTERED},
         after={"status": Status.PROMOTED},
@@ -475,7 +481,7 @@ def model_version_offline_gate_record(*, version: ModelVersion, gate_run_id: int
     version.offline_gate_run_id, version.offline_gate_passed_at = gate_run_id, now
     audit_record(
         actor=actor,
-        action="model_version.offline_gate_passed",
+        action=AuditAction.MODEL_VERSION_OFFLINE_GATE_PASSED,
         target=version,
         after={"gate_run": gate_run_id},
     )
@@ -520,7 +526,7 @@ def model_version_serving_set(
     version.serving_url = serving_url
     audit_record(
         actor=actor,
-        action="model_version.serving_set",
+        action=AuditAction.MODEL_VERSION_SERVING_SET,
         target=locked,
         before={"serving_url": before},
         after={"serving_url": serving_url},

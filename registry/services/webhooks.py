@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from enum import StrEnum, unique
 
 from django.conf import settings
 from django.utils import timezone
@@ -24,14 +25,26 @@ from registry.dispatch import Task, task_enqueue
 from registry.outbound import outbound_policy
 
 
+@unique
+class WebhookEvent(StrEnum):
+    """The domain events a webhook announces (`X-EvalHub-Event`), one member each."""
+
+    DECISION_RECORDED = "decision.recorded"
+    EXPERIMENT_PROMOTED = "experiment.promoted"
+    EXPERIMENT_ROLLED_BACK = "experiment.rolled_back"
+    GATE_RUN_FINISHED = "gate_run.finished"
+
+
 def webhook_body(*, event: str, payload: dict) -> bytes:
     return json.dumps(
         {"event": event, "sent_at": timezone.now().isoformat(), "data": payload}, sort_keys=True
     ).encode()
 
 
-def webhook_send(*, event: str, payload: dict) -> None:
+def webhook_send(*, event: WebhookEvent, payload: dict) -> None:
     """Queue a webhook for after the current transaction commits (no-op without a URL)."""
+    if not isinstance(event, WebhookEvent):  # a receiver routes on the name: only the announced ones
+        raise TypeError(f"webhook_send takes a WebhookEvent, not {event!r}")
     if not settings.EVALHUB_WEBHOOK_URL:
         return
     task_enqueue(Task.WEBHOOK_DELIVER, event, webhook_body(event=event, payload=payload).decode())

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from canary.selectors import experiment_get
+from canary.selectors.experiments import experiment_get
 from canary.services.reviews import follow_up_reviews_export
 from registry.actors import SystemActor
 from registry.errors import ApplicationError

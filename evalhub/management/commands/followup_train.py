@@ -125,7 +125,7 @@ def _reviewed_rows(source: str) -> list[dict]:
 
     if Path(source).is_file():
         return follow_up_set_load(source, require_split=False)
-    from canary.selectors import experiment_get
+    from canary.selectors.experiments import experiment_get
     from canary.services.reviews import follow_up_reviews_export
     from registry.errors import ApplicationError
 

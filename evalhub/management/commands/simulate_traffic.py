@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from canary.models import TurnEvent
-from canary.selectors import experiment_get
+from canary.selectors.experiments import experiment_get
 from canary.services.telemetry import turn_stream_drain
 from registry.errors import NotFoundError
 from registry.roles import APP

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from canary.models import FollowUpReview, TurnEvent
-from canary.selectors import follow_up_review_confusion, follow_up_review_pairs
+from canary.selectors.reviews import follow_up_review_confusion, follow_up_review_pairs
 from canary.services.experiments import experiment_create, experiment_start
 from canary.services.reviews import (
     follow_up_review_next,

@@ -346,7 +346,7 @@ class TestHotPathReuse:
     """Assignment reuses the token check and the experiment for a bounded time per process."""
 
     def test_a_paused_experiment_applies_within_the_cache_time(self, app, manager, running, settings):
-        from canary import selectors
+        from canary.selectors import experiments as selectors
 
         settings.EVALHUB_CANARY_CACHE_SECONDS = 60
         selectors._live.clear()

@@ -3,7 +3,7 @@
 import json
 import math
 import random
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import timedelta
 
 import pytest
@@ -12,8 +12,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from canary.models import Experiment, TurnEvent
-from canary.selectors import (
-    arm_figures,
+from canary.selectors.history import arm_figures
+from canary.selectors.stats import (
     assigned_units_by_arm,
     follow_up_counts_by_arm,
     follow_ups_judged_by_language,
@@ -31,7 +31,6 @@ from canary.services.plans import experiment_unblind
 from engines.follow_up.classifier import detector_load
 from engines.stats.effects import sequential_interval
 from engines.stats.intervals import wilson_interval
-from engines.stats.sufficient import RatioStats
 from gate.judges.business_value import BusinessValuePolicy
 from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
 from gate.layers.follow_up_rate import detector_accuracy
@@ -232,10 +231,11 @@ def test_the_follow_up_panel_is_blind_until_unblinded_and_then_the_gate_judges(e
     assert dashboard.follow_up.blind and "Blind until the one look" in html
     panel = html.split('id="follow-up-arms"')[1].split("</table>")[0]
     for arm in ARMS:
-        assert counts[arm]["answered"] == shown[arm].answered > 0
-        assert counts[arm]["sessions"] == shown[arm].sessions == SESSIONS
+        tally = getattr(counts, arm)
+        assert tally.answered == shown[arm].answered > 0
+        assert tally.sessions == shown[arm].sessions == SESSIONS
         assert shown[arm].follow_ups is None and shown[arm].rate is None
-        assert f"{counts[arm]['follow_ups'] / counts[arm]['answered']:.3f}" not in panel
+        assert f"{tally.follow_ups / tally.answered:.3f}" not in panel
     assert english(dashboard.follow_up.result.reasons)[0].startswith(
         "no horizon of answered questions was registered: experiment exp started without one"
     )
@@ -249,14 +249,15 @@ def test_the_follow_up_panel_is_blind_until_unblinded_and_then_the_gate_judges(e
     # hand, without a language, so they count as observed).
     by_language, _ = follow_ups_judged_by_language(window=window, kinds=("follow_up",))
     judged = follow_up_rate_judge(
-        candidate=FollowUpCounts(**counts["candidate"], judged_by_language=by_language["candidate"]),
-        baseline=FollowUpCounts(**counts["baseline"], judged_by_language=by_language["baseline"]),
+        candidate=FollowUpCounts(**asdict(counts.candidate), judged_by_language=by_language["candidate"]),
+        baseline=FollowUpCounts(**asdict(counts.baseline), judged_by_language=by_language["baseline"]),
         detector=detector_accuracy(detector=detector_load(), kinds=("follow_up",)),
     )
     for arm, report in (("candidate", judged.candidate), ("baseline", judged.baseline)):
-        assert counts[arm]["follow_ups"] == shown[arm].follow_ups > 0
+        tally = getattr(counts, arm)
+        assert tally.follow_ups == shown[arm].follow_ups > 0
         assert (shown[arm].rate, shown[arm].corrected) == (report.rate, report.corrected)
-        assert f"{counts[arm]['follow_ups'] / counts[arm]['answered']:.3f}" in html
+        assert f"{tally.follow_ups / tally.answered:.3f}" in html
     assert dashboard.follow_up.result.difference == judged.difference
     # Before a horizon the verdict stays insufficient data whatever the numbers say.
     result = dashboard.follow_up.result
@@ -274,7 +275,7 @@ def test_business_metrics_no_plan_gates_are_described(experiment, traffic, viewe
     stats = outcome_stats_by_arm(window=dashboard.window, metric="review_hours", per="user")
     review = metrics["review_hours"].result
     for arm in ("baseline", "candidate"):
-        ratio = RatioStats(**stats[arm]).ratio
+        ratio = getattr(stats, arm).ratio
         assert getattr(review, arm).value == pytest.approx(ratio)
         assert f"{ratio:.3f}" in html
     assert not review.blind and review.horizon is None
@@ -347,7 +348,7 @@ def test_daily_table_gives_cumulative_always_valid_intervals(experiment, traffic
     stats = outcome_stats_by_arm(
         window=window.until(start + timedelta(days=2)), metric="review_hours", per="user"
     )
-    control, treatment = RatioStats(**stats["baseline"]), RatioStats(**stats["candidate"])
+    control, treatment = stats.baseline, stats.candidate
     assert (day.baseline_units, day.candidate_units) == (control.n, treatment.n)
     expected = sequential_interval(
         control=control.linearised(),

@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 
 from canary.models import Experiment, OutcomeEvent
-from canary.selectors import outcome_look_progress, outcome_look_stats, traffic_window_get
+from canary.selectors.experiments import traffic_window_get
+from canary.selectors.looks import outcome_look_progress, outcome_look_stats
 from canary.services.experiments import experiment_create, experiment_horizon_register, experiment_start
 from canary.services.plans import experiment_look_store
 from engines.stats.sufficient import RatioCupedStats, RatioStats
@@ -208,7 +209,7 @@ def test_units_first_exposed_before_the_window_never_count(experiment):
     stats = outcome_look_stats(
         window=window, metric="review_hours", per="user", since=window.start, cutoff=window.end
     )
-    assert RatioStats(**stats["baseline"]) == first_units(fresh, 5, window.end)
+    assert stats.baseline == first_units(fresh, 5, window.end)
 
 
 def test_the_cuped_look_takes_each_chosen_users_pre_period(experiment):
@@ -241,4 +242,4 @@ def test_the_cuped_look_takes_each_chosen_users_pre_period(experiment):
     )
     users = sorted(made)[:2]
     expected = RatioCupedStats.of([(made[user][0][1], 1, 5.0 + k, 1) for k, user in enumerate(users)])
-    assert RatioCupedStats(**stats["candidate"]) == expected
+    assert stats.candidate == expected

@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 
 from canary.models import Experiment, TurnEvent
-from canary.selectors import answers_look_counts, answers_split, traffic_window_get
+from canary.selectors.experiments import traffic_window_get
+from canary.selectors.looks import AnswerTally, answers_look_counts, answers_split
 from canary.services.experiments import experiment_create
 from gate.judges.follow_up_rate import follow_up_horizon_answers
 from gate.layers.registry import layer_get
@@ -142,8 +143,8 @@ def test_the_look_counts_the_first_answers_per_arm_and_is_returned_unchanged(ver
     counts, _ = answers_look_counts(window=window, since=window.start, kinds=("follow_up",), limit=200)
     # Baseline sessions 0, 4, 8, ... have two answers: the 200th answer is session 159's; of sessions
     # 0–159, 40 followed up. Candidate: sessions 0, 5, ...: the 200th is session 166's, 34 follow-ups.
-    assert (counts["baseline"]["answered"], counts["baseline"]["follow_ups"]) == (200, 40)
-    assert (counts["candidate"]["answered"], counts["candidate"]["follow_ups"]) == (200, 34)
+    assert (counts.baseline.answered, counts.baseline.follow_ups) == (200, 40)
+    assert (counts.candidate.answered, counts.candidate.follow_ups) == (200, 34)
     run, layer, details = run_gate(experiment, suite)
     assert layer.verdict == "pass", english(layer.reasons)
     judged = details.judged
@@ -189,6 +190,6 @@ def test_an_answer_split_off_the_share_is_an_error(versions, suite):
     window = traffic_window_get(experiment=experiment)
     split = answers_split(window=window, since=window.start)
     # 300 users of 1–2 answers: Σa² counts each two-answer user 4 times.
-    assert split == {"baseline": 375, "candidate": 188, "sum_squares": 75 * 4 + 225 + 38 * 4 + 112}
+    assert split == AnswerTally(baseline=375, candidate=188, sum_squares=75 * 4 + 225 + 38 * 4 + 112)
     _, layer, details = run_gate(experiment, suite)
     assert layer.verdict == "error" and details.judged.srm.mismatch and details.judged.blind

@@ -10,18 +10,13 @@ from django.utils import timezone
 from pytest import approx
 
 from canary.models import Experiment, OutcomeEvent, TurnEvent
-from canary.selectors import (
-    TrafficWindow,
-    follow_up_counts_by_arm,
-    outcome_cuped_stats_by_arm,
-    outcome_stats_by_arm,
-    traffic_window_get,
-)
+from canary.selectors.experiments import TrafficWindow, traffic_window_get
+from canary.selectors.stats import follow_up_counts_by_arm, outcome_cuped_stats_by_arm, outcome_stats_by_arm
 from canary.services.events import events_ingest
 from canary.services.experiments import experiment_create, experiment_horizon_register, experiment_start
 from canary.services.follow_ups import follow_ups_label
 from engines.reasons import reason
-from engines.stats.sufficient import RatioCupedStats, RatioStats
+from engines.stats.sufficient import MeanStats, RatioCupedStats, RatioStats
 from gate.judges.business_value import BusinessValuePolicy
 from gate.layers.follow_up_rate import FollowUpLayerCode, follow_up_plan_settings
 from gate.layers.registry import gate_policy_parse, layer_get
@@ -355,13 +350,13 @@ def test_outcome_statistics_from_sql_equal_the_per_user_sums(experiment):
     )
     stats = outcome_stats_by_arm(window=window, metric="review_hours", per="user")
     expected = RatioStats.of(per_user)
-    got = RatioStats(**stats["candidate"])
+    got = stats.candidate
     assert got.n == expected.n == 40
     for field in ("sum_x", "sum_y", "sum_x2", "sum_y2", "sum_xy"):
         assert getattr(got, field) == pytest.approx(getattr(expected, field), rel=1e-12)
     by_outcome = outcome_stats_by_arm(window=window, metric="review_hours", per="outcome")
-    assert by_outcome["candidate"]["n"] == sum(y for _, y in per_user)
-    assert by_outcome["baseline"] == {"n": 0, "total": 0, "total_squares": 0}
+    assert by_outcome.candidate.n == sum(y for _, y in per_user)
+    assert by_outcome.baseline == MeanStats(n=0, total=0, total_squares=0)
 
 
 def horizon_register(experiment, **policy):
@@ -508,12 +503,12 @@ def test_cuped_covariate_is_each_users_metric_in_the_pre_window_before_first_exp
     window = traffic_window_get(experiment=experiment)
     stats = outcome_cuped_stats_by_arm(window=window, metric="review_hours", pre_days=14)
     # Per user (x, y, px, py): alice (4, 2, 6, 2); bob (2.5, 1, 1.5, 1); carol (5, 1, 0, 0).
-    assert RatioCupedStats(**stats["candidate"]) == RatioCupedStats.of([(4.0, 2, 6.0, 2)])
-    assert RatioCupedStats(**stats["baseline"]) == RatioCupedStats.of([(2.5, 1, 1.5, 1), (5.0, 1, 0.0, 0)])
+    assert stats.candidate == RatioCupedStats.of([(4.0, 2, 6.0, 2)])
+    assert stats.baseline == RatioCupedStats.of([(2.5, 1, 1.5, 1), (5.0, 1, 0.0, 0)])
     # A 4-day pre-window keeps only what lies within 4 days of each first exposure.
     short = outcome_cuped_stats_by_arm(window=window, metric="review_hours", pre_days=4)
-    assert RatioCupedStats(**short["candidate"]) == RatioCupedStats.of([(4.0, 2, 6.0, 2)])
-    assert RatioCupedStats(**short["baseline"]) == RatioCupedStats.of([(2.5, 1, 0.0, 0), (5.0, 1, 0.0, 0)])
+    assert short.candidate == RatioCupedStats.of([(4.0, 2, 6.0, 2)])
+    assert short.baseline == RatioCupedStats.of([(2.5, 1, 0.0, 0), (5.0, 1, 0.0, 0)])
 
 
 def test_a_sample_ratio_mismatch_is_an_error_never_a_pass(experiment, suite):
@@ -595,7 +590,7 @@ def test_a_retry_after_a_failed_answer_is_not_a_follow_up_but_after_a_fallback_i
     assert kinds == {"failed": "new", "fallback": "follow_up"}
     window = TrafficWindow(experiment=experiment, start=then - timedelta(minutes=1), end=timezone.now())
     counts = follow_up_counts_by_arm(window=window, kinds=["follow_up"])
-    assert (counts["candidate"]["answered"], counts["candidate"]["follow_ups"]) == (1, 1)
+    assert (counts.candidate.answered, counts.candidate.follow_ups) == (1, 1)
 
 
 def test_a_rolled_back_experiment_is_still_checked_against_the_split_it_ran(experiment, suite):

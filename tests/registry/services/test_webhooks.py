@@ -10,7 +10,7 @@ import pytest
 
 from engines.outbound import OutboundRefusedError
 from engines.webhooks import webhook_signature, webhook_verify
-from registry.services.webhooks import webhook_body, webhook_deliver, webhook_send
+from registry.services.webhooks import WebhookEvent, webhook_body, webhook_deliver, webhook_send
 
 BODY = b'{"a": 1}'
 
@@ -99,9 +99,11 @@ def test_loopback_is_refused_without_the_test_settings_allowance(receiver, setti
 def test_sent_only_after_commit_and_only_with_a_url(settings, django_capture_on_commit_callbacks):
     settings.EVALHUB_WEBHOOK_URL = ""
     with django_capture_on_commit_callbacks() as callbacks:
-        webhook_send(event="e", payload={})
+        webhook_send(event=WebhookEvent.GATE_RUN_FINISHED, payload={})
     assert callbacks == []
     settings.EVALHUB_WEBHOOK_URL = "http://127.0.0.1:9/hook"
     with django_capture_on_commit_callbacks() as callbacks:
-        webhook_send(event="e", payload={})
+        webhook_send(event=WebhookEvent.GATE_RUN_FINISHED, payload={})
     assert len(callbacks) == 1
+    with pytest.raises(TypeError, match="WebhookEvent"):
+        webhook_send(event="gate_run.finished", payload={})  # type: ignore[arg-type]

@@ -262,7 +262,7 @@ def test_refusals_exit_as_authentication_or_usage_errors_with_the_reason(live_se
     assert experiment.returncode == 5 and re.search(r"^  experiment: ", experiment.stderr, re.M)
 
     missing = gate("--attach", "999999", token=token, server=live_server.url)
-    assert missing.returncode == 5 and "404 not_found: No gate run 999999" in missing.stderr
+    assert missing.returncode == 5 and "404 not_found: No gate run '999999'" in missing.stderr
     assert not GateRun.objects.exists()
 
 

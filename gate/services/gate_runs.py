@@ -18,6 +18,7 @@ from canary.selectors.experiments import experiment_for_gate
 from engines.backends.base import BackendError
 from engines.reasons import (
     ENGLISH,
+    Reason,
     gettext_noop,
     reason,
     reason_payload,
@@ -54,12 +55,14 @@ ACTIVE = (Status.QUEUED, Status.RUNNING)
 class GateRunsCode(StrEnum):
     OWN_BASELINE = "gate_runs.own_baseline"
     DIFFER_NOTE = "gate_runs.differ_note"
+    NOT_SERVING = "gate_runs.not_serving"  # `why`: the serving check's reason
 
 
 wordings_register(
     {
         GateRunsCode.OWN_BASELINE: gettext_noop("A version cannot be its own baseline."),
         GateRunsCode.DIFFER_NOTE: gettext_noop("must differ from the candidate"),
+        GateRunsCode.NOT_SERVING: gettext_noop("not the model that serves: {why}"),
     }
 )
 
@@ -240,7 +243,7 @@ def _policy_unrunnable(found: PolicyFindings) -> str:
     return f"the stored policy has keys this version cannot run: {keys}; start a new run"
 
 
-def _serving_problems(*, run: GateRun) -> list[str]:
+def _serving_problems(*, run: GateRun) -> list[Reason]:
     """Why the model layers would judge another model than the one that serves: a serving address of
     the candidate or the baseline that answers with another model's config hash. An address that does
     not answer is checked again when a canary starts and on the proxy's first call."""
@@ -248,7 +251,7 @@ def _serving_problems(*, run: GateRun) -> list[str]:
     for version in (run.candidate, run.baseline):
         check = model_version_serving_verify(version=version) if version is not None else None
         if check is not None and check.mismatch and check.problem is not None:
-            problems.append(f"not the model that serves: {reason_render(check.problem, words=ENGLISH)}")
+            problems.append(reason(GateRunsCode.NOT_SERVING, why=check.problem))
     return problems
 
 

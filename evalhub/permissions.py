@@ -8,7 +8,6 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from rest_framework import permissions
 
-from evalhub.reasons import reason_translate
 from evalhub.terms import term_label
 from evalhub.wordings import reason_words
 from registry.errors import ApplicationError
@@ -58,9 +57,9 @@ def roles_required(roles: frozenset[str]):
 
 
 def _note_words(note: object) -> str:
-    """A field note in the reader's language. A note that is still a sentence (a policy key's
-    problem, from `gate.policy`) goes through the sentence shapes until it is a code too."""
-    return reason_translate(note) if isinstance(note, str) else reason_words(note)
+    """A field note in the reader's language (a sentence a library already translated, or one not
+    coded yet, as written)."""
+    return reason_words(note)
 
 
 def error_fields_words(exc: ApplicationError) -> dict[str, list[str]]:

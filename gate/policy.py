@@ -18,20 +18,41 @@ import math
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from engines.input_checks import text_problem
+from engines.reasons import ENGLISH, Reason, gettext_noop, reason, reason_render, wordings_register
 
 # Layers 0 and 1 judge on the Wilson lower bound or on the estimate.
 LOWER_BOUND, POINT = "lower_bound", "point"
 TEXT_METRICS = ("bertscore", "chrf")
 
 
+class PolicyCode(StrEnum):
+    BETWEEN = "policy.between"
+    ONE_OF = "policy.one_of"
+    LAYERS_MISSING = "policy.layers_missing"
+
+
+wordings_register(
+    {
+        PolicyCode.BETWEEN: gettext_noop("must be between {low} and {high}"),
+        PolicyCode.ONE_OF: gettext_noop("must be one of {choices}"),
+        PolicyCode.LAYERS_MISSING: gettext_noop("layers this version does not have: {layers}"),
+    }
+)
+
+
 class PolicyError(ValueError):
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
+    """`note`, what is wrong with `field`: a reason, or an English sentence not coded yet; `message`
+    is the note in English (logs, the admin's form)."""
+
+    def __init__(self, field: str, note: Reason | str):
         self.field = field
-        self.message = message
+        self.note = note
+        self.message = reason_render(note, words=ENGLISH)
+        super().__init__(f"{field}: {self.message}")
 
 
 def setting(
@@ -67,8 +88,8 @@ class PolicyFindings:
     """What a lenient read of a stored policy found besides keys it could take as stored:
     `retired_keys`, keys this version does not know, with their stored values; `defaulted_keys`, keys
     the document lacks, with the value read for them; `invalid_keys`, keys whose stored value this
-    version would refuse: {"value": as stored, "why": the refusal} (the config keeps the stored value
-    when it is of the key's kind, else the default)."""
+    version would refuse: {"value": as stored, "why": the refusal, a reason's JSON or a sentence}
+    (the config keeps the stored value when it is of the key's kind, else the default)."""
 
     retired_keys: dict[str, Any] = field(default_factory=dict)
     defaulted_keys: dict[str, Any] = field(default_factory=dict)
@@ -107,7 +128,7 @@ def _number(key: str, value: Any, base: type, low: float | None, high: float | N
     if base is int and value != int(value):
         raise PolicyError(key, "must be an integer")
     if (low is not None and value < low) or (high is not None and value > high):
-        raise PolicyError(key, f"must be between {low} and {high}")
+        raise PolicyError(key, reason(PolicyCode.BETWEEN, low=low, high=high))
     return int(value) if base is int else float(value)
 
 
@@ -148,7 +169,8 @@ class PolicySection:
             try:
                 values[spec.name] = _value(spec.name, data[spec.name], hints[spec.name], spec.metadata)
             except PolicyError as exc:
-                found.invalid_keys[spec.name] = {"value": data[spec.name], "why": exc.message}
+                why = exc.note.to_json() if isinstance(exc.note, Reason) else exc.note
+                found.invalid_keys[spec.name] = {"value": data[spec.name], "why": why}
                 values[spec.name] = _as_stored(data[spec.name], hints[spec.name], spec.default)
         return cls(**values)
 
@@ -217,7 +239,7 @@ def _value(key: str, value: Any, annotation: Any, meta: Mapping[str, Any]) -> An
         if not isinstance(value, str) or not value.strip() or len(value) > 100:
             raise PolicyError(key, "must be a non-empty string of at most 100 characters")
         if meta["choices"] and value not in meta["choices"]:
-            raise PolicyError(key, f"must be one of {', '.join(repr(c) for c in meta['choices'])}")
+            raise PolicyError(key, reason(PolicyCode.ONE_OF, choices=[repr(c) for c in meta["choices"]]))
         problem = text_problem(value)
         if problem:
             raise PolicyError(key, problem)
@@ -348,7 +370,7 @@ def policy_read(
     if unknown:
         found.invalid_keys["required_layers"] = {
             "value": list(general.required_layers),
-            "why": f"layers this version does not have: {', '.join(unknown)}",
+            "why": reason(PolicyCode.LAYERS_MISSING, layers=unknown).to_json(),
         }
     layers = {name: section.read(data, found) for name, section in sections.items()}
     return StoredPolicy(config=GatePolicyConfig(general=general, layers=layers), found=found)

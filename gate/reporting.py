@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.reasons import ENGLISH, Reason, Words, reason_render
+from engines.reasons import ENGLISH, Reason, Words, reason_render, stored_reason_read
 
 LEVELS = ("phenomenon", "data", "system")
 RULE = (
@@ -225,7 +225,7 @@ def table_markdown(table: Table, *, words: Words = ENGLISH) -> list[str]:
     return lines
 
 
-def _stored_policy_markdown(policy: PolicyRef) -> list[str]:
+def _stored_policy_markdown(policy: PolicyRef, *, words: Words) -> list[str]:
     """What reading the stored policy found, when it is not as this version would write it."""
     tables = [
         Table(
@@ -236,7 +236,10 @@ def _stored_policy_markdown(policy: PolicyRef) -> list[str]:
         Table(
             title="Stored policy values this version would refuse (shown as stored)",
             columns=["key", "stored value", "why"],
-            rows=[[key, bad["value"], bad["why"]] for key, bad in policy.invalid_keys.items()],
+            rows=[
+                [key, bad["value"], reason_render(stored_reason_read(bad["why"]), words=words)]
+                for key, bad in policy.invalid_keys.items()
+            ],
         ),
         Table(
             title="Policy keys the stored policy lacks",
@@ -262,7 +265,7 @@ def gate_report_markdown(report: GateReport, *, words: Words) -> str:
     ]
     if report.verdict_reasons:
         lines += ["Reasons:", *[f"- {reason_render(r, words=words)}" for r in report.verdict_reasons], ""]
-    lines += _stored_policy_markdown(report.policy)
+    lines += _stored_policy_markdown(report.policy, words=words)
     lines += [
         "| layer | verdict | metric | estimate | interval | threshold | seconds | device |",
         "|---|---|---|---|---|---|---|---|",

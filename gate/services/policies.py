@@ -71,8 +71,8 @@ def gate_policy_resolve(
         config = gate_policy_parse({**policy.config, **(overrides or {})})
     except PolicyError as exc:
         raise ApplicationError(
-            reason(PoliciesCode.INVALID, field=exc.field, problem=exc.message),
-            fields={f"policy_overrides.{exc.field}": [exc.message]},
+            reason(PoliciesCode.INVALID, field=exc.field, problem=exc.note),
+            fields={f"policy_overrides.{exc.field}": [exc.note]},
         ) from None
     return policy, config
 
@@ -90,8 +90,8 @@ def gate_policy_save(*, name: str, config: dict[str, Any], description: str = ""
         gate_policy_parse(config)
     except PolicyError as exc:
         raise ApplicationError(
-            reason(PoliciesCode.INVALID, field=exc.field, problem=exc.message),
-            fields={f"config.{exc.field}": [exc.message]},
+            reason(PoliciesCode.INVALID, field=exc.field, problem=exc.note),
+            fields={f"config.{exc.field}": [exc.note]},
         ) from None
     policy = GatePolicy.objects.select_for_update().filter(name=name).first()
     before = {"config": policy.config, "description": policy.description} if policy else None

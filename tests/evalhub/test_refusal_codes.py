@@ -97,6 +97,7 @@ def test_an_analysis_reads_in_each_language_with_its_numbers_and_labels():
 
 def test_a_page_says_a_refusal_and_its_notes_in_the_readers_language():
     from evalhub.permissions import error_text
+    from gate.policy import PolicyCode
     from gate.services.policies import PoliciesCode
     from registry.errors import ApplicationError
 
@@ -104,7 +105,7 @@ def test_a_page_says_a_refusal_and_its_notes_in_the_readers_language():
         reason(PoliciesCode.OVERRIDES_NOT_OBJECT),
         fields={
             "policy_overrides": [reason(PoliciesCode.MUST_BE_OBJECT)],
-            "robustness_min": ["must be between 0 and 1"],
+            "robustness_min": [reason(PolicyCode.BETWEEN, low=0, high=1)],
         },
     )
     with translation.override("zh-hans"):

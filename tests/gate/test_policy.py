@@ -14,6 +14,7 @@ from gate.policy import (
     policy_read,
     setting,
 )
+from tests.wordings import english
 
 
 def test_defaults_require_every_layer():
@@ -112,7 +113,10 @@ def test_retired_keys_are_kept_aside_missing_ones_defaulted_and_bad_values_named
     assert stored.found.retired_keys == {"old_switch": True}
     assert stored.found.defaulted_keys == {"batch_size": 32, "follow_up_kinds": ["follow_up"]}
     assert set(stored.found.invalid_keys) == {"confidence", "decide_on", "run_baseline", "follow_up_margin"}
-    assert stored.found.invalid_keys["confidence"] == {"value": 1.5, "why": "must be between 0.5 and 0.9999"}
+    assert stored.found.invalid_keys["confidence"] == {
+        "value": 1.5,
+        "why": {"code": "policy.between", "params": {"low": 0.5, "high": 0.9999}},
+    }
     general = stored.config.general
     assert (general.confidence, general.decide_on, general.run_baseline, general.batch_size) == (
         1.5,
@@ -132,7 +136,8 @@ def test_a_required_layer_this_version_lacks_stays_required_so_the_run_cannot_pa
     stored = gate_policy_read(data)
     assert stored.config.general.required_layers == ("clean_accuracy", "toxicity")
     why = stored.found.invalid_keys["required_layers"]["why"]
-    assert why == "layers this version does not have: toxicity"
+    assert why == {"code": "policy.layers_missing", "params": {"layers": ["toxicity"]}}
+    assert english([why]) == ["layers this version does not have: toxicity"]
     verdict, _ = gate_verdict(
         required_layers=stored.config.general.required_layers, layer_verdicts={"clean_accuracy": "pass"}
     )

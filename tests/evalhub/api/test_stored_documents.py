@@ -71,7 +71,12 @@ def test_the_run_list_and_detail_answer_with_what_the_read_found(old_run):
     found = body["stored_policy"]
     assert found["retired_keys"] == RETIRED
     assert found["defaulted_keys"] == {"batch_size": 32}
-    assert found["invalid_keys"] == {"confidence": {"value": 0.3, "why": "must be between 0.5 and 0.9999"}}
+    assert found["invalid_keys"] == {
+        "confidence": {
+            "value": 0.3,
+            "why": {"code": "policy.between", "params": {"low": 0.5, "high": 0.9999}},
+        }
+    }
     # The stored document itself is answered as stored, retired keys and all.
     stored = body["policy_config"]
     assert stored["robustness_legacy_mode"] == "strict" and "batch_size" not in stored

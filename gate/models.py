@@ -65,7 +65,10 @@ class GateRun(models.Model):
     progress_detail = models.JSONField(default=dict, blank=True)
     verdict = models.CharField(max_length=20, choices=Verdict.choices, default=Verdict.PENDING)
     verdict_reasons = models.JSONField(default=list, blank=True)
+    # Why the run ended in error or failed, in English (logs, the CLI); `error_reason` the same as a
+    # reason's JSON, worded for each reader (runs from before codes have only the sentence).
     error_message = models.TextField(blank=True)
+    error_reason = models.JSONField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)

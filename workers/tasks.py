@@ -19,10 +19,12 @@ from canary.services.follow_ups import follow_ups_label
 from canary.services.probes import probe_run_execute_by_id, probe_runs_due
 from canary.services.telemetry import turn_stream_drain
 from engines.backends import BackendError
+from engines.reasons import reason
 from gate.models import GateRun
 from gate.services.adversarial import adversarial_set_build
 from gate.services.gate_runs import (
     ClaimLost,
+    GateRunsCode,
     gate_run_execute,
     gate_run_fail,
     gate_run_reap_stale,
@@ -59,12 +61,14 @@ def gate_run_execute_task(self, gate_run_id: int) -> None:
         logger.warning("%s", exc)
     except BackendError as exc:  # transient: a non-transient one is handled by the service
         if self.request.retries >= self.max_retries:
-            gate_run_fail(gate_run_id=gate_run_id, status=GateRun.Status.ERROR, reason=f"gave up: {exc}")
+            gave_up = reason(GateRunsCode.GAVE_UP, why=str(exc))
+            gate_run_fail(gate_run_id=gate_run_id, status=GateRun.Status.ERROR, reason=gave_up)
             return
         _release(gate_run_id, worker, str(exc))
         raise TransientModelError(str(exc)) from exc
     except SoftTimeLimitExceeded:
-        gate_run_fail(gate_run_id=gate_run_id, status=GateRun.Status.ERROR, reason="task time limit exceeded")
+        time_limit = reason(GateRunsCode.TIME_LIMIT)
+        gate_run_fail(gate_run_id=gate_run_id, status=GateRun.Status.ERROR, reason=time_limit)
     except (OperationalError, InterfaceError) as exc:
         _release(gate_run_id, worker, f"database: {exception_text(exc)}")
         raise

@@ -17,6 +17,7 @@ from engines.reasons import reason
 from evalhub.api.common import (
     Pagination,
     ReasonListField,
+    ReasonOutputSerializer,
     RecordRefField,
     StrictSerializer,
     SuiteRefField,
@@ -26,7 +27,7 @@ from evalhub.api.common import (
     paginated,
 )
 from evalhub.api.errors import ApiCode
-from evalhub.wordings import WORDS
+from evalhub.wordings import WORDS, reason_payload
 from gate.layers.base import to_json
 from gate.layers.registry import LAYER_NAMES, gate_policy_read
 from gate.models import Decision, GateRun, LayerResult, SampleResult
@@ -34,7 +35,7 @@ from gate.reporting import gate_report_markdown
 from gate.selectors.decisions import decision_get, decision_list
 from gate.selectors.gate_runs import gate_run_get, gate_run_list, sample_result_list
 from gate.services.decisions import REASON_MAX_LENGTH, decision_record
-from gate.services.gate_runs import gate_run_start
+from gate.services.gate_runs import gate_run_error, gate_run_start
 from gate.services.progress import gate_queue_snapshot, gate_run_live
 from gate.services.report import gate_run_report
 from registry.errors import ApplicationError, CommonCode, NotFoundError
@@ -81,6 +82,7 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
     html_url = serializers.SerializerMethodField()
     live = serializers.SerializerMethodField()
     stored_policy = serializers.SerializerMethodField()
+    error_reason = serializers.SerializerMethodField()
 
     class Meta:
         model = GateRun
@@ -100,6 +102,7 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
             "verdict",
             "verdict_reasons",
             "error_message",
+            "error_reason",
             "attempts",
             "created_at",
             "started_at",
@@ -130,6 +133,13 @@ class GateRunOutputSerializer(serializers.ModelSerializer):
         knows, with their stored values; not applied), `defaulted_keys` (keys the snapshot lacks, with
         the value read for them), `invalid_keys` (stored values it would refuse, kept, with why)."""
         return dict(to_json(gate_policy_read(obj.policy_config).found))
+
+    @extend_schema_field(ReasonOutputSerializer(allow_null=True))
+    def get_error_reason(self, obj: GateRun) -> dict[str, Any] | None:
+        """Why the run ended in error or failed: `code`, `params` and `message` in the request's
+        language (`error_message` is the English sentence; a run from before codes has no code)."""
+        error = gate_run_error(run=obj)
+        return None if error is None else reason_payload(error)
 
     def get_html_url(self, obj: GateRun) -> str:
         """The run's page for people (reports, attribution, decisions)."""

@@ -19,11 +19,13 @@ from engines.backends.base import BackendError
 from engines.reasons import (
     ENGLISH,
     Reason,
+    Term,
     gettext_noop,
     reason,
     reason_payload,
     reason_render,
     reasons_to_json,
+    sentences,
     stored_reason_read,
     wordings_register,
 )
@@ -56,6 +58,15 @@ class GateRunsCode(StrEnum):
     OWN_BASELINE = "gate_runs.own_baseline"
     DIFFER_NOTE = "gate_runs.differ_note"
     NOT_SERVING = "gate_runs.not_serving"  # `why`: the serving check's reason
+    # Why a run ended in error or failed (`error_reason`)
+    GAVE_UP_AFTER = "gate_runs.gave_up_after"
+    GAVE_UP = "gate_runs.gave_up"  # `why`: the backend's error, after the task's last retry
+    TIME_LIMIT = "gate_runs.time_limit"
+    STOPPED_REPORTING = "gate_runs.stopped_reporting"
+    LAST_ERROR = "gate_runs.last_error"  # `reason` and what failed before (`why`)
+    POLICY_UNRUNNABLE = "gate_runs.policy_unrunnable"
+    LAYER_ERROR = "gate_runs.layer_error"  # `layer` (a term) and its stored reasons (`why`)
+    NO_REASON = "gate_runs.no_reason"
 
 
 wordings_register(
@@ -63,6 +74,18 @@ wordings_register(
         GateRunsCode.OWN_BASELINE: gettext_noop("A version cannot be its own baseline."),
         GateRunsCode.DIFFER_NOTE: gettext_noop("must differ from the candidate"),
         GateRunsCode.NOT_SERVING: gettext_noop("not the model that serves: {why}"),
+        GateRunsCode.GAVE_UP_AFTER: gettext_noop("gave up after {n} attempts"),
+        GateRunsCode.GAVE_UP: gettext_noop("gave up: {why}"),
+        GateRunsCode.TIME_LIMIT: gettext_noop("task time limit exceeded"),
+        GateRunsCode.STOPPED_REPORTING: gettext_noop(
+            "worker {worker} stopped reporting at {at} UTC after {n} attempt(s)"
+        ),
+        GateRunsCode.LAST_ERROR: gettext_noop("{reason}; last error: {why}"),
+        GateRunsCode.POLICY_UNRUNNABLE: gettext_noop(
+            "the stored policy has keys this version cannot run: {keys}; start a new run"
+        ),
+        GateRunsCode.LAYER_ERROR: gettext_noop("{layer} error: {why}"),
+        GateRunsCode.NO_REASON: gettext_noop("no reason stored"),
     }
 )
 
@@ -163,16 +186,35 @@ def gate_run_claim(*, gate_run_id: int, worker: str) -> GateRun | None:
     )
 
 
-def gate_run_release(*, gate_run_id: int, worker: str, error: str = "") -> None:
+def gate_run_release(*, gate_run_id: int, worker: str, error: Reason | str = "") -> None:
     """Give a run back to the queue (before a retry of a transient failure). `error`, what failed,
-    is kept as the run's error message meanwhile, so the page says why it waits and a later give-up
-    says what failed."""
-    fields = {"status": Status.QUEUED, "worker": "", **({"error_message": error} if error else {})}
+    is kept as the run's error meanwhile, so the page says why it waits and a later give-up says what
+    failed."""
+    fields: dict[str, Any] = {"status": Status.QUEUED, "worker": ""}
+    if error:
+        fields.update(_error_fields(error))
     GateRun.objects.filter(pk=gate_run_id, status=Status.RUNNING, worker=worker).update(**fields)
 
 
-def _with_last_error(reason: str, run: GateRun) -> str:
-    return f"{reason}; last error: {run.error_message}" if run.error_message else reason
+def _error_fields(error: Reason | str) -> dict[str, Any]:
+    """A run's error as stored: the English sentence and, for a reason, its JSON."""
+    return {
+        "error_message": reason_render(error, words=ENGLISH),
+        "error_reason": error.to_json() if isinstance(error, Reason) else None,
+    }
+
+
+def _with_last_error(why: Reason, run: GateRun) -> Reason:
+    last = gate_run_error(run=run)
+    return why if last is None else reason(GateRunsCode.LAST_ERROR, reason=why, why=last)
+
+
+def gate_run_error(*, run: GateRun) -> Reason | str | None:
+    """Why the run ended in error or failed (or, queued again, what failed last): its reason, or the
+    sentence a run from before reason codes stored; None when nothing failed."""
+    if run.error_reason:
+        return stored_reason_read(run.error_reason)
+    return run.error_message or None
 
 
 def gate_run_heartbeat(*, run: GateRun, progress: int, detail: dict | None = None) -> None:
@@ -198,7 +240,7 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
         return gate_run_fail(
             gate_run_id=run.pk,
             status=Status.ERROR,
-            reason=_with_last_error(f"gave up after {run.attempts - 1} attempts", run),
+            reason=_with_last_error(reason(GateRunsCode.GAVE_UP_AFTER, n=run.attempts - 1), run),
         )
     stored = gate_policy_read(run.policy_config)
     if not stored.found.clean:
@@ -237,10 +279,10 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
         return gate_run_finish(run=run)
 
 
-def _policy_unrunnable(found: PolicyFindings) -> str:
+def _policy_unrunnable(found: PolicyFindings) -> Reason:
     """Why a run queued under an older version is not run (its page lists each key and why)."""
-    keys = ", ".join(sorted([*found.retired_keys, *found.invalid_keys]))
-    return f"the stored policy has keys this version cannot run: {keys}; start a new run"
+    keys = sorted([*found.retired_keys, *found.invalid_keys])
+    return reason(GateRunsCode.POLICY_UNRUNNABLE, keys=keys)
 
 
 def _serving_problems(*, run: GateRun) -> list[Reason]:
@@ -266,11 +308,20 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
     run.verdict = verdict
     run.verdict_reasons = reasons_to_json(reasons)
     # An earlier attempt's transient failure is no longer the story; a layer's error is.
-    run.error_message = _layer_errors(run=run) if verdict == GateRun.Verdict.ERROR else ""
+    error = _error_fields(_layer_errors(run=run)) if verdict == GateRun.Verdict.ERROR else {}
+    run.error_message, run.error_reason = error.get("error_message", ""), error.get("error_reason")
     run.progress = 100
     run.finished_at = timezone.now()
     run.save(
-        update_fields=["status", "verdict", "verdict_reasons", "error_message", "progress", "finished_at"]
+        update_fields=[
+            "status",
+            "verdict",
+            "verdict_reasons",
+            "error_message",
+            "error_reason",
+            "progress",
+            "finished_at",
+        ]
     )
     audit_record(
         actor=SystemActor(f"worker {run.worker}"),
@@ -288,16 +339,23 @@ def gate_run_finish(*, run: GateRun) -> GateRun:
     return run
 
 
-def _layer_errors(*, run: GateRun) -> str:
+def _layer_errors(*, run: GateRun) -> Reason:
     """What failed in the layers that ended in error (their stored reasons), or why none did: a
     required layer with no result, or one left pending."""
     errors = run.layers.filter(verdict=GateRun.Verdict.ERROR).order_by("id")
-    parts = [f"{row.layer} error: {_english(row.reasons) or 'no reason stored'}" for row in errors]
-    return "; ".join(parts) or _english(run.verdict_reasons)
+    parts = [
+        reason(
+            GateRunsCode.LAYER_ERROR,
+            layer=Term(row.layer),
+            why=_stored(row.reasons) if row.reasons else reason(GateRunsCode.NO_REASON),
+        )
+        for row in errors
+    ]
+    return sentences(parts) if parts else _stored(run.verdict_reasons)
 
 
-def _english(stored: list[Any]) -> str:
-    return "; ".join(reason_render(stored_reason_read(value), words=ENGLISH) for value in stored)
+def _stored(values: list[Any]) -> Reason:
+    return sentences([stored_reason_read(value) for value in values])
 
 
 def _verdict_announce(*, run: GateRun, layer_verdicts: dict[str, str]) -> None:
@@ -316,23 +374,25 @@ def _verdict_announce(*, run: GateRun, layer_verdicts: dict[str, str]) -> None:
     )
 
 
-def gate_run_fail(*, gate_run_id: int, status: str, reason: str) -> GateRun:
+def gate_run_fail(*, gate_run_id: int, status: str, reason: Reason | str) -> GateRun:
+    """End a run in `status` (error, failed) for `reason` (a sentence: an exception's own text)."""
     with transaction.atomic():
         run = GateRun.objects.select_for_update().get(pk=gate_run_id)
         if run.is_finished:
             return run
         run.status = status
         run.verdict = GateRun.Verdict.ERROR
-        run.verdict_reasons = [reason]
-        run.error_message = reason
+        run.verdict_reasons = reasons_to_json([reason])
+        error = _error_fields(reason)
+        run.error_message, run.error_reason = error["error_message"], error["error_reason"]
         run.finished_at = timezone.now()
-        run.save(update_fields=["status", "verdict", "verdict_reasons", "error_message", "finished_at"])
+        run.save(update_fields=["status", "verdict", "verdict_reasons", *error, "finished_at"])
         audit_record(
             actor=GATE,
             action=AuditAction.GATE_RUN_FAIL,
             target=run,
             after={"status": status},
-            reason=reason,
+            reason=run.error_message,
         )
         _candidate_settle(run=run)
         _verdict_announce(run=run, layer_verdicts=dict(run.layers.values_list("layer", "verdict")))
@@ -366,9 +426,11 @@ def gate_run_reap_stale(*, now=None) -> dict[str, int]:
     counts = {"requeued": 0, "errored": 0, "reenqueued": 0}
     for run in GateRun.objects.filter(lease_lapsed(now=now), status=Status.RUNNING):
         if run.attempts >= settings.EVALHUB_GATE_RUN_MAX_ATTEMPTS:
-            stopped = (
-                f"worker {run.worker or '?'} stopped reporting at "
-                f"{run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC after {run.attempts} attempt(s)"
+            stopped = reason(
+                GateRunsCode.STOPPED_REPORTING,
+                worker=run.worker or "?",
+                at=f"{run.heartbeat_at:%Y-%m-%d %H:%M:%S}",
+                n=run.attempts,
             )
             gate_run_fail(gate_run_id=run.pk, status=Status.ERROR, reason=_with_last_error(stopped, run))
             counts["errored"] += 1

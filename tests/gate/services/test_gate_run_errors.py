@@ -17,6 +17,7 @@ from registry.actors import SYSTEM
 from registry.services.tokens import user_role_grant
 from registry.services.versions import model_version_register
 from tests.gate.services.test_gate_runs import ROBUST, start, suite  # noqa: F401 (fixtures)
+from tests.wordings import english
 from workers.tasks import exception_text, gate_run_execute_task
 
 pytestmark = pytest.mark.django_db
@@ -61,14 +62,20 @@ def test_a_refused_connection_ends_error_naming_the_address_and_the_exception(
     run.refresh_from_db()
     assert (run.status, run.verdict) == ("error", "error")
     assert refused(run.error_message, address), run.error_message
-    assert run.verdict_reasons == [run.error_message]
+    assert english(run.verdict_reasons) == [run.error_message]
     expected = "gave up after 3 attempts; last error: " if attempts == 3 else "gave up: "
     assert run.error_message.startswith(expected)
+    code = "gate_runs.last_error" if attempts == 3 else "gate_runs.gave_up"
+    assert run.error_reason["code"] == code
     reader = get_user_model().objects.create_user(username="reader")
     user_role_grant(user=reader, role="viewer")
     client = Client()
     client.force_login(reader)
     assert address in client.get(f"/gate-runs/{run.pk}/").content.decode()
+    chinese = client.get(f"/gate-runs/{run.pk}/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert address in chinese and ("尝试 3 次后放弃" if attempts == 3 else "已放弃") in chinese
+    api = client.get(f"/api/v1/gate-runs/{run.pk}/").json()
+    assert api["error_reason"]["code"] == code and api["error_reason"]["message"] == run.error_message
 
 
 def test_between_attempts_the_queued_run_says_what_failed_and_a_later_success_clears_it(

@@ -19,7 +19,7 @@ from canary.services.follow_ups import follow_ups_label
 from canary.services.probes import probe_run_execute_by_id, probe_runs_due
 from canary.services.telemetry import turn_stream_drain
 from engines.backends import BackendError
-from engines.reasons import reason
+from engines.reasons import Reason, reason
 from gate.models import GateRun
 from gate.services.adversarial import adversarial_set_build
 from gate.services.gate_runs import (
@@ -61,10 +61,10 @@ def gate_run_execute_task(self, gate_run_id: int) -> None:
         logger.warning("%s", exc)
     except BackendError as exc:  # transient: a non-transient one is handled by the service
         if self.request.retries >= self.max_retries:
-            gave_up = reason(GateRunsCode.GAVE_UP, why=str(exc))
+            gave_up = reason(GateRunsCode.GAVE_UP, why=exc.reason)
             gate_run_fail(gate_run_id=gate_run_id, status=GateRun.Status.ERROR, reason=gave_up)
             return
-        _release(gate_run_id, worker, str(exc))
+        _release(gate_run_id, worker, exc.reason)
         raise TransientModelError(str(exc)) from exc
     except SoftTimeLimitExceeded:
         time_limit = reason(GateRunsCode.TIME_LIMIT)
@@ -103,7 +103,7 @@ def exception_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _release(gate_run_id: int, worker: str, error: str) -> None:
+def _release(gate_run_id: int, worker: str, error: Reason | str) -> None:
     """Put a run back to queued so the retry can claim it at once; `error` says what failed."""
 
     try:

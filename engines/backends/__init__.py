@@ -15,7 +15,7 @@ from typing import Any
 
 from engines.outbound import OutboundPolicy
 
-from .base import BackendError, ModelBackend, Prediction
+from .base import BackendCode, BackendError, ModelBackend, Prediction
 from .config import (
     DEFAULT_API_KEY_ENV_PREFIX,
     BackendConfigError,
@@ -23,7 +23,15 @@ from .config import (
     checkpoint_path_resolve,
 )
 
-__all__ = ["BackendError", "ModelBackend", "Prediction", "backend_build", "backend_cached", "backend_device"]
+__all__ = [
+    "BackendCode",
+    "BackendError",
+    "ModelBackend",
+    "Prediction",
+    "backend_build",
+    "backend_cached",
+    "backend_device",
+]
 
 _cache: OrderedDict[tuple[Hashable, ...], ModelBackend] = OrderedDict()
 _cache_lock = threading.Lock()

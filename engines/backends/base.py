@@ -9,7 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
+
+from engines.reasons import ENGLISH, Reason, gettext_noop, reason_render, wordings_register
+
+
+class BackendCode(StrEnum):
+    UNREACHABLE = "backends.unreachable"  # nothing got through to `url`; `why`: the last exception
+    OF_VERSION = "backends.of_version"  # `why`, the backend's error, for the version `ref`
+
+
+wordings_register(
+    {
+        BackendCode.UNREACHABLE: gettext_noop("{url}: unreachable: {why}"),
+        BackendCode.OF_VERSION: gettext_noop("{ref}: {why}"),
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -21,10 +37,12 @@ class Prediction:
 
 
 class BackendError(Exception):
-    """The backend as a whole cannot answer. `transient` marks errors worth a retry."""
+    """The backend as a whole cannot answer: `reason` says why (a code, or an English sentence not
+    coded yet), the message is it in English. `transient` marks errors worth a retry."""
 
-    def __init__(self, message: str, *, transient: bool = False):
-        super().__init__(message)
+    def __init__(self, reason: Reason | str, *, transient: bool = False):
+        super().__init__(reason_render(reason, words=ENGLISH))
+        self.reason = reason
         self.transient = transient
 
 

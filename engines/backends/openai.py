@@ -23,11 +23,13 @@ from typing import Any
 import httpx
 
 from engines.outbound import OutboundPolicy, OutboundRefusedError, outbound_client
+from engines.reasons import reason
 
-from .base import BackendError, Prediction
+from .base import BackendCode, BackendError, Prediction
 from .config import DEFAULT_API_KEY_ENV_PREFIX, BackendConfigError, api_key_env_check
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+UNREACHABLE = "unreachable: "  # an item's error when no attempt got through, before the exception
 
 
 class _Transient(Exception):
@@ -73,10 +75,11 @@ class OpenAIBackend:
             except OutboundRefusedError as exc:
                 # The endpoint's address is refused: no item can be answered, and no retry helps.
                 raise BackendError(f"{self.url}: {exc}") from None
-        unreachable = [p for p in predictions if p.error and p.error.startswith("unreachable")]
+        unreachable = [p for p in predictions if p.error and p.error.startswith(UNREACHABLE)]
         if len(unreachable) == len(predictions):
             # Nothing got through: the endpoint is down, not the inputs bad. Worth a retry later.
-            raise BackendError(f"{self.url}: {unreachable[0].error}", transient=True)
+            why = unreachable[0].error.removeprefix(UNREACHABLE)
+            raise BackendError(reason(BackendCode.UNREACHABLE, url=self.url, why=why), transient=True)
         return predictions
 
     def _request_body(self, text: str) -> dict[str, Any]:
@@ -100,7 +103,7 @@ class OpenAIBackend:
             try:
                 content = self._post(body)
             except _Transient as exc:
-                last_error = f"unreachable: {exc}"
+                last_error = f"{UNREACHABLE}{exc}"
                 if attempt + 1 < attempts:
                     # Exponential backoff with jitter: 0.25 s, 0.5 s, 1 s ... capped at 8 s.
                     self.sleep(min(8.0, 0.25 * 2**attempt) * (0.5 + random.random() / 2))

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from engines.reasons import reason
 from gate.models import ModelOutput
 from registry.models import ModelVersion
 from registry.services.versions import model_version_backend
@@ -40,7 +41,7 @@ def model_outputs_predict(
     on_batch: Callable[[int], None],
     use_cache: bool = True,
 ) -> VersionOutputs:
-    from engines.backends import BackendError, Prediction, backend_device
+    from engines.backends import BackendCode, BackendError, Prediction, backend_device
 
     keys = [model_output_key(version=version, text=text) for text in texts]
     stored = ModelOutput.objects.filter(version=version, input_hash__in=set(keys)) if use_cache else []
@@ -80,7 +81,8 @@ def model_outputs_predict(
             known.update(fresh)
             on_batch(len(batch))
     except BackendError as exc:
-        raise BackendError(f"{version.ref}: {exc}", transient=exc.transient) from exc
+        why = reason(BackendCode.OF_VERSION, ref=version.ref, why=exc.reason)
+        raise BackendError(why, transient=exc.transient) from exc
     return VersionOutputs(
         predictions=[known[key] for key in keys],
         seconds=time.perf_counter() - started if todo else 0.0,

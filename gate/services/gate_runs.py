@@ -268,7 +268,7 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
     except BackendError as exc:
         if exc.transient:
             raise  # the task retries with backoff; stored work is kept
-        return gate_run_fail(gate_run_id=run.pk, status=Status.FAILED, reason=str(exc))
+        return gate_run_fail(gate_run_id=run.pk, status=Status.FAILED, reason=exc.reason)
     with transaction.atomic():
         if (
             not GateRun.objects.select_for_update()

@@ -74,6 +74,7 @@ def test_a_refused_connection_ends_error_naming_the_address_and_the_exception(
     assert address in client.get(f"/gate-runs/{run.pk}/").content.decode()
     chinese = client.get(f"/gate-runs/{run.pk}/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert address in chinese and ("尝试 3 次后放弃" if attempts == 3 else "已放弃") in chinese
+    assert f"无法连接 {address}" in chinese
     api = client.get(f"/api/v1/gate-runs/{run.pk}/").json()
     assert api["error_reason"]["code"] == code and api["error_reason"]["message"] == run.error_message
 

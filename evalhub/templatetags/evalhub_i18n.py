@@ -1,6 +1,6 @@
 """Template filters for the reader's language: `{{ value|term }}` labels a stored code,
-`{{ value|reason }}` words a stored reason (see `evalhub.terms`, `evalhub.wordings` and, for the few
-sentences that are not codes yet, `evalhub.reasons`), `{{ list|reasons }}` a list of them,
+`{{ value|reason }}` words a stored reason (see `evalhub.terms` and `evalhub.wordings`; a sentence stored
+before reason codes is shown as written), `{{ list|reasons }}` a list of them,
 `{{ text|change }}` the codes in a history row's change (`draft → running, 50 %`), `{{ name|actor }}` a
 system part's name."""
 
@@ -14,7 +14,6 @@ from django.utils.formats import date_format
 from django.utils.timezone import localtime
 
 from engines.reasons import Reason
-from evalhub.reasons import reason_translate
 from evalhub.terms import actor_label, term_label
 from evalhub.wordings import reason_words
 
@@ -25,11 +24,10 @@ register.filter("actor", actor_label)
 
 @register.filter
 def reason(value: object) -> object:
-    """A coded reason (or its stored JSON) in the reader's language; a sentence through the shapes
-    still kept for sentences, else as written."""
+    """A coded reason (or its stored JSON) in the reader's language; anything else as it is."""
     if isinstance(value, Reason) or (isinstance(value, Mapping) and "code" in value):
         return reason_words(value)
-    return reason_translate(value) if isinstance(value, str) else value
+    return value
 
 
 @register.filter

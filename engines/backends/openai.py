@@ -75,10 +75,10 @@ class OpenAIBackend:
             except OutboundRefusedError as exc:
                 # The endpoint's address is refused: no item can be answered, and no retry helps.
                 raise BackendError(f"{self.url}: {exc}") from None
-        unreachable = [p for p in predictions if p.error and p.error.startswith(UNREACHABLE)]
+        unreachable = [p.error for p in predictions if p.error and p.error.startswith(UNREACHABLE)]
         if len(unreachable) == len(predictions):
             # Nothing got through: the endpoint is down, not the inputs bad. Worth a retry later.
-            why = unreachable[0].error.removeprefix(UNREACHABLE)
+            why = unreachable[0].removeprefix(UNREACHABLE)
             raise BackendError(reason(BackendCode.UNREACHABLE, url=self.url, why=why), transient=True)
         return predictions
 

@@ -14,7 +14,7 @@ from canary.models import Experiment, OutcomeEvent, TurnEvent
 from canary.selectors.experiments import TrafficWindow
 from canary.selectors.sql import ByArm, sql_arms, sql_by_arm, sql_number
 from engines.routing import ARMS
-from engines.stats.sufficient import MeanStats, RatioCupedStats, RatioStats
+from engines.stats.sufficient import RATIO_CUPED_SUMS, MeanStats, RatioCupedStats, RatioStats
 
 FOLLOW_UP_FIELDS = (
     "sessions",
@@ -212,24 +212,7 @@ def outcome_stats_of_family(
     return {name: sql_number(value) for name, value in zip(names, values, strict=True)}
 
 
-RATIO_CUPED_FIELDS = (
-    "n",
-    "pre_units",
-    "sum_x",
-    "sum_y",
-    "sum_px",
-    "sum_py",
-    "sum_x2",
-    "sum_y2",
-    "sum_px2",
-    "sum_py2",
-    "sum_xy",
-    "sum_x_px",
-    "sum_x_py",
-    "sum_y_px",
-    "sum_y_py",
-    "sum_px_py",
-)
+RATIO_CUPED_FIELDS = ("n", "pre_units", *RATIO_CUPED_SUMS)
 
 
 def _days_before(column: str) -> str:

@@ -151,19 +151,16 @@ TERMS = {
     "candidate fixes this weakness": pgettext_lazy("code", "candidate fixes this weakness"),
     "candidate regresses": pgettext_lazy("code", "candidate regresses"),
     "no clear difference": pgettext_lazy("code", "no clear difference"),
-    # Layer titles
-    "Clean accuracy": pgettext_lazy("code", "Clean accuracy"),
-    "Robustness": pgettext_lazy("code", "Robustness"),
-    "Follow-up rate": pgettext_lazy("code", "Follow-up rate"),
-    "Business value": pgettext_lazy("code", "Business value"),
 }
 
 
 def term_label(value: object) -> object:
-    """The label of a stored code in the active language; anything else (data, such as a metric's
-    name) unchanged."""
-    if isinstance(value, str):
-        return TERMS.get(value, value)
+    """The label of a stored code in the active language: the domain's own (`TERMS`), else any installed
+    app's (a layer from outside names its codes in its catalogue, context "code"); anything else (data,
+    such as a metric's name) unchanged."""
+    if isinstance(value, str) and value:
+        label = TERMS.get(value)
+        return label if label is not None else pgettext("code", value)
     return value
 
 

@@ -29,7 +29,7 @@ from evalhub.api.common import (
 from evalhub.api.errors import ApiCode
 from evalhub.wordings import WORDS, reason_payload
 from gate.layers.base import to_json
-from gate.layers.registry import LAYER_NAMES, gate_policy_read
+from gate.layers.registry import gate_policy_read, layer_names
 from gate.models import Decision, GateRun, LayerResult, SampleResult
 from gate.reporting import gate_report_markdown
 from gate.selectors.decisions import decision_get, decision_list
@@ -285,11 +285,15 @@ class GateRunSamplesApi(APIView):
     pagination_class = Pagination
 
     class FilterSerializer(serializers.Serializer):
-        layer = serializers.ChoiceField(choices=LAYER_NAMES, required=False)
+        layer = serializers.ChoiceField(choices=(), required=False)
         version = VersionRefField(required=False)
         correct = serializers.BooleanField(required=False, allow_null=True, default=None)
         limit = serializers.IntegerField(required=False, min_value=1)
         offset = serializers.IntegerField(required=False, min_value=0)
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.fields["layer"].choices = layer_names()  # the installed apps' layers, as they are now
 
     @extend_schema(
         operation_id="gate_run_samples_list",

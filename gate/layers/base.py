@@ -11,15 +11,17 @@ import functools
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, TypeVar
 
 from django.db import transaction
+from django.utils.functional import Promise
 from pydantic import TypeAdapter, ValidationError
 
 from engines.reasons import Reason, Words, reasons_to_json
+from gate.charts import Chart
 from gate.models import GateRun, LayerResult
 from gate.policy import GatePolicyConfig, PolicySection
 from gate.reporting import Attribution
@@ -27,6 +29,7 @@ from registry.models import EvalItem, ModelVersion
 
 logger = logging.getLogger(__name__)
 D = TypeVar("D")
+V = TypeVar("V")
 
 
 class ClaimLost(Exception):
@@ -91,6 +94,15 @@ class LayerContext:
     versions: list[ModelVersion]
     progress: Progress
 
+    @property
+    def baseline(self) -> ModelVersion | None:
+        """The baseline, when the policy runs it (the second of `versions`)."""
+        return self.versions[1] if len(self.versions) > 1 else None
+
+    def baseline_of(self, by_version: Mapping[int, V]) -> V | None:
+        """The baseline's entry of `by_version` (version pk -> value), None without a baseline."""
+        return by_version[self.baseline.pk] if self.baseline is not None else None
+
 
 @dataclass(frozen=True, kw_only=True)
 class ReportPart:
@@ -141,13 +153,17 @@ def _unread(stored: Any, read: Any, prefix: str = "") -> dict[str, Any]:
 
 class GateLayer(ABC, Generic[D]):
     name: ClassVar[str]
-    title: ClassVar[str]
+    # The layer's name for people, `pgettext_lazy("code", ...)`: it names itself in each language.
+    title: ClassVar[str | Promise]
     kind: ClassVar[LayerKind]
     policy: ClassVar[type[PolicySection]]
     details_type: ClassVar[type]
     metric: ClassVar[str]
     # One line for the report: how the layer measures and judges.
     method: ClassVar[str]
+    # Part of the full sandwich: a run whose policy leaves an essential layer out is a weakened gate
+    # (approving on it takes an override). The gate's own layers are; one an app adds is not.
+    essential: ClassVar[bool] = False
 
     @property
     def template(self) -> str:
@@ -162,6 +178,10 @@ class GateLayer(ABC, Generic[D]):
 
     @abstractmethod
     def report(self, *, run: GateRun, result: LayerResult, details: D | None) -> ReportPart: ...
+
+    def charts(self, *, details: D, threshold: float | None) -> list[Chart]:
+        """The run page's charts of the layer's stored details (in the active language); none by default."""
+        return []
 
     def details(self, result: LayerResult) -> D | None:
         """The stored details as the layer's dataclass; None when they are not there (yet) or were

@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 from django.utils import timezone
+from django.utils.translation import pgettext_lazy
 
 from canary.models import Experiment
 from canary.selectors.attribution import (
@@ -324,11 +325,12 @@ def attribution_build(*, window: TrafficWindow, metric: str, result: BusinessVal
 
 class BusinessValueLayer(GateLayer[BusinessValueDetails]):
     name = "business_value"
-    title = "Business value"
+    title = pgettext_lazy("code", "Business value")
     kind = LayerKind.TRAFFIC
     policy = BusinessValuePolicy
     details_type = BusinessValueDetails
     metric = "business_value"
+    essential = True
     method = (
         "the policy's outcome metric per user (ratio, delta method; CUPED on each user's same metric over "
         "the pre-window before their first exposure) or per outcome (Welch), candidate against baseline; "

@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 
 from django.db import transaction
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext_lazy
 
 from engines.reasons import reason, reasons_to_json
+from gate.charts import Chart
 from gate.judges.clean_accuracy import (
     AccuracySide,
     AccuracySummary,
@@ -24,7 +27,13 @@ from gate.layers.base import (
     gate_run_assert_held,
     to_json,
 )
-from gate.layers.model import ModelAttributionCode, answers_judge, breakdown_table, model_attribution
+from gate.layers.model import (
+    ModelAttributionCode,
+    answers_judge,
+    breakdown_chart,
+    breakdown_table,
+    model_attribution,
+)
 from gate.layers.outputs import VersionOutputs, model_outputs_predict
 from gate.models import GateRun, LayerResult, SampleResult
 from gate.policy import GatePolicyConfig
@@ -45,11 +54,12 @@ def _side(version: ModelVersion, summary: AccuracySummary, outputs: VersionOutpu
 
 class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
     name = "clean_accuracy"
-    title = "Clean accuracy"
+    title = pgettext_lazy("code", "Clean accuracy")
     kind = LayerKind.MODEL
     policy = CleanAccuracyPolicy
     details_type = CleanAccuracyDetails
     metric = "accuracy"
+    essential = True
     method = (
         "share of suite items answered correctly (label match, else BERTScore/chrF cut-off against the "
         "reference), Wilson interval; judged on the bound the policy names"
@@ -181,3 +191,16 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
             estimates=estimates_of(details, without=("suite", "suite_hash")),
             attribution=attribution,
         )
+
+    def charts(self, *, details: CleanAccuracyDetails, threshold: float | None) -> list[Chart]:
+        return [
+            breakdown_chart(
+                details=details,
+                breakdown="by_tag",
+                rate="accuracy",
+                id="clean-by-tag",
+                title=_("Clean accuracy by tag"),
+                y_name=_("accuracy"),
+                threshold=threshold,
+            )
+        ]

@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from django.utils import timezone
+from django.utils.translation import pgettext_lazy
 
 from canary.models import Experiment
 from canary.selectors.attribution import (
@@ -462,11 +463,12 @@ def attribution_build(
 
 class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
     name = "follow_up_rate"
-    title = "Follow-up rate"
+    title = pgettext_lazy("code", "Follow-up rate")
     kind = LayerKind.TRAFFIC
     policy = FollowUpRatePolicy
     details_type = FollowUpRateDetails
     metric = "follow_up_rate"
+    essential = True
     method = METHOD
 
     def run(self, ctx: LayerContext) -> LayerResult:

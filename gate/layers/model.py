@@ -3,18 +3,25 @@ from the stored samples."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
 from django.db.models import Avg, Count, Q
+from django.utils.translation import gettext as _
 
 from engines.backends.base import Prediction
 from engines.reasons import Reason, gettext_noop, reason, sentences, stored_reason_read, wordings_register
 from engines.scoring.answers import answer_correct
+from gate.charts import Cell, Chart, bars_chart
+from gate.layers.outputs import VersionOutputs
 from gate.models import GateRun, LayerResult
 from gate.reporting import Attribution, AttributionLevel, Table
+from registry.models import ModelVersion
 
 
 class ModelAttributionCode(StrEnum):
@@ -187,3 +194,62 @@ def model_attribution(
             summary=system_summary, reproduce=f"GET {samples_url}  (fields error, latency_ms)"
         ),
     )
+
+
+def _cells(breakdown: dict[str, Any], *, rate: str) -> dict[str, Cell]:
+    return {
+        key: Cell(rate=getattr(cell, rate), ci_low=cell.ci_low, ci_high=cell.ci_high)
+        for key, cell in breakdown.items()
+    }
+
+
+def breakdown_chart(
+    *, details: Any, breakdown: str, rate: str, id: str, title: str, y_name: str, threshold: float | None
+) -> Chart:
+    """A model layer's breakdown (`by_tag`, `by_type`) as bars: candidate beside baseline, each bar
+    with its interval, and the layer's bar as a line."""
+    sides = {details.candidate.version: _cells(getattr(details.candidate, breakdown), rate=rate)}
+    if details.baseline is not None:
+        sides[details.baseline.version] = _cells(getattr(details.baseline, breakdown), rate=rate)
+    return bars_chart(
+        id=id,
+        title=title,
+        sides=sides,
+        threshold=threshold,
+        threshold_label=_("bar %(value)s") % {"value": threshold} if threshold is not None else "",
+        y_name=y_name,
+    )
+
+
+@dataclass
+class ModelWork:
+    """What an attempt of a model layer spent: seconds per phase (`timings`, the `phases` named up
+    front at 0, others as first used) and per version its model seconds and its answers computed and
+    taken from the cache; the device the candidate ran on."""
+
+    phases: tuple[str, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+    seconds: defaultdict[int, float] = field(default_factory=lambda: defaultdict(float))
+    computed: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
+    cached: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
+    device: str = ""
+
+    def __post_init__(self) -> None:
+        self.timings = {**dict.fromkeys(self.phases, 0.0), **self.timings}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        mark = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - mark
+
+    def outputs_add(self, *, version: ModelVersion, outputs: VersionOutputs, candidate: bool) -> None:
+        """A model call's answers: its seconds (the `inference` phase too), what it computed or reused."""
+        self.seconds[version.pk] += outputs.seconds
+        self.timings["inference"] = self.timings.get("inference", 0.0) + outputs.seconds
+        self.computed[version.pk] += outputs.computed
+        self.cached[version.pk] += outputs.cached
+        if candidate:
+            self.device = outputs.device

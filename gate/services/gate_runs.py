@@ -31,7 +31,7 @@ from engines.reasons import (
 )
 from gate.judges.verdict import gate_verdict
 from gate.layers.base import ClaimLost, LayerContext, LayerKind, Progress, layer_error_store
-from gate.layers.registry import LAYERS, gate_policy_read
+from gate.layers.registry import gate_layers, gate_policy_read
 from gate.models import GateRun
 from gate.policy import PolicyFindings
 from gate.services.horizons import plan_overrides_check
@@ -249,7 +249,7 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
     policy = stored.config
     baseline = [run.baseline] if run.baseline and policy.general.run_baseline else []
     finished = set(run.layers.exclude(verdict=GateRun.Verdict.PENDING).values_list("layer", flat=True))
-    todo = [layer for layer in LAYERS if policy.requires(layer.name) and layer.name not in finished]
+    todo = [layer for layer in gate_layers() if policy.requires(layer.name) and layer.name not in finished]
     items, versions = list(run.suite.items.all()), [run.candidate, *baseline]
     progress = Progress(
         totals={layer.name: layer.units(policy=policy, items=items, versions=versions) for layer in todo},

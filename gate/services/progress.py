@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from gate.layers.registry import LAYERS, gate_policy_read
+from gate.layers.registry import gate_layers, gate_policy_read
 from gate.models import GateRun
 from registry.dispatch import QUEUE_OF, Task
 from registry.selectors.workers import queue_workers_get
@@ -122,7 +122,7 @@ def gate_run_live(
     detail = run.progress_detail or {}
     reported = detail.get("layers", {})
     layers = []
-    for layer in LAYERS:
+    for layer in gate_layers():
         if not policy.requires(layer.name):
             continue
         counts = reported.get(layer.name, {})

@@ -14,7 +14,7 @@ from typing import Any
 
 from engines.reasons import stored_reason_read
 from gate.layers.base import GateLayer, ReportPart, StoredDetails
-from gate.layers.registry import LAYERS, gate_policy_read
+from gate.layers.registry import gate_layers, gate_policy_read
 from gate.models import GateRun, LayerResult
 from gate.policy import PolicyFindings
 from gate.reporting import GateReport, LayerCost, LayerReport, PolicyRef, SuiteRef
@@ -39,7 +39,7 @@ def gate_run_layers(*, run: GateRun) -> list[LayerView]:
     stored = {result.layer: result for result in run.layers.all()}
     return [
         LayerView(layer=layer, result=stored[layer.name], read=layer.details_read(stored[layer.name]))
-        for layer in LAYERS
+        for layer in gate_layers()
         if layer.name in stored
     ]
 
@@ -51,7 +51,7 @@ def gate_run_policy_findings(*, run: GateRun) -> PolicyFindings:
 
 def gate_run_retired_layers(*, run: GateRun) -> dict[str, str]:
     """Stored results of layers this version does not have: name -> verdict."""
-    known = {layer.name for layer in LAYERS}
+    known = {layer.name for layer in gate_layers()}
     return {result.layer: result.verdict for result in run.layers.all() if result.layer not in known}
 
 
@@ -66,7 +66,7 @@ def _layer_report(*, run: GateRun, view: LayerView, required: bool) -> LayerRepo
     )
     return LayerReport(
         layer=result.layer,
-        title=view.layer.title,
+        title=str(view.layer.title),
         required=required,
         verdict=result.verdict,
         metric=result.metric,

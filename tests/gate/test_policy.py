@@ -4,7 +4,7 @@ import pytest
 
 from gate.judges.business_value import BusinessValuePolicy
 from gate.judges.robustness import RobustnessPolicy
-from gate.layers.registry import LAYER_NAMES, SECTIONS, gate_policy_parse, gate_policy_read
+from gate.layers.registry import gate_layers, gate_policy_parse, gate_policy_read, layer_names
 from gate.policy import (
     GeneralPolicy,
     PolicyError,
@@ -19,7 +19,7 @@ from tests.wordings import english
 
 def test_defaults_require_every_layer():
     config = gate_policy_parse({})
-    assert config.general.required_layers == LAYER_NAMES
+    assert config.general.required_layers == layer_names()
     assert config.section(RobustnessPolicy) == RobustnessPolicy()
     assert config.section(BusinessValuePolicy).business_metric is None
 
@@ -40,9 +40,13 @@ def test_round_trips_through_json_dict():
 
 
 def test_every_key_is_declared_once_with_help():
-    names = [key.name for section in (GeneralPolicy, *SECTIONS.values()) for key in section.describe()]
+    names = [
+        key.name
+        for section in (GeneralPolicy, *(layer.policy for layer in gate_layers()))
+        for key in section.describe()
+    ]
     assert len(names) == len(set(names))
-    for section in (GeneralPolicy, *SECTIONS.values()):
+    for section in (GeneralPolicy, *(layer.policy for layer in gate_layers())):
         assert issubclass(section, PolicySection)
         assert all(key.help for key in section.describe())
 

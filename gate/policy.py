@@ -269,9 +269,12 @@ def _text_cutoffs(key: str, value: Any) -> dict[str, float]:
 class GeneralPolicy(PolicySection):
     """Keys every layer shares."""
 
-    # Empty: every layer (`policy_parse` fills in the registry's layers).
+    # Absent from the input: every layer installed now (`policy_parse` fills them in, and a saved
+    # policy stores them, so a layer added later is required only where a policy names it).
     required_layers: tuple[str, ...] = setting(
-        (), help="layers that must all pass; a missing layer is never a pass (default: all)"
+        (),
+        help="layers that must all pass; a missing layer is never a pass (default: every layer installed "
+        "when the policy is saved, stored with it)",
     )
     batch_size: int = setting(32, low=1, high=4096, help="inputs per model call")
     run_baseline: bool = setting(True, help="also run the baseline, for the paired comparisons")
@@ -351,6 +354,11 @@ class StoredPolicy:
     found: PolicyFindings
 
 
+# What a stored document that names no required layers meant (policies and runs from before they were
+# stored explicitly): the four layers there were. Never "every layer installed now".
+LAYERS_BEFORE_EXPLICIT = ("clean_accuracy", "robustness", "follow_up_rate", "business_value")
+
+
 def policy_read(
     data: Mapping[str, Any] | None, *, sections: Mapping[str, type[PolicySection]]
 ) -> StoredPolicy:
@@ -363,7 +371,7 @@ def policy_read(
         known.update(section.key_names())
     found.retired_keys.update({key: value for key, value in data.items() if key not in known})
     if "required_layers" not in data:
-        data["required_layers"] = list(sections)
+        data["required_layers"] = list(LAYERS_BEFORE_EXPLICIT)
     general = GeneralPolicy.read(data, found)
     found.defaulted_keys.pop("required_layers", None)
     unknown = [layer for layer in general.required_layers if layer not in sections]

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from engines.reasons import gettext_noop, reason, wordings_register
-from gate.layers.registry import gate_policy_parse
+from gate.layers.registry import gate_policy_parse, layer_names
 from gate.models import GatePolicy
 from gate.policy import GatePolicyConfig, PolicyError
 from gate.selectors.policies import gate_policy_get
@@ -97,7 +97,7 @@ def gate_policy_save(*, name: str, config: dict[str, Any], description: str = ""
     before = {"config": policy.config, "description": policy.description} if policy else None
     if policy is None:
         policy = GatePolicy(name=name)
-    policy.config, policy.description = config, description
+    policy.config, policy.description = gate_policy_layers_fill(config=config), description
     policy.full_clean()
     policy.save()
     audit_record(
@@ -105,6 +105,20 @@ def gate_policy_save(*, name: str, config: dict[str, Any], description: str = ""
         action=AuditAction.GATE_POLICY_CREATE if before is None else AuditAction.GATE_POLICY_CHANGE,
         target=policy,
         before=before,
-        after={"config": config, "description": description},
+        after={"config": policy.config, "description": description},
     )
     return policy
+
+
+def gate_policy_layers_fill(*, config: dict[str, Any]) -> dict[str, Any]:
+    """`config` naming the layers it requires: one that names none requires every layer installed now,
+    written down, so that a layer installed later is required only by the policies that name it."""
+    if "required_layers" in config:
+        return config
+    return {**config, "required_layers": list(layer_names())}
+
+
+def gate_policy_pre_save(*, instance: GatePolicy, **kwargs: object) -> None:
+    """Every save of a policy (this module, the admin, a shell, `loaddata`) stores its layers."""
+    if isinstance(instance.config, dict):
+        instance.config = gate_policy_layers_fill(config=instance.config)

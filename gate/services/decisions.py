@@ -12,9 +12,17 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from engines.input_checks import text_problem
-from engines.reasons import Reason, Term, gettext_noop, wordings_register
+from engines.reasons import (
+    ENGLISH,
+    Reason,
+    Term,
+    gettext_noop,
+    reason_payload,
+    reasons_to_json,
+    wordings_register,
+)
 from engines.reasons import reason as reason_of
-from gate.layers.registry import LAYER_NAMES, gate_policy_read
+from gate.layers.registry import gate_layers, gate_policy_read
 from gate.models import Decision, GateRun
 from gate.selectors.decisions import (
     gate_run_active,
@@ -77,6 +85,8 @@ class DecisionsCode(StrEnum):
     INCUMBENT_EXISTS = "decisions.incumbent_exists"
     INCUMBENT_OPEN = "decisions.incumbent_open"
     SELF_APPROVAL = "decisions.self_approval"
+    LAYER_NOT_REQUIRED = "decisions.layer_not_required"
+    POLICY_OVERRIDDEN = "decisions.policy_overridden"
 
 
 wordings_register(
@@ -127,6 +137,8 @@ wordings_register(
             "{ref} passed a weakened gate ({weakened}): approving it is an override; file an "
             "override_request for a second release manager to confirm."
         ),
+        DecisionsCode.LAYER_NOT_REQUIRED: gettext_noop("layer {layer} not required"),
+        DecisionsCode.POLICY_OVERRIDDEN: gettext_noop("policy overridden: {keys}"),
         DecisionsCode.GATE_PASSED: gettext_noop("The gate passed: approve instead."),
         DecisionsCode.OVERRIDE_OPEN: gettext_noop(
             "Override request {pk} on {ref} is already waiting for confirmation."
@@ -153,13 +165,18 @@ def _refuse(reason: Reason, *, field: str, code: str = "invalid", status_code: i
     return ApplicationError(reason, code=code, fields={field: [reason]}, status_code=status_code)
 
 
-def gate_run_weakened(*, gate_run: GateRun) -> list[str]:
-    """How a run fell short of the full sandwich: layers its policy did not require, and values it
-    overrode. Only a pass of the full gate under the policy as named approves without an override."""
+def gate_run_weakened(*, gate_run: GateRun) -> list[Reason]:
+    """How a run fell short of the full sandwich: essential layers its policy did not require, and
+    values it overrode. Only a pass of the full gate under the policy as named approves without an
+    override (a layer an app adds is not essential: a policy that leaves it out is not weakened)."""
     required = gate_policy_read(gate_run.policy_config).config.general.required_layers
-    weakened = [f"layer {layer} not required" for layer in LAYER_NAMES if layer not in required]
+    weakened = [
+        reason_of(DecisionsCode.LAYER_NOT_REQUIRED, layer=Term(layer.name))
+        for layer in gate_layers()
+        if layer.essential and layer.name not in required
+    ]
     if gate_run.policy_overrides:
-        weakened.append(f"policy overridden: {', '.join(sorted(gate_run.policy_overrides))}")
+        weakened.append(reason_of(DecisionsCode.POLICY_OVERRIDDEN, keys=sorted(gate_run.policy_overrides)))
     return weakened
 
 
@@ -301,7 +318,7 @@ def _release_check(*, version: ModelVersion, action: str, actor, gate_run, confi
     passed = verdict == GateRun.Verdict.PASS and not weakened
     if action == Action.APPROVE and not passed:
         why = (
-            reason_of(DecisionsCode.OVERRIDE_REQUIRED_WEAKENED, ref=version.ref, weakened="; ".join(weakened))
+            reason_of(DecisionsCode.OVERRIDE_REQUIRED_WEAKENED, ref=version.ref, weakened=weakened)
             if weakened
             else reason_of(DecisionsCode.OVERRIDE_REQUIRED_FAILED, ref=version.ref, verdict=Term(verdict))
         )
@@ -443,8 +460,9 @@ DECISION_AUDIT_ACTIONS = {
 }
 
 
-def _decision_announce(*, decision: Decision, status_before: str, weakened: list[str]) -> None:
-    """The decision's audit row and its webhook `decision.recorded`."""
+def _decision_announce(*, decision: Decision, status_before: str, weakened: list[Reason]) -> None:
+    """The decision's audit row (how the gate was weakened as codes) and its webhook
+    `decision.recorded` (with the codes, in English for any receiver)."""
     version, actor = decision.version, decision.decided_by
     facts = {
         "decision": decision.pk,
@@ -452,7 +470,6 @@ def _decision_announce(*, decision: Decision, status_before: str, weakened: list
         "action": decision.action,
         "gate_run": decision.gate_run_id,
         "gate_verdict": decision.gate_verdict,
-        "gate_weakened": weakened,
         "confirms": decision.confirms_id,
     }
     audit_record(
@@ -460,13 +477,14 @@ def _decision_announce(*, decision: Decision, status_before: str, weakened: list
         action=DECISION_AUDIT_ACTIONS[Decision.Action(decision.action)],
         target=version,
         before={"status": status_before},
-        after={**facts, "status": version.status},
+        after={**facts, "gate_weakened": reasons_to_json(weakened), "status": version.status},
         reason=decision.reason,
     )
     webhook_send(
         event=WebhookEvent.DECISION_RECORDED,
         payload={
             **facts,
+            "gate_weakened": [reason_payload(value, words=ENGLISH) for value in weakened],
             "version_id": version.pk,
             "reason": decision.reason,
             "by": actor.get_username(),

@@ -424,9 +424,13 @@ def test_a_pass_of_a_weakened_gate_needs_an_override(gate_run_finished, decision
     first, second = decision_user(), decision_user()
     error = refused(409, "action", "override_required", version=version, action="approve", actor=first)
     assert error.reason.code == DecisionsCode.OVERRIDE_REQUIRED_WEAKENED
-    assert {"layer robustness not required", "policy overridden: required_layers"} <= set(
-        error.reason.params["weakened"].split("; ")
-    )
+    weakened = error.reason.params["weakened"]
+    assert [(w.code, w.params) for w in weakened] == [
+        (DecisionsCode.LAYER_NOT_REQUIRED, {"layer": Term("robustness")}),
+        (DecisionsCode.LAYER_NOT_REQUIRED, {"layer": Term("follow_up_rate")}),
+        (DecisionsCode.LAYER_NOT_REQUIRED, {"layer": Term("business_value")}),
+        (DecisionsCode.POLICY_OVERRIDDEN, {"keys": ["required_layers"]}),
+    ]
     request = decision_record(version=version, action="override_request", reason="hotfix", actor=first)
     decision_record(
         version=version, action="override_confirm", reason="agreed", actor=second, confirms=request

@@ -9,19 +9,24 @@ the output cache); attack mode saves each version's report as it finishes.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import Count
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext_lazy
 
 from engines.backends.base import language_of
 from engines.reasons import Reason, gettext_noop, reason, wordings_register
+from gate.charts import Chart
 from gate.judges.robustness import (
     AttackDetails,
     RobustnessDetails,
     RobustnessPolicy,
+    RobustnessResult,
     RobustnessSide,
     RobustnessSummary,
     SampleOutcome,
@@ -39,7 +44,9 @@ from gate.layers.base import (
 from gate.layers.model import (
     Expected,
     ModelAttributionCode,
+    ModelWork,
     answers_judge,
+    breakdown_chart,
     breakdown_table,
     model_attribution,
 )
@@ -50,6 +57,9 @@ from gate.policy import GatePolicyConfig
 from gate.reporting import Table
 from registry.models import EvalItem, ModelVersion
 from registry.services.versions import model_version_backend
+
+if TYPE_CHECKING:
+    from engines.perturbation import PerturbationSet, PerturbationSpec, PerturbedSample
 
 LANGUAGES = ("en", "zh", "mixed")
 SCORING_BACKENDS = ("hf", "builtin")  # backends with class scores, which attack mode needs
@@ -84,6 +94,28 @@ def _unscored(versions: list[ModelVersion]) -> Reason | None:
     return None
 
 
+def _sides(
+    *, ctx: LayerContext, result: RobustnessResult, work: ModelWork
+) -> tuple[RobustnessSide, RobustnessSide | None]:
+    """The candidate's and the baseline's rates with what this attempt spent on each."""
+
+    def side(version: ModelVersion, summary: RobustnessSummary) -> RobustnessSide:
+        computed, seconds = work.computed[version.pk], work.seconds[version.pk]
+        return RobustnessSide(
+            **{name: getattr(summary, name) for name in RobustnessSummary.__dataclass_fields__},
+            version=version.ref,
+            seconds=seconds,
+            items_per_second=computed / seconds if seconds else None,
+            computed=computed,
+            cached=work.cached[version.pk],
+        )
+
+    baseline = ctx.baseline
+    return side(ctx.run.candidate, result.candidate), (
+        side(baseline, result.baseline) if baseline and result.baseline else None
+    )
+
+
 # What identifies the perturbed set and its judging: a stored layer with other values is begun again.
 SETUP_FIELDS = (
     "recipe",
@@ -99,11 +131,12 @@ SETUP_FIELDS = (
 
 class RobustnessLayer(GateLayer[RobustnessDetails]):
     name = "robustness"
-    title = "Robustness"
+    title = pgettext_lazy("code", "Robustness")
     kind = LayerKind.MODEL
     policy = RobustnessPolicy
     details_type = RobustnessDetails
     metric = "robustness_rate"
+    essential = True
     method = (
         "share of perturbed inputs still answered correctly (random-noise recipes: seeded TextAttack "
         "transformations; adversarial recipes: items drawn by seed per language, each searched by a "
@@ -122,20 +155,15 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
         return per_version * len(versions)
 
     def run(self, ctx: LayerContext) -> LayerResult:
-        from engines.perturbation import (  # textattack: only on the worker
-            PerturbationResourceError,
-            PerturbationSpec,
-            UnknownRecipeError,
-            perturbation_set_build,
-        )
-        from engines.perturbation.attack import AttackUnavailableError, attack_recipe_check
+        from engines.perturbation import PerturbationResourceError, PerturbationSpec  # only on the worker
+        from engines.perturbation.attack import AttackUnavailableError
         from engines.perturbation.word_attack import WORD_RECIPES
 
-        run, general = ctx.run, ctx.policy.general
         section = ctx.policy.section(RobustnessPolicy)
         if section.robustness_recipe in WORD_RECIPES:
             return adversarial_run(layer=self, ctx=ctx)
         started = time.perf_counter()
+        work = ModelWork(phases=("perturbation", "inference", "storage", "scoring"))
         spec = PerturbationSpec(
             recipe=section.robustness_recipe,
             seed=section.robustness_seed,
@@ -143,17 +171,95 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             shares=section.robustness_shares,
             numbers_matter=section.numbers_matter,
         )
-        by_id = {item.external_id: item for item in ctx.items}
-        timings = {"perturbation": 0.0, "inference": 0.0, "storage": 0.0, "scoring": 0.0}
-        mark = time.perf_counter()
+        with work.phase("perturbation"):
+            perturbed = self._set_build(ctx=ctx, spec=spec)
+        if isinstance(perturbed, LayerResult):
+            return perturbed
+        setup = self._setup(ctx=ctx, spec=spec, perturbed=perturbed)
+        # Another set or judging than the one begun starts the layer over.
+        layer, stored_setup = self.begin(
+            run=ctx.run, setup=setup, same=SETUP_FIELDS, threshold=section.robustness_min
+        )
+        # Units this layer was budgeted for but will not need (fewer samples could be made).
+        ctx.progress.advance((section.robustness_samples - len(perturbed.samples)) * len(ctx.versions))
+        self._samples_answer(ctx=ctx, layer=layer, samples=perturbed.samples, work=work)
+        attack = stored_setup.attack if stored_setup else None
+        if section.attack_recipe:
+            try:
+                with work.phase("attack"):
+                    attack = self._attacks_run(ctx=ctx, layer=layer, setup=setup, attack=attack)
+            except (PerturbationResourceError, AttackUnavailableError) as exc:
+                why = reason(RobustnessLayerCode.ATTACK_UNAVAILABLE, why=str(exc))
+                return self._error(ctx=ctx, reason=why, details=replace(setup, attack=attack))
+        return self._judged_store(
+            ctx=ctx,
+            layer=layer,
+            setup=replace(setup, attack=attack),
+            perturbed=perturbed,
+            work=work,
+            started=started,
+        )
+
+    def _judged_store(
+        self,
+        *,
+        ctx: LayerContext,
+        layer: LayerResult,
+        setup: RobustnessDetails,
+        perturbed: PerturbationSet,
+        work: ModelWork,
+        started: float,
+    ) -> LayerResult:
+        """Judge every stored sample and write the layer's result."""
+        section = ctx.policy.section(RobustnessPolicy)
+        with work.phase("scoring"):
+            outcomes = self._outcomes(ctx=ctx, layer=layer, samples=perturbed.samples)
+            result = robustness_judge(
+                candidate=outcomes[ctx.run.candidate_id],
+                baseline=ctx.baseline_of(outcomes),
+                policy=section,
+                decide_on=ctx.policy.general.decide_on,
+                confidence=ctx.policy.general.confidence,
+                shortfall=perturbed.shortfall,
+            )
+        candidate, baseline = _sides(ctx=ctx, result=result, work=work)
+        details = replace(
+            setup,
+            candidate=candidate,
+            baseline=baseline,
+            comparison=result.comparison,
+            worst_items=result.worst,
+            # Seconds of this attempt: building the set, model calls, chunk commits, judging.
+            timings=work.timings,
+        )
+        return self.store(
+            run=ctx.run,
+            started=started,
+            verdict=result.verdict,
+            details=details,
+            reasons=result.reasons,
+            threshold=section.robustness_min,
+            estimate=result.candidate.rate,
+            ci_low=result.candidate.ci_low,
+            ci_high=result.candidate.ci_high,
+            device=work.device,
+        )
+
+    def _set_build(self, *, ctx: LayerContext, spec: PerturbationSpec) -> PerturbationSet | LayerResult:
+        """The perturbed set, or the layer's error when it cannot be made; an
+        attack that cannot run is known here too, before any model work."""
+        from engines.perturbation import PerturbationResourceError, UnknownRecipeError, perturbation_set_build
+        from engines.perturbation.attack import AttackUnavailableError, attack_recipe_check
+
+        section = ctx.policy.section(RobustnessPolicy)
         unbuilt = RobustnessDetails(recipe=spec.recipe, seed=spec.seed, attack_recipe=section.attack_recipe)
         try:
-            if section.attack_recipe:  # before any model work: an attack that cannot run is known now
+            if section.attack_recipe:
                 attack_recipe_check(recipe=section.attack_recipe)
                 unscored = _unscored(ctx.versions)
                 if unscored is not None:
                     return self._error(ctx=ctx, reason=unscored, details=unbuilt)
-            perturbed = perturbation_set_build(
+            return perturbation_set_build(
                 items=[
                     (i.external_id, i.input, i.language if i.language in LANGUAGES else language_of(i.input))
                     for i in ctx.items
@@ -162,8 +268,13 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             )
         except (PerturbationResourceError, UnknownRecipeError, AttackUnavailableError, ValueError) as exc:
             return self._error(ctx=ctx, reason=str(exc), details=unbuilt)
-        timings["perturbation"] = time.perf_counter() - mark
-        setup = RobustnessDetails(
+
+    def _setup(
+        self, *, ctx: LayerContext, spec: PerturbationSpec, perturbed: PerturbationSet
+    ) -> RobustnessDetails:
+        """What identifies the set and its judging (`SETUP_FIELDS`): what a resumed run must match."""
+        section = ctx.policy.section(RobustnessPolicy)
+        return RobustnessDetails(
             recipe=spec.recipe,
             seed=spec.seed,
             samples_requested=spec.samples,
@@ -171,90 +282,97 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             shortfall=list(perturbed.shortfall),
             notes=list(perturbed.notes),
             judged_by=section.robustness_judge_by,
-            text_cutoffs=general.text_cutoffs,
+            text_cutoffs=ctx.policy.general.text_cutoffs,
             attack_recipe=section.attack_recipe,
         )
-        # Another set or judging than the one begun starts the layer over.
-        layer, stored_setup = self.begin(
-            run=run, setup=setup, same=SETUP_FIELDS, threshold=section.robustness_min
-        )
 
-        samples = perturbed.samples
-        # Units this layer was budgeted for but will not need (fewer samples could be made).
-        ctx.progress.advance((section.robustness_samples - len(samples)) * len(ctx.versions))
+    def _samples_answer(
+        self, *, ctx: LayerContext, layer: LayerResult, samples: Sequence[PerturbedSample], work: ModelWork
+    ) -> None:
+        """Every version's answers to the samples, judged and committed chunk by chunk (a resumed run
+        skips the samples already stored)."""
+        section = ctx.policy.section(RobustnessPolicy)
+        by_id = {item.external_id: item for item in ctx.items}
         expected = (
             {v.pk: self._clean_expected(ctx=ctx, version=v) for v in ctx.versions}
             if section.robustness_judge_by == "consistency"
             else None
         )
         stored = set(layer.samples.values_list("version_id", "sample_index"))
-        seconds = {v.pk: 0.0 for v in ctx.versions}
-        counts = {v.pk: {"computed": 0, "cached": 0} for v in ctx.versions}
-        device = ""
         size = section.robustness_chunk_size
         for start in range(0, len(samples), size):
             chunk = range(start, min(start + size, len(samples)))
             for version in ctx.versions:
                 todo = [i for i in chunk if (version.pk, i) not in stored]
                 ctx.progress.advance(len(chunk) - len(todo))
-                if not todo:
-                    continue
-                outputs = model_outputs_predict(
-                    version=version,
-                    texts=[samples[i].perturbed for i in todo],
-                    batch_size=general.batch_size,
-                    on_batch=ctx.progress.advance,
-                    use_cache=general.output_cache,
-                )
-                seconds[version.pk] += outputs.seconds
-                timings["inference"] += outputs.seconds
-                counts[version.pk]["computed"] += outputs.computed
-                counts[version.pk]["cached"] += outputs.cached
-                if version.pk == run.candidate_id:
-                    device = outputs.device
-                mark = time.perf_counter()
-                references = expected[version.pk] if expected else by_id
-                judged = answers_judge(
-                    items=[references[samples[i].item_id] for i in todo],
-                    predictions=outputs.predictions,
-                    cutoffs=general.text_cutoffs,
-                )
-                timings["scoring"] += time.perf_counter() - mark
-                mark = time.perf_counter()
-                with transaction.atomic():
-                    gate_run_assert_held(run)
-                    SampleResult.objects.bulk_create(
-                        [
-                            SampleResult(
-                                layer_result=layer,
-                                version=version,
-                                item=by_id[samples[i].item_id],
-                                sample_index=i,
-                                perturbation=samples[i].type,
-                                diff=samples[i].diff,
-                                input_text=samples[i].perturbed,
-                                output_label=p.label or "",
-                                output_text=p.text,
-                                correct=correct,
-                                latency_ms=p.latency_ms,
-                                error=p.error or "",
-                            )
-                            for i, p, correct in zip(todo, outputs.predictions, judged, strict=True)
-                        ],
-                        ignore_conflicts=True,
+                if todo:
+                    references = expected[version.pk] if expected else by_id
+                    self._chunk_answer(
+                        ctx=ctx,
+                        layer=layer,
+                        version=version,
+                        todo=[samples[i] for i in todo],
+                        indexes=todo,
+                        references=references,
+                        by_id=by_id,
+                        work=work,
                     )
-                timings["storage"] += time.perf_counter() - mark
-        attack = stored_setup.attack if stored_setup else None
-        if section.attack_recipe:
-            mark = time.perf_counter()
-            try:
-                attack = self._attacks_run(ctx=ctx, layer=layer, setup=setup, attack=attack)
-            except (PerturbationResourceError, AttackUnavailableError) as exc:
-                why = reason(RobustnessLayerCode.ATTACK_UNAVAILABLE, why=str(exc))
-                return self._error(ctx=ctx, reason=why, details=replace(setup, attack=attack))
-            timings["attack"] = time.perf_counter() - mark
 
-        mark = time.perf_counter()
+    def _chunk_answer(
+        self,
+        *,
+        ctx: LayerContext,
+        layer: LayerResult,
+        version: ModelVersion,
+        todo: list[PerturbedSample],
+        indexes: list[int],
+        references: dict[str, Any],
+        by_id: dict[str, EvalItem],
+        work: ModelWork,
+    ) -> None:
+        general = ctx.policy.general
+        outputs = model_outputs_predict(
+            version=version,
+            texts=[sample.perturbed for sample in todo],
+            batch_size=general.batch_size,
+            on_batch=ctx.progress.advance,
+            use_cache=general.output_cache,
+        )
+        work.outputs_add(version=version, outputs=outputs, candidate=version.pk == ctx.run.candidate_id)
+        with work.phase("scoring"):
+            judged = answers_judge(
+                items=[references[sample.item_id] for sample in todo],
+                predictions=outputs.predictions,
+                cutoffs=general.text_cutoffs,
+            )
+        with work.phase("storage"), transaction.atomic():
+            gate_run_assert_held(ctx.run)
+            SampleResult.objects.bulk_create(
+                [
+                    SampleResult(
+                        layer_result=layer,
+                        version=version,
+                        item=by_id[sample.item_id],
+                        sample_index=i,
+                        perturbation=sample.type,
+                        diff=sample.diff,
+                        input_text=sample.perturbed,
+                        output_label=p.label or "",
+                        output_text=p.text,
+                        correct=correct,
+                        latency_ms=p.latency_ms,
+                        error=p.error or "",
+                    )
+                    for i, sample, p, correct in zip(indexes, todo, outputs.predictions, judged, strict=True)
+                ],
+                ignore_conflicts=True,
+            )
+
+    def _outcomes(
+        self, *, ctx: LayerContext, layer: LayerResult, samples: Sequence[PerturbedSample]
+    ) -> dict[int, list[SampleOutcome]]:
+        """Every stored sample's outcome per version, in sample order (this attempt's and earlier ones')."""
+        by_id = {item.external_id: item for item in ctx.items}
         outcomes: dict[int, list[SampleOutcome]] = {v.pk: [] for v in ctx.versions}
         rows = layer.samples.order_by("sample_index").values_list(
             "version_id", "sample_index", "correct", "error"
@@ -271,50 +389,7 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
                     errored=bool(error),
                 )
             )
-        baseline = ctx.versions[1] if len(ctx.versions) > 1 else None
-        result = robustness_judge(
-            candidate=outcomes[run.candidate_id],
-            baseline=outcomes[baseline.pk] if baseline else None,
-            policy=section,
-            decide_on=general.decide_on,
-            confidence=general.confidence,
-            shortfall=perturbed.shortfall,
-        )
-        timings["scoring"] += time.perf_counter() - mark
-
-        def side(version: ModelVersion, summary: RobustnessSummary) -> RobustnessSide:
-            computed = counts[version.pk]["computed"]
-            return RobustnessSide(
-                **{name: getattr(summary, name) for name in RobustnessSummary.__dataclass_fields__},
-                version=version.ref,
-                seconds=seconds[version.pk],
-                items_per_second=computed / seconds[version.pk] if seconds[version.pk] else None,
-                computed=computed,
-                cached=counts[version.pk]["cached"],
-            )
-
-        details = replace(
-            setup,
-            attack=attack,
-            candidate=side(run.candidate, result.candidate),
-            baseline=side(baseline, result.baseline) if baseline and result.baseline else None,
-            comparison=result.comparison,
-            worst_items=result.worst,
-            # Seconds of this attempt: building the set, model calls, chunk commits, judging.
-            timings=timings,
-        )
-        return self.store(
-            run=run,
-            started=started,
-            verdict=result.verdict,
-            details=details,
-            reasons=result.reasons,
-            threshold=section.robustness_min,
-            estimate=result.candidate.rate,
-            ci_low=result.candidate.ci_low,
-            ci_high=result.candidate.ci_high,
-            device=device,
-        )
+        return outcomes
 
     def _clean_expected(self, *, ctx: LayerContext, version: ModelVersion) -> dict[str, Expected]:
         """Consistency mode: the version's own answer to each clean item is what its perturbed samples
@@ -432,3 +507,20 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             )
         estimates = estimates_of(details, without=(*SETUP_FIELDS, "timings", "attack_recipe", "worst_items"))
         return ReportPart(inputs=inputs, estimates=estimates, attribution=attribution)
+
+    def charts(self, *, details: RobustnessDetails, threshold: float | None) -> list[Chart]:
+        return [
+            breakdown_chart(
+                details=details,
+                breakdown=breakdown,
+                rate="rate",
+                id=chart_id,
+                title=title,
+                y_name=_("still correct"),
+                threshold=threshold,
+            )
+            for breakdown, chart_id, title in (
+                ("by_type", "robustness-by-type", _("Robustness by perturbation type")),
+                ("by_tag", "robustness-by-tag", _("Robustness by tag")),
+            )
+        ]

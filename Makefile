@@ -23,8 +23,9 @@ install: $(STAMP)
 	@(cd / && $(abspath $(PY)) -c 'import evalhub, pathlib, sys; sys.exit(pathlib.Path(evalhub.__file__).resolve().parent != pathlib.Path("$(CURDIR)/evalhub").resolve())') 2>/dev/null \
 	  || $(PY) -m pip install -q --no-deps --no-build-isolation -e .
 
-## The compiled translation catalogues (GNU gettext's msgfmt; `.ci/run` installs it when missing).
-MO := $(patsubst %.po,%.mo,$(wildcard locale/*/LC_MESSAGES/django.po))
+## The compiled translation catalogues, the project's and an in-tree layer app's (GNU gettext's msgfmt;
+## `.ci/run` installs it when missing).
+MO := $(patsubst %.po,%.mo,$(wildcard locale/*/LC_MESSAGES/django.po */locale/*/LC_MESSAGES/django.po))
 %.mo: %.po
 	msgfmt --check -o $@ $<
 

@@ -61,7 +61,10 @@ LOCAL_APPS = [
     "gate.apps.GateConfig",
     "evalhub.apps.EvalhubConfig",
 ]
-INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
+# Apps that bring gate layers of their own (a package whose `gate_layers` module lists them, see
+# docs/adding-a-layer.md), installed without editing this file.
+LAYER_APPS = env_list("EVALHUB_LAYER_APPS", "")
+INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS + LAYER_APPS
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -23,7 +23,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -43,6 +43,7 @@ from gate.judges.robustness import (
     robustness_judge,
 )
 from gate.layers.base import ClaimLost, GateLayer, LayerContext, gate_run_assert_held
+from gate.layers.model import ModelWork
 from gate.layers.outputs import model_outputs_predict
 from gate.models import AdversarialSet, GateRun, LayerResult, SampleResult
 from registry.dispatch import Task, task_send
@@ -308,21 +309,19 @@ def adversarial_run(*, layer: GateLayer[RobustnessDetails], ctx: LayerContext) -
     """The layer's run under an adversarial recipe (see the module's docstring)."""
     from engines.perturbation.word_attack import attack_items_draw
 
-    run, general = ctx.run, ctx.policy.general
     section = ctx.policy.section(RobustnessPolicy)
     started = time.perf_counter()
-    mode = "transfer" if section.robustness_transfer_from else "adaptive"
     setup = RobustnessDetails(
         recipe=section.robustness_recipe,
         seed=section.robustness_seed,
         samples_requested=section.robustness_samples,
-        mode=mode,
+        mode="transfer" if section.robustness_transfer_from else "adaptive",
         transfer_from=section.robustness_transfer_from,
     )
     reference, unrunnable = _attacked(ctx, section.robustness_recipe, section.robustness_transfer_from)
     if unrunnable is not None:
         return layer.store(
-            run=run,
+            run=ctx.run,
             started=started,
             verdict=GateRun.Verdict.ERROR,
             details=setup,
@@ -330,146 +329,228 @@ def adversarial_run(*, layer: GateLayer[RobustnessDetails], ctx: LayerContext) -
             threshold=section.robustness_min,
             device="",
         )
-    labelled = [i for i in ctx.items if i.label]
-    by_id = {i.external_id: i for i in labelled}
+    by_id = {i.external_id: i for i in ctx.items if i.label}
     item_ids, shortfall = attack_items_draw(
-        items=[(i.external_id, _language(i)) for i in labelled],
+        items=[(item_id, _language(item)) for item_id, item in by_id.items()],
         samples=section.robustness_samples,
         seed=section.robustness_seed,
     )
     setup = replace(setup, shortfall=shortfall)
-    row, _ = layer.begin(run=run, setup=setup, same=ADVERSARIAL_SETUP, threshold=section.robustness_min)
+    row, _ = layer.begin(run=ctx.run, setup=setup, same=ADVERSARIAL_SETUP, threshold=section.robustness_min)
     ctx.progress.advance((section.robustness_samples - len(item_ids)) * len(ctx.versions))
-    timings = {"attack": 0.0, "inference": 0.0, "storage": 0.0}
-    reports: dict[str, AdversarialReport] = {}
-    outcomes: dict[int, list[SampleOutcome]] = {}
-    seconds: dict[int, float] = {}
-    device = ""
-    hashes = []
+    work = ModelWork(phases=("attack", "inference", "storage"))
     # One stored set per attacked version: the reference's in transfer mode, each version's in adaptive.
-    attacked = [reference] if reference else ctx.versions
-    sets = {v.pk: _set_get(ctx=ctx, version=v, item_ids=item_ids) for v in attacked}
+    sets = {
+        v.pk: _set_get(ctx=ctx, version=v, item_ids=item_ids)
+        for v in ([reference] if reference else ctx.versions)
+    }
     if reference is None:
         _helpers_ask(sets=[sets[v.pk] for v in ctx.versions[1:]], chunk_size=section.robustness_chunk_size)
-    for version in ctx.versions:
-        mark = time.perf_counter()
-        aset, cached = _attack_set(
-            ctx=ctx, aset=sets[(reference or version).pk], item_ids=item_ids, by_id=by_id
-        )
-        timings["attack"] += time.perf_counter() - mark
-        hashes.append(hashlib.sha256(json.dumps(aset.examples, sort_keys=True).encode()).hexdigest())
-        examples = aset.examples
-        if cached:
-            ctx.progress.advance(len(item_ids))
-        if reference is not None and version.pk != reference.pk:
-            outputs = model_outputs_predict(
-                version=version,
-                texts=[e["perturbed"] for e in examples],
-                batch_size=general.batch_size,
-                on_batch=lambda n: None,
-                use_cache=general.output_cache,
-            )
-            timings["inference"] += outputs.seconds
-            labels = [p.label or "" for p in outputs.predictions]
-            errors = [p.error or "" for p in outputs.predictions]
-            device = device or outputs.device
-        else:
-            labels = [e["label_after"] for e in examples]
-            errors = [""] * len(examples)
-            from engines.backends import backend_device
+    attack = _Attack(row=row, reference=reference, item_ids=item_ids, by_id=by_id, work=work)
+    answered = {
+        v.pk: _version_answer(ctx=ctx, attack=attack, version=v, aset=sets[(reference or v).pk])
+        for v in ctx.versions
+    }
+    return _judged_store(layer=layer, ctx=ctx, setup=setup, attack=attack, answered=answered, started=started)
 
-            device = device or backend_device(version.backend_kind)
-        # Right under attack: the attacked version's answer after its search (wrong before it: wrong
-        # after), or in transfer mode this version's answer to that final text.
-        correct = [label == by_id[e["item_id"]].label for e, label in zip(examples, labels, strict=True)]
-        seconds[version.pk] = time.perf_counter() - mark
-        reports[version.ref] = _report(version=version, mode=mode, aset=aset, cached=cached, correct=correct)
-        mark = time.perf_counter()
-        with transaction.atomic():
-            gate_run_assert_held(run)
-            row.samples.filter(version=version).delete()
-            SampleResult.objects.bulk_create(
-                [
-                    SampleResult(
-                        layer_result=row,
-                        version=version,
-                        item=by_id[e["item_id"]],
-                        sample_index=k,
-                        perturbation=f"{section.robustness_recipe}:{e['status']}",
-                        diff=e["diff"],
-                        input_text=e["perturbed"],
-                        output_label=label,
-                        correct=ok,
-                        error=error,
-                    )
-                    for k, (e, label, ok, error) in enumerate(
-                        zip(examples, labels, correct, errors, strict=True)
-                    )
-                ]
-            )
-        timings["storage"] += time.perf_counter() - mark
-        outcomes[version.pk] = [
-            SampleOutcome(
-                item_id=e["item_id"],
-                type=section.robustness_recipe,
-                language=_language(by_id[e["item_id"]]),
-                tags=tuple(by_id[e["item_id"]].tags),
-                correct=ok,
-                errored=bool(error),
-            )
-            for e, ok, error in zip(examples, correct, errors, strict=True)
-        ]
-    baseline = ctx.versions[1] if len(ctx.versions) > 1 else None
+
+@dataclass(frozen=True, kw_only=True)
+class _Attack:
+    """What every version's part of an adversarial run shares: the layer's row, the version attacked
+    in transfer mode (None: each is attacked itself), the drawn items and the attempt's timings."""
+
+    row: LayerResult
+    reference: ModelVersion | None
+    item_ids: list[str]
+    by_id: dict[str, EvalItem]
+    work: ModelWork
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Answered:
+    """One version's answers under attack: its report, its outcomes for the judge, its seconds, the
+    hash of the examples it answered and the device it ran on."""
+
+    report: AdversarialReport
+    outcomes: list[SampleOutcome]
+    seconds: float
+    set_hash: str
+    device: str
+
+
+def _version_answer(
+    *, ctx: LayerContext, attack: _Attack, version: ModelVersion, aset: AdversarialSet
+) -> _Answered:
+    """`version`'s answers to its set's final texts (attacked first where they are not yet), stored as
+    the layer's samples."""
+    mark = time.perf_counter()
+    with attack.work.phase("attack"):
+        aset, cached = _attack_set(ctx=ctx, aset=aset, item_ids=attack.item_ids, by_id=attack.by_id)
+    examples = aset.examples
+    if cached:
+        ctx.progress.advance(len(attack.item_ids))
+    labels, errors, device = _answers(ctx=ctx, attack=attack, version=version, examples=examples)
+    # Right under attack: the attacked version's answer after its search (wrong before it: wrong
+    # after), or in transfer mode this version's answer to that final text.
+    correct = [label == attack.by_id[e["item_id"]].label for e, label in zip(examples, labels, strict=True)]
+    seconds = time.perf_counter() - mark
+    report = _report(version=version, mode=_mode(ctx), aset=aset, cached=cached, correct=correct)
+    with attack.work.phase("storage"):
+        _samples_store(
+            ctx=ctx,
+            attack=attack,
+            version=version,
+            examples=examples,
+            labels=labels,
+            correct=correct,
+            errors=errors,
+        )
+    recipe = ctx.policy.section(RobustnessPolicy).robustness_recipe
+    outcomes = [
+        SampleOutcome(
+            item_id=e["item_id"],
+            type=recipe,
+            language=_language(attack.by_id[e["item_id"]]),
+            tags=tuple(attack.by_id[e["item_id"]].tags),
+            correct=ok,
+            errored=bool(error),
+        )
+        for e, ok, error in zip(examples, correct, errors, strict=True)
+    ]
+    set_hash = hashlib.sha256(json.dumps(examples, sort_keys=True).encode()).hexdigest()
+    return _Answered(report=report, outcomes=outcomes, seconds=seconds, set_hash=set_hash, device=device)
+
+
+def _mode(ctx: LayerContext) -> str:
+    return "transfer" if ctx.policy.section(RobustnessPolicy).robustness_transfer_from else "adaptive"
+
+
+def _answers(
+    *, ctx: LayerContext, attack: _Attack, version: ModelVersion, examples: list[dict[str, Any]]
+) -> tuple[list[str], list[str], str]:
+    """Labels and errors of `version`'s answers to the examples, and its device: in transfer mode a
+    version other than the attacked one answers the final texts; the attacked one's answers are the
+    labels its search ended on."""
+    if attack.reference is not None and version.pk != attack.reference.pk:
+        general = ctx.policy.general
+        outputs = model_outputs_predict(
+            version=version,
+            texts=[e["perturbed"] for e in examples],
+            batch_size=general.batch_size,
+            on_batch=lambda n: None,
+            use_cache=general.output_cache,
+        )
+        attack.work.outputs_add(version=version, outputs=outputs, candidate=False)
+        return (
+            [p.label or "" for p in outputs.predictions],
+            [p.error or "" for p in outputs.predictions],
+            outputs.device,
+        )
+    from engines.backends import backend_device
+
+    return [e["label_after"] for e in examples], [""] * len(examples), backend_device(version.backend_kind)
+
+
+def _samples_store(
+    *,
+    ctx: LayerContext,
+    attack: _Attack,
+    version: ModelVersion,
+    examples: list[dict[str, Any]],
+    labels: list[str],
+    correct: list[bool],
+    errors: list[str],
+) -> None:
+    """The version's answers as the layer's samples, replacing any an earlier attempt stored."""
+    recipe = ctx.policy.section(RobustnessPolicy).robustness_recipe
+    with transaction.atomic():
+        gate_run_assert_held(ctx.run)
+        attack.row.samples.filter(version=version).delete()
+        SampleResult.objects.bulk_create(
+            [
+                SampleResult(
+                    layer_result=attack.row,
+                    version=version,
+                    item=attack.by_id[e["item_id"]],
+                    sample_index=k,
+                    perturbation=f"{recipe}:{e['status']}",
+                    diff=e["diff"],
+                    input_text=e["perturbed"],
+                    output_label=label,
+                    correct=ok,
+                    error=error,
+                )
+                for k, (e, label, ok, error) in enumerate(zip(examples, labels, correct, errors, strict=True))
+            ]
+        )
+
+
+def _judged_store(
+    *,
+    layer: GateLayer[RobustnessDetails],
+    ctx: LayerContext,
+    setup: RobustnessDetails,
+    attack: _Attack,
+    answered: dict[int, _Answered],
+    started: float,
+) -> LayerResult:
+    """Judge the versions' outcomes and write the layer's result, the candidate's attack summarised."""
+    section = ctx.policy.section(RobustnessPolicy)
+    baseline = ctx.baseline
     result = robustness_judge(
-        candidate=outcomes[run.candidate_id],
-        baseline=outcomes[baseline.pk] if baseline else None,
+        candidate=answered[ctx.run.candidate_id].outcomes,
+        baseline=answered[baseline.pk].outcomes if baseline else None,
         policy=section,
-        decide_on=general.decide_on,
-        confidence=general.confidence,
-        shortfall=shortfall,
+        decide_on=ctx.policy.general.decide_on,
+        confidence=ctx.policy.general.confidence,
+        shortfall=setup.shortfall,
     )
 
     def side(version: ModelVersion, summary: RobustnessSummary) -> RobustnessSide:
         return RobustnessSide(
             **{name: getattr(summary, name) for name in RobustnessSummary.__dataclass_fields__},
             version=version.ref,
-            seconds=seconds[version.pk],
-            computed=len(item_ids),
+            seconds=answered[version.pk].seconds,
+            computed=len(attack.item_ids),
         )
 
-    candidate_report = reports[run.candidate.ref]
-    reasons = list(result.reasons)
-    if candidate_report.attack_success_rate is not None:
-        summary = AdversarialCode.TRANSFER_SUMMARY if mode == "transfer" else AdversarialCode.ADAPTIVE_SUMMARY
-        reasons.append(
-            reason(
-                summary,
-                recipe=section.robustness_recipe,
-                before=candidate_report.accuracy_before,
-                after=candidate_report.accuracy_under_attack,
-                rate=candidate_report.attack_success_rate,
-                queries=candidate_report.queries_per_item,
-            )
-        )
+    candidate = answered[ctx.run.candidate_id]
     details = replace(
         setup,
-        set_hash=hashes[0],
-        adversarial=reports,
-        candidate=side(run.candidate, result.candidate),
+        set_hash=candidate.set_hash,
+        adversarial={v.ref: answered[v.pk].report for v in ctx.versions},
+        candidate=side(ctx.run.candidate, result.candidate),
         baseline=side(baseline, result.baseline) if baseline and result.baseline else None,
         comparison=result.comparison,
         worst_items=result.worst,
-        timings=timings,
+        timings=attack.work.timings,
     )
     return layer.store(
-        run=run,
+        run=ctx.run,
         started=started,
         verdict=result.verdict,
         details=details,
-        reasons=reasons,
+        reasons=[*result.reasons, *_attack_summary(report=candidate.report, ctx=ctx)],
         threshold=section.robustness_min,
         estimate=result.candidate.rate,
         ci_low=result.candidate.ci_low,
         ci_high=result.candidate.ci_high,
-        device=device,
+        device=candidate.device,
     )
+
+
+def _attack_summary(*, report: AdversarialReport, ctx: LayerContext) -> list[Reason]:
+    """The candidate's attack in one reason (none when nothing was attacked)."""
+    if report.attack_success_rate is None:
+        return []
+    code = AdversarialCode.TRANSFER_SUMMARY if _mode(ctx) == "transfer" else AdversarialCode.ADAPTIVE_SUMMARY
+    return [
+        reason(
+            code,
+            recipe=ctx.policy.section(RobustnessPolicy).robustness_recipe,
+            before=report.accuracy_before,
+            after=report.accuracy_under_attack,
+            rate=report.attack_success_rate,
+            queries=report.queries_per_item,
+        )
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from enum import StrEnum
 from functools import partial
@@ -40,7 +40,7 @@ from gate.judges.business_value import (
 from gate.judges.plan import LookRecord, Unblinding, not_registered_reason, settings_differences
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
 from gate.layers.base import GateLayer, LayerContext, LayerKind, ReportPart, estimates_of, to_json
-from gate.layers.looks import look_keep, look_returned, look_stored
+from gate.layers.looks import Assessment, look_keep, look_returned, look_stored
 from gate.layers.traffic import (
     BLIND_LEVEL,
     EXAMPLES,
@@ -128,14 +128,8 @@ def _judge(
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class BusinessAssessment:
-    """Layer 3 on an experiment under its registered plan: the result, and the one look it is (stored
-    earlier: `look` set, `new_look` False; taken now and still to store: `new_look` True)."""
-
-    result: BusinessValueResult
-    look: LookRecord | None = None
-    new_look: bool = False
+# Layer 3's assessment: its result and the one look it is (`gate.layers.looks.Assessment`).
+BusinessAssessment = Assessment[BusinessValueResult]
 
 
 class BusinessLayerCode(StrEnum):
@@ -340,18 +334,15 @@ class BusinessValueLayer(GateLayer[BusinessValueDetails]):
     )
 
     def run(self, ctx: LayerContext) -> LayerResult:
-        run = ctx.run
         section = ctx.policy.section(BusinessValuePolicy)
-        started = time.perf_counter()
-        metric = section.business_metric
-        experiment = run.experiment
+        started, metric, experiment = time.perf_counter(), section.business_metric, ctx.run.experiment
         if experiment is None:
             return self.store(
-                run=run,
+                run=ctx.run,
                 started=started,
                 verdict=INSUFFICIENT,
                 details=BusinessValueDetails(inputs=BusinessInputs(experiment=None)),
-                reasons=[no_experiment_reason(run)],
+                reasons=[no_experiment_reason(ctx.run)],
                 threshold=section.business_min_effect,
                 metric=metric,
             )
@@ -364,34 +355,17 @@ class BusinessValueLayer(GateLayer[BusinessValueDetails]):
         )
         if not metric:
             return self.store(
-                run=run,
+                run=ctx.run,
                 started=started,
                 verdict=ERROR,
                 details=BusinessValueDetails(inputs=inputs),
                 reasons=[reason(BusinessLayerCode.NO_METRIC)],
                 threshold=section.business_min_effect,
             )
-        mark = time.perf_counter()
-        units = assigned_units_by_arm(window=window)
-        assessment = business_value_assess(
-            window=window, policy=section, units=units, take_look=True, gate_run=run.pk
-        )
-        result, look, taken_now = self._look_keep(run=run, experiment=experiment, assessment=assessment)
-        sql_seconds = time.perf_counter() - mark  # the judge itself takes milliseconds
-        details = BusinessValueDetails(
-            inputs=replace(inputs, assigned_units=units),
-            judged=result,
-            timings={"aggregation": sql_seconds},
-            look=look,
-            look_taken_now=taken_now,
-        )
-        if result.verdict != PASS:
-            details = replace(
-                details, attribution=attribution_build(window=window, metric=metric, result=result)
-            )
+        result, details = self._judged(ctx=ctx, experiment=experiment, window=window, inputs=inputs)
         improvement = result.improvement
         return self.store(
-            run=run,
+            run=ctx.run,
             started=started,
             verdict=result.verdict,
             details=details,
@@ -404,23 +378,38 @@ class BusinessValueLayer(GateLayer[BusinessValueDetails]):
             metric=metric,
         )
 
-    def _look_keep(
-        self, *, run: GateRun, experiment: Experiment, assessment: BusinessAssessment
-    ) -> tuple[BusinessValueResult, LookRecord | None, bool]:
-        """Store a look taken now in the plan (once: a run that comes second gets the first run's), and
-        the result, look and whether this run took it."""
-        if not assessment.new_look or assessment.look is None:
-            return assessment.result, assessment.look, False
-        return look_keep(
+    def _judged(
+        self, *, ctx: LayerContext, experiment: Experiment, window: TrafficWindow, inputs: BusinessInputs
+    ) -> tuple[BusinessValueResult, BusinessValueDetails]:
+        """The layer's one look (taken now, or the stored one returned), with its attribution when it
+        did not pass."""
+        section = ctx.policy.section(BusinessValuePolicy)
+        mark = time.perf_counter()
+        units = assigned_units_by_arm(window=window)
+        assessment = business_value_assess(
+            window=window, policy=section, units=units, take_look=True, gate_run=ctx.run.pk
+        )
+        result, look, taken_now = look_keep(
             layer=self.name,
             plan=experiment.business_horizon or {},
-            run=run,
+            run=ctx.run,
             experiment=experiment,
-            result=assessment.result,
-            look=assessment.look,
+            assessment=assessment,
             blind=business_value_blind,
             counted_answers=False,
         )
+        details = BusinessValueDetails(
+            inputs=replace(inputs, assigned_units=units),
+            judged=result,
+            timings={"aggregation": time.perf_counter() - mark},  # the judge itself takes milliseconds
+            look=look,
+            look_taken_now=taken_now,
+        )
+        if result.verdict != PASS:
+            assert inputs.metric is not None
+            attribution = attribution_build(window=window, metric=inputs.metric, result=result)
+            details = replace(details, attribution=attribution)
+        return result, details
 
     def report(
         self, *, run: GateRun, result: LayerResult, details: BusinessValueDetails | None

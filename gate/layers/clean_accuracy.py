@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from django.db import transaction
 from django.utils.translation import gettext as _
@@ -15,6 +16,7 @@ from gate.judges.clean_accuracy import (
     AccuracySummary,
     CleanAccuracyDetails,
     CleanAccuracyPolicy,
+    CleanAccuracyResult,
     ItemOutcome,
     clean_accuracy_judge,
 )
@@ -52,6 +54,71 @@ def _side(version: ModelVersion, summary: AccuracySummary, outputs: VersionOutpu
     )
 
 
+def _outcomes(*, ctx: LayerContext, outputs: VersionOutputs) -> list[ItemOutcome]:
+    """A version's answers to the suite, each judged against its item."""
+    judged = answers_judge(
+        items=ctx.items, predictions=outputs.predictions, cutoffs=ctx.policy.general.text_cutoffs
+    )
+    return [
+        ItemOutcome(
+            item_id=item.external_id,
+            tags=tuple(item.tags),
+            language=item.language,
+            correct=correct,
+            errored=p.error is not None,
+        )
+        for item, p, correct in zip(ctx.items, outputs.predictions, judged, strict=True)
+    ]
+
+
+def _details(
+    *, ctx: LayerContext, result: CleanAccuracyResult, outputs: dict[int, VersionOutputs]
+) -> CleanAccuracyDetails:
+    """What the layer stores: each side's accuracy with its model time, and their difference."""
+    run, baseline = ctx.run, ctx.baseline
+    details = CleanAccuracyDetails(
+        suite=str(run.suite),
+        suite_hash=run.suite.content_hash,
+        candidate=_side(run.candidate, result.candidate, outputs[run.candidate_id]),
+    )
+    if baseline is None or result.baseline is None:
+        return details
+    assert result.candidate.accuracy is not None and result.baseline.accuracy is not None
+    return replace(
+        details,
+        baseline=_side(baseline, result.baseline, outputs[baseline.pk]),
+        difference=result.candidate.accuracy - result.baseline.accuracy,
+    )
+
+
+def _samples_store(
+    *,
+    ctx: LayerContext,
+    layer: LayerResult,
+    outputs: dict[int, VersionOutputs],
+    outcomes: dict[int, list[ItemOutcome]],
+) -> None:
+    """Every version's answer to every item, for drill-down and the attribution."""
+    SampleResult.objects.bulk_create(
+        [
+            SampleResult(
+                layer_result=layer,
+                version_id=pk,
+                item=item,
+                input_text="",  # the item's own input
+                output_label=p.label or "",
+                output_text=p.text,
+                correct=outcome.correct,
+                latency_ms=p.latency_ms,
+                error=p.error or "",
+            )
+            for pk in outputs
+            for item, p, outcome in zip(ctx.items, outputs[pk].predictions, outcomes[pk], strict=True)
+        ],
+        batch_size=500,
+    )
+
+
 class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
     name = "clean_accuracy"
     title = pgettext_lazy("code", "Clean accuracy")
@@ -69,7 +136,7 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
         return len(items) * len(versions)
 
     def run(self, ctx: LayerContext) -> LayerResult:
-        run, general = ctx.run, ctx.policy.general
+        general = ctx.policy.general
         section = ctx.policy.section(CleanAccuracyPolicy)
         started = time.perf_counter()
         outputs = {
@@ -82,50 +149,18 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
             )
             for v in ctx.versions
         }
-        outcomes = {
-            pk: [
-                ItemOutcome(
-                    item_id=item.external_id,
-                    tags=tuple(item.tags),
-                    language=item.language,
-                    correct=correct,
-                    errored=p.error is not None,
-                )
-                for item, p, correct in zip(
-                    ctx.items,
-                    out.predictions,
-                    answers_judge(items=ctx.items, predictions=out.predictions, cutoffs=general.text_cutoffs),
-                    strict=True,
-                )
-            ]
-            for pk, out in outputs.items()
-        }
-        baseline = ctx.versions[1] if len(ctx.versions) > 1 else None
+        outcomes = {pk: _outcomes(ctx=ctx, outputs=out) for pk, out in outputs.items()}
         result = clean_accuracy_judge(
-            candidate=outcomes[run.candidate_id],
-            baseline=outcomes[baseline.pk] if baseline else None,
+            candidate=outcomes[ctx.run.candidate_id],
+            baseline=ctx.baseline_of(outcomes),
             policy=section,
             decide_on=general.decide_on,
             confidence=general.confidence,
         )
-        details = CleanAccuracyDetails(
-            suite=str(run.suite),
-            suite_hash=run.suite.content_hash,
-            candidate=_side(run.candidate, result.candidate, outputs[run.candidate_id]),
-        )
-        if baseline is not None and result.baseline is not None:
-            assert result.candidate.accuracy is not None and result.baseline.accuracy is not None
-            details = CleanAccuracyDetails(
-                suite=details.suite,
-                suite_hash=details.suite_hash,
-                candidate=details.candidate,
-                baseline=_side(baseline, result.baseline, outputs[baseline.pk]),
-                difference=result.candidate.accuracy - result.baseline.accuracy,
-            )
         with transaction.atomic():
-            gate_run_assert_held(run)
+            gate_run_assert_held(ctx.run)
             layer = LayerResult.objects.create(
-                gate_run=run,
+                gate_run=ctx.run,
                 layer=self.name,
                 verdict=result.verdict,
                 metric=self.metric,
@@ -134,28 +169,11 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
                 ci_high=result.candidate.ci_high,
                 threshold=section.clean_accuracy_min,
                 reasons=reasons_to_json(result.reasons),
-                details=to_json(details),
+                details=to_json(_details(ctx=ctx, result=result, outputs=outputs)),
                 wall_seconds=time.perf_counter() - started,
-                device=outputs[run.candidate_id].device,
+                device=outputs[ctx.run.candidate_id].device,
             )
-            SampleResult.objects.bulk_create(
-                [
-                    SampleResult(
-                        layer_result=layer,
-                        version_id=pk,
-                        item=item,
-                        input_text="",  # the item's own input
-                        output_label=p.label or "",
-                        output_text=p.text,
-                        correct=outcome.correct,
-                        latency_ms=p.latency_ms,
-                        error=p.error or "",
-                    )
-                    for pk in outputs
-                    for item, p, outcome in zip(ctx.items, outputs[pk].predictions, outcomes[pk], strict=True)
-                ],
-                batch_size=500,
-            )
+            _samples_store(ctx=ctx, layer=layer, outputs=outputs, outcomes=outcomes)
         return layer
 
     def report(

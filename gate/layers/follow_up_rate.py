@@ -54,7 +54,7 @@ from gate.layers.follow_up_review import (
     follow_up_live_agreement_measure,
     follow_up_rate_with_error_rates,
 )
-from gate.layers.looks import look_keep, look_returned, look_stored
+from gate.layers.looks import Assessment, look_keep, look_returned, look_stored
 from gate.layers.traffic import (
     BLIND_LEVEL,
     EXAMPLES,
@@ -176,14 +176,10 @@ def follow_up_plan_settings(policy: GatePolicyConfig) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class FollowUpAssessment:
-    """Layer 2 on an experiment under its registered plan: the result, and the one look it is (stored
-    earlier: `look` set, `new_look` False; taken now and still to store: `new_look` True)."""
+class FollowUpAssessment(Assessment[FollowUpRateResult]):
+    """Layer 2's assessment (`gate.layers.looks.Assessment`), with the detector's live agreement."""
 
-    result: FollowUpRateResult
     live: LiveAgreement
-    look: LookRecord | None = None
-    new_look: bool = False
 
 
 class FollowUpLayerCode(StrEnum):
@@ -472,33 +468,61 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
     method = METHOD
 
     def run(self, ctx: LayerContext) -> LayerResult:
-        run = ctx.run
         section = ctx.policy.section(FollowUpRatePolicy)
-        started = time.perf_counter()
-        experiment = run.experiment
+        started, experiment = time.perf_counter(), ctx.run.experiment
         if experiment is None:
             return self.store(
-                run=run,
+                run=ctx.run,
                 started=started,
                 verdict=INSUFFICIENT,
                 details=FollowUpRateDetails(inputs=FollowUpInputs(experiment=None)),
-                reasons=[no_experiment_reason(run)],
+                reasons=[no_experiment_reason(ctx.run)],
                 threshold=section.follow_up_max,
             )
         window = traffic_window_get(experiment=experiment)
         mark = time.perf_counter()
         labelled = follow_ups_label(experiment=experiment, until=window.end)
         label_seconds = time.perf_counter() - mark
+        result, details = self._judged(ctx=ctx, experiment=experiment, window=window)
+        details = replace(
+            details, labelled_now=labelled, timings={"labelling": label_seconds, **details.timings}
+        )
+        return self.store(
+            run=ctx.run,
+            started=started,
+            verdict=result.verdict,
+            details=details,
+            reasons=list(result.reasons),
+            threshold=section.follow_up_max,
+            estimate=result.candidate.judged_rate,
+            ci_low=result.candidate.judged_low,
+            ci_high=result.candidate.judged_high,
+        )
+
+    def _judged(
+        self, *, ctx: LayerContext, experiment: Experiment, window: TrafficWindow
+    ) -> tuple[FollowUpRateResult, FollowUpRateDetails]:
+        """The layer's one look (taken now, or the stored one returned) over the labelled answers, with
+        what went in and, when it did not pass, its attribution."""
+        section = ctx.policy.section(FollowUpRatePolicy)
         mark = time.perf_counter()
         thresholds = follow_up_thresholds_get(family=experiment.family)
         assessment = follow_up_rate_assess(
             window=window,
             policy=ctx.policy,
             take_look=True,
-            gate_run=run.pk,
+            gate_run=ctx.run.pk,
             settle_seconds=thresholds.window_seconds,
         )
-        result, look, taken_now = self._look_keep(run=run, experiment=experiment, assessment=assessment)
+        result, look, taken_now = look_keep(
+            layer=self.name,
+            plan=experiment.follow_up_horizon or {},
+            run=ctx.run,
+            experiment=experiment,
+            assessment=assessment,
+            blind=follow_up_rate_blind,
+            counted_answers=True,
+        )
         _, versions = follow_ups_judged_by_language(window=window, kinds=tuple(section.follow_up_kinds))
         sql_seconds = time.perf_counter() - mark
         inputs = FollowUpInputs(
@@ -514,43 +538,14 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
             method=METHOD,
             judged=result,
             live_agreement=assessment.live,
-            labelled_now=labelled,
-            timings={"labelling": label_seconds, "aggregation": sql_seconds},
+            timings={"aggregation": sql_seconds},
             look=look,
             look_taken_now=taken_now,
         )
         if result.verdict != PASS:
             attribution = attribution_build(window=window, kinds=section.follow_up_kinds, result=result)
             details = replace(details, attribution=attribution)
-        return self.store(
-            run=run,
-            started=started,
-            verdict=result.verdict,
-            details=details,
-            reasons=list(result.reasons),
-            threshold=section.follow_up_max,
-            estimate=result.candidate.judged_rate,
-            ci_low=result.candidate.judged_low,
-            ci_high=result.candidate.judged_high,
-        )
-
-    def _look_keep(
-        self, *, run: GateRun, experiment: Experiment, assessment: FollowUpAssessment
-    ) -> tuple[FollowUpRateResult, LookRecord | None, bool]:
-        """Store a look taken now in the plan (once: a run that comes second gets the first run's), and
-        the result, look and whether this run took it."""
-        if not assessment.new_look or assessment.look is None:
-            return assessment.result, assessment.look, False
-        return look_keep(
-            layer=self.name,
-            plan=experiment.follow_up_horizon or {},
-            run=run,
-            experiment=experiment,
-            result=assessment.result,
-            look=assessment.look,
-            blind=follow_up_rate_blind,
-            counted_answers=True,
-        )
+        return result, details
 
     def report(self, *, run: GateRun, result: LayerResult, details: FollowUpRateDetails | None) -> ReportPart:
         if details is None:

@@ -4,9 +4,9 @@ run returns it, and store a look taken now, once (a run that comes second gets t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -51,6 +51,16 @@ wordings_register(
 )
 
 
+@dataclass(frozen=True, kw_only=True)
+class Assessment(Generic[R]):
+    """A traffic layer on an experiment under its registered plan: the result, and the one look it is
+    (stored earlier: `look` set, `new_look` False; taken now and still to store: `new_look` True)."""
+
+    result: R
+    look: LookRecord | None = None
+    new_look: bool = False
+
+
 def look_stored(plan: Mapping[str, Any], kind: type[R]) -> tuple[R, LookRecord] | None:
     """The plan's stored look, as the layer's types (None: none stored)."""
     look = plan.get("look")
@@ -73,15 +83,17 @@ def look_keep(
     plan: Mapping[str, Any],
     run: GateRun,
     experiment: Experiment,
-    result: R,
-    look: LookRecord,
+    assessment: Assessment[R],
     blind: Callable[[R], R],
     counted_answers: bool,
 ) -> tuple[R, LookRecord | None, bool]:
-    """Store the look `run` took now in `plan` (`counted_answers`: it counted answers, not outcome data;
-    for the reason), and return the
-    result, the look and whether this run took it: another run's look when that one was stored first, a
-    blind `insufficient_data` when the plan was registered again meanwhile."""
+    """The result, the look and whether `run` took it now. A look taken now is stored in `plan` once
+    (`counted_answers`: it counted answers, not outcome data; for the reason): another run's look when
+    that one was stored first, a blind `insufficient_data` when the plan was registered again meanwhile."""
+    result: R = assessment.result
+    look = assessment.look
+    if not assessment.new_look or look is None:
+        return result, look, False
     kept = experiment_look_store(
         experiment=experiment,
         layer=layer,

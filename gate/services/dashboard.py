@@ -606,12 +606,11 @@ def _follow_up_chart(*, window: TrafficWindow, policy: GatePolicyConfig) -> Char
     )
 
 
-def _business_charts(*, window: TrafficWindow, policy: GatePolicyConfig, panel: MetricPanel) -> list[Chart]:
-    """The metric per arm and the improvement with its always-valid interval (the daily table's),
-    cumulative over the window, without CUPED."""
-    section = policy.section(BusinessValuePolicy)
-    judged_as = replace(
-        section,
+def _curve_policy(*, policy: GatePolicyConfig, panel: MetricPanel) -> BusinessValuePolicy:
+    """Layer 3's section as a curve of `panel`'s metric judges it: in the panel's direction, minimum
+    effect and tau, and measured plainly at every cut."""
+    return replace(
+        policy.section(BusinessValuePolicy),
         business_direction=panel.result.direction,
         business_min_effect=panel.min_effect,
         # A curve is looked at every day: its interval is always the always-valid one (the daily
@@ -623,35 +622,63 @@ def _business_charts(*, window: TrafficWindow, policy: GatePolicyConfig, panel: 
         # The curve describes; the gate's minimum of units decides only the verdict in the panel.
         business_min_units=2,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Lift:
+    """One cut's improvement, with its interval where there is one to read a decision from."""
+
+    estimate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+def _lift(*, result: BusinessValueResult, sequential: bool) -> _Lift:
+    """The improvement a cut's curve shows: the always-valid interval's, or the estimate alone."""
+    improvement = result.improvement
+    if (
+        (improvement is None or not sequential)
+        and result.effect is not None
+        and result.effect.estimate is not None
+    ):
+        # No always-valid tau: the estimate alone, with no interval to read a decision from (the
+        # fixed-horizon interval is for the one look at the horizon, not for a curve watched daily).
+        sign = -1 if result.direction == DECREASE else 1
+        return _Lift(estimate=sign * result.effect.estimate)
+    if improvement is None:
+        return _Lift()
+    return _Lift(estimate=improvement.estimate, ci_low=improvement.ci_low, ci_high=improvement.ci_high)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _BusinessCurves:
+    """A metric's values per arm and its improvement at each cut (ISO time of the cut's end)."""
+
+    values: dict[str, list[tuple[str, float | None]]]
+    lifts: list[tuple[str, _Lift]]
+
+
+def _business_curves(*, window: TrafficWindow, policy: BusinessValuePolicy, metric: str) -> _BusinessCurves:
+    """`metric` judged under `policy` at each cut, cumulative from the window's start."""
     values: dict[str, list[tuple[str, float | None]]] = {CANDIDATE: [], BASELINE: []}
-    lift: list[tuple[str, float | None]] = []
-    low: list[float | None] = []
-    high: list[float | None] = []
+    lifts: list[tuple[str, _Lift]] = []
     for until in _cuts(start=window.start, end=window.end):
         cut = window.until(until)
         result = business_value_measure(
-            window=cut, policy=judged_as, metric=panel.metric, units=assigned_units_by_arm(window=cut)
+            window=cut, policy=policy, metric=metric, units=assigned_units_by_arm(window=cut)
         )
         stamp = until.isoformat()
         values[BASELINE].append((stamp, result.baseline.value))
         values[CANDIDATE].append((stamp, result.candidate.value))
-        improvement = result.improvement
-        fixed = judged_as.business_sequential_tau is None
-        if (
-            (improvement is None or fixed)
-            and result.effect is not None
-            and result.effect.estimate is not None
-        ):
-            # No always-valid tau: the estimate alone, with no interval to read a decision from (the
-            # fixed-horizon interval is for the one look at the horizon, not for a curve watched daily).
-            sign = -1 if result.direction == DECREASE else 1
-            lift.append((stamp, sign * result.effect.estimate))
-            low.append(None)
-            high.append(None)
-            continue
-        lift.append((stamp, improvement.estimate if improvement else None))
-        low.append(improvement.ci_low if improvement else None)
-        high.append(improvement.ci_high if improvement else None)
+        lifts.append((stamp, _lift(result=result, sequential=policy.business_sequential_tau is not None)))
+    return _BusinessCurves(values=values, lifts=lifts)
+
+
+def _business_charts(*, window: TrafficWindow, policy: GatePolicyConfig, panel: MetricPanel) -> list[Chart]:
+    """The metric per arm and the improvement with its always-valid interval (the daily table's),
+    cumulative over the window, without CUPED."""
+    judged_as = _curve_policy(policy=policy, panel=panel)
+    curves = _business_curves(window=window, policy=judged_as, metric=panel.metric)
     kind = _("always-valid") if judged_as.business_sequential_tau else _("fixed-horizon")
     return [
         Chart(
@@ -659,7 +686,7 @@ def _business_charts(*, window: TrafficWindow, policy: GatePolicyConfig, panel: 
             title=_("%(metric)s per arm over time (cumulative)") % {"metric": panel.metric},
             kind="lines",
             y_name=panel.metric,
-            lines=[LineSeries(name=_(arm), points=points) for arm, points in values.items()],
+            lines=[LineSeries(name=_(arm), points=points) for arm, points in curves.values.items()],
         ),
         Chart(
             id=f"lift-{panel.metric}",
@@ -667,7 +694,14 @@ def _business_charts(*, window: TrafficWindow, policy: GatePolicyConfig, panel: 
             % {"metric": panel.metric, "kind": kind},
             kind="lines",
             y_name=_("improvement"),
-            lines=[LineSeries(name=_("candidate − baseline"), points=lift, low=low, high=high)],
+            lines=[
+                LineSeries(
+                    name=_("candidate − baseline"),
+                    points=[(stamp, lift.estimate) for stamp, lift in curves.lifts],
+                    low=[lift.ci_low for _stamp, lift in curves.lifts],
+                    high=[lift.ci_high for _stamp, lift in curves.lifts],
+                )
+            ],
             threshold=panel.min_effect,
             threshold_label=_("minimum effect %(value)s") % {"value": panel.min_effect},
         ),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -140,6 +141,65 @@ wordings_register(
 )
 
 
+def _plan_start(*, experiment: Experiment) -> datetime:
+    """Where a traffic layer's plan starts counting by default: the candidate's current share, else
+    the experiment's start (else now, for a plan sized before it)."""
+    return experiment.share_since or experiment.started_at or timezone.now()
+
+
+def _plan_document(
+    *, settings: dict[str, Any], counted_from: datetime, fields: dict[str, Any]
+) -> dict[str, Any]:
+    """A traffic layer's plan as `experiment_horizon_register` stores it: its frozen `settings`, its
+    layer's `fields` (the horizon still None) and no look yet, so both layers' plans read alike."""
+    return {
+        "version": 2,
+        "sequence": 1,
+        "settings": settings,
+        "counted_from": counted_from.isoformat(),
+        "look": None,
+        **fields,
+        "registered_at": timezone.now().isoformat(),
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Baseline:
+    """What a horizon is sized from, and why: the family's history before the start (`measured`), or
+    the policy's planning value where that history is too thin."""
+
+    value: float
+    measured: bool
+    source: Reason
+
+
+def _baseline_choose(
+    *,
+    measured: float | None,
+    units: int,
+    need: int,
+    planning: float | None,
+    from_history: Reason,
+    from_policy: Reason,
+    too_few: Reason,
+) -> _Baseline | Reason:
+    """The history's value where it rests on at least `need` units, else the policy's planning value,
+    else why there is neither: a horizon sized on too thin a history would be a guess."""
+    if measured is not None and units >= need:
+        return _Baseline(value=measured, measured=True, source=from_history)
+    if planning is not None:
+        return _Baseline(value=planning, measured=False, source=from_policy)
+    return too_few
+
+
+def _raised(*, size: int, minimum: int, key: str) -> tuple[int, list[Reason]]:
+    """The horizon at least the layer's minimum of units (so that its one look can decide), and the
+    reason it was raised, if it was."""
+    if size < minimum:
+        return minimum, [reason(HorizonCode.RAISED, units=size, key=key)]
+    return size, []
+
+
 def _measured_sd(
     *, experiment: Experiment, policy: BusinessValuePolicy, metric: str
 ) -> tuple[float | None, int]:
@@ -208,6 +268,70 @@ def _sizes(*, experiment: Experiment, policy: BusinessValuePolicy, metric: str, 
     }
 
 
+def _business_baseline(
+    *, experiment: Experiment, policy: BusinessValuePolicy, policy_name: str, metric: str
+) -> _Baseline | Reason:
+    """The per-unit standard deviation layer 3's horizon is sized with, or why there is none."""
+    days = policy.business_cuped_pre_days
+    sd, units = _measured_sd(experiment=experiment, policy=policy, metric=metric)
+    return _baseline_choose(
+        measured=sd,
+        units=units,
+        need=policy.business_min_units,
+        planning=policy.business_planning_sd,
+        from_history=reason(HorizonCode.SD_MEASURED, sd=sd, units=units, metric=metric, days=days),
+        from_policy=reason(
+            HorizonCode.SD_FROM_POLICY, sd=policy.business_planning_sd, units=units, metric=metric
+        ),
+        too_few=reason(
+            HorizonCode.TOO_FEW_UNITS,
+            units=units,
+            metric=metric,
+            days=days,
+            need=policy.business_min_units,
+            policy=policy_name,
+        ),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _BusinessHorizon:
+    """Layer 3's units per arm, both sizes the plan reports (`_sizes`) and how the units were reached."""
+
+    units: int
+    sizes: dict[str, Any]
+    basis: list[Reason]
+
+
+def _business_horizon(
+    *, experiment: Experiment, policy: BusinessValuePolicy, metric: str, sd: float, mde: float
+) -> _BusinessHorizon:
+    """The units per arm for which a true improvement of `mde` passes the bar with the policy's power:
+    the CUPED-shrunk size where the policy sizes by it and the history measures it, else the plain one."""
+    min_effect = policy.business_min_effect
+    plain = fixed_horizon_units(
+        sd=sd, min_effect=min_effect, mde=mde, alpha=policy.business_alpha, power=policy.business_power
+    )
+    sizes = _sizes(experiment=experiment, policy=policy, metric=metric, plain=plain)
+    cuped = policy.business_horizon_sizing == CUPED and sizes["cuped"] is not None
+    power = reason(
+        HorizonCode.BUSINESS_POWER,
+        mde=mde,
+        min_effect=min_effect,
+        power=policy.business_power,
+        alpha=policy.business_alpha,
+    )
+    shrunk = (
+        [reason(HorizonCode.CUPED_SHRUNK, plain=plain, reduction=sizes["variance_reduction"])]
+        if cuped
+        else []
+    )
+    units, raised = _raised(
+        size=sizes["cuped"] if cuped else plain, minimum=policy.business_min_units, key="business_min_units"
+    )
+    return _BusinessHorizon(units=units, sizes=sizes, basis=[power, *shrunk, *raised])
+
+
 def business_horizon_plan(
     *,
     experiment: Experiment,
@@ -222,68 +346,41 @@ def business_horizon_plan(
     metric = policy.business_metric
     min_effect = policy.business_min_effect
     mde = policy.business_mde if policy.business_mde is not None else 2 * min_effect
-    start = experiment.share_since or experiment.started_at or timezone.now()
-    plan: dict[str, Any] = {
-        "version": 2,
-        "sequence": 1,
-        "settings": policy.as_dict(),
-        "counted_from": (counted_from or start).isoformat(),
-        "look": None,
-        "metric": metric,
-        "per": policy.business_per,
-        "policy": policy_name,
-        "alpha": policy.business_alpha,
-        "power": policy.business_power,
-        "min_effect": min_effect,
-        "mde": mde,
-        "sd": None,
-        "units_per_arm": None,
-        "registered_at": timezone.now().isoformat(),
-    }
+    plan = _plan_document(
+        settings=policy.as_dict(),
+        counted_from=counted_from or _plan_start(experiment=experiment),
+        fields={
+            "metric": metric,
+            "per": policy.business_per,
+            "policy": policy_name,
+            "alpha": policy.business_alpha,
+            "power": policy.business_power,
+            "min_effect": min_effect,
+            "mde": mde,
+            "sd": None,
+            "units_per_arm": None,
+        },
+    )
     if not metric:
         return {**plan, "basis": reason(HorizonCode.NO_METRIC, policy=policy_name).to_json()}
     if mde <= min_effect:
         why = reason(HorizonCode.MDE_NOT_ABOVE_MIN_EFFECT, policy=policy_name, mde=mde, min_effect=min_effect)
         return {**plan, "basis": why.to_json()}
-    days = policy.business_cuped_pre_days
-    sd, units = _measured_sd(experiment=experiment, policy=policy, metric=metric)
-    if sd is not None and units >= policy.business_min_units:
-        source = reason(HorizonCode.SD_MEASURED, sd=sd, units=units, metric=metric, days=days)
-    elif policy.business_planning_sd is not None:
-        sd = policy.business_planning_sd
-        source = reason(HorizonCode.SD_FROM_POLICY, sd=sd, units=units, metric=metric)
-    else:
-        too_few = reason(
-            HorizonCode.TOO_FEW_UNITS,
-            units=units,
-            metric=metric,
-            days=days,
-            need=policy.business_min_units,
-            policy=policy_name,
-        )
-        return {**plan, "basis": too_few.to_json()}
-    assert sd is not None
-    plain = fixed_horizon_units(
-        sd=sd, min_effect=min_effect, mde=mde, alpha=policy.business_alpha, power=policy.business_power
+    baseline = _business_baseline(
+        experiment=experiment, policy=policy, policy_name=policy_name, metric=metric
     )
-    sizes = _sizes(experiment=experiment, policy=policy, metric=metric, plain=plain)
-    cuped = policy.business_horizon_sizing == CUPED and sizes["cuped"] is not None
-    horizon = sizes["cuped"] if cuped else plain
-    power = reason(
-        HorizonCode.BUSINESS_POWER,
-        mde=mde,
-        min_effect=min_effect,
-        power=policy.business_power,
-        alpha=policy.business_alpha,
+    if isinstance(baseline, Reason):
+        return {**plan, "basis": baseline.to_json()}
+    horizon = _business_horizon(
+        experiment=experiment, policy=policy, metric=metric, sd=baseline.value, mde=mde
     )
-    basis = [source, power]
-    if cuped:
-        basis.append(reason(HorizonCode.CUPED_SHRUNK, plain=plain, reduction=sizes["variance_reduction"]))
-    if horizon < policy.business_min_units:
-        basis.append(reason(HorizonCode.RAISED, units=horizon, key="business_min_units"))
-        horizon = policy.business_min_units
-    plan["sizes"] = sizes
-    return {**plan, "sd": sd, "units_per_arm": horizon, "basis": sentences(basis).to_json()}
+    return {
+        **plan,
+        "sd": baseline.value,
+        "units_per_arm": horizon.units,
+        "sizes": horizon.sizes,
+        "basis": sentences([baseline.source, *horizon.basis]).to_json(),
+    }
 
 
 def _planning_errors(policy: GatePolicyConfig) -> dict[str, ErrorRates | None]:
@@ -308,6 +405,78 @@ def _corrected(rate: float, errors: ErrorRates | None) -> float:
     return min(1.0, max(0.0, (rate + errors.specificity - 1) / errors.youden))
 
 
+def _follow_up_baseline(
+    *, experiment: Experiment, section: FollowUpRatePolicy, began: datetime, policy_name: str
+) -> _Baseline | Reason:
+    """The follow-up rate layer 2's horizon is sized from (`measured`: observed, to be corrected per
+    language; else the policy's planning rate, as is), or why there is none."""
+    days = section.follow_up_pre_days
+    answered, follow_ups = follow_up_counts_of_family(
+        family=experiment.family, kinds=section.follow_up_kinds, start=began - timedelta(days=days), end=began
+    )
+    return _baseline_choose(
+        measured=follow_ups / answered if answered else None,
+        units=answered,
+        need=section.follow_up_min_answered,
+        planning=section.follow_up_planning_rate,
+        from_history=reason(
+            HorizonCode.ANSWERS_OBSERVED, follow_ups=follow_ups, answered=answered, days=days
+        ),
+        from_policy=reason(HorizonCode.PLANNING_RATE, answered=answered, days=days),
+        too_few=reason(
+            HorizonCode.TOO_FEW_ANSWERS,
+            answered=answered,
+            days=days,
+            need=section.follow_up_min_answered,
+            policy=policy_name,
+        ),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _FollowUpAnswers:
+    """The answers per arm layer 2's look needs at `rate`, the rate of `language` (None: the observed
+    rate is judged, uncorrected)."""
+
+    answers: int
+    rate: float
+    language: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _FollowUpUnsizable:
+    """A language's rate for which no number of answers lets a candidate as good as the baseline pass."""
+
+    rate: float
+    why: Reason
+
+
+def _follow_up_answers(
+    *, policy: GatePolicyConfig, alpha: float, baseline: _Baseline
+) -> _FollowUpAnswers | _FollowUpUnsizable:
+    """The answers per arm for the detector's least favourable language (the most answers, then the
+    highest rate), since one look must decide every language; or the first language that sizes none."""
+    section = policy.section(FollowUpRatePolicy)
+    sized: list[_FollowUpAnswers] = []
+    for name, errors in _planning_errors(policy).items():
+        rate = _corrected(baseline.value, errors) if baseline.measured else baseline.value
+        answers = follow_up_horizon_answers(
+            rate=rate,
+            max_rate=section.follow_up_max,
+            margin=section.follow_up_margin,
+            alpha=alpha,
+            power=section.follow_up_power,
+            decide_on=section.follow_up_decide_on,
+            errors=errors,
+        )
+        if isinstance(answers, Reason):
+            return _FollowUpUnsizable(rate=rate, why=answers)
+        sized.append(
+            _FollowUpAnswers(answers=answers, rate=rate, language=name if errors is not None else None)
+        )
+    return max(sized, key=lambda size: (size.answers, size.rate))
+
+
 def follow_up_horizon_plan(
     *,
     experiment: Experiment,
@@ -321,73 +490,43 @@ def follow_up_horizon_plan(
     `follow_up_min_answered` answers), else `follow_up_planning_rate`, for the detector's least
     favourable language; at least `follow_up_min_answered`."""
     section = policy.section(FollowUpRatePolicy)
-    start = experiment.share_since or experiment.started_at or timezone.now()
+    start = _plan_start(experiment=experiment)
     alpha = round((1 - policy.general.confidence) / 2, 12)  # one-sided: the upper bound's
-    plan: dict[str, Any] = {
-        "version": 2,
-        "sequence": 1,
-        "settings": follow_up_plan_settings(policy),
-        "counted_from": (counted_from or start).isoformat(),
-        "look": None,
-        "policy": policy_name,
-        "alpha": alpha,
-        "power": section.follow_up_power,
-        "baseline_rate": None,
-        "answers_per_arm": None,
-        "registered_at": timezone.now().isoformat(),
-    }
-    days = section.follow_up_pre_days
-    began = experiment.started_at or start
-    answered, follow_ups = follow_up_counts_of_family(
-        family=experiment.family, kinds=section.follow_up_kinds, start=began - timedelta(days=days), end=began
+    plan = _plan_document(
+        settings=follow_up_plan_settings(policy),
+        counted_from=counted_from or start,
+        fields={
+            "policy": policy_name,
+            "alpha": alpha,
+            "power": section.follow_up_power,
+            "baseline_rate": None,
+            "answers_per_arm": None,
+        },
     )
-    if answered >= section.follow_up_min_answered:
-        observed = follow_ups / answered
-        source = reason(HorizonCode.ANSWERS_OBSERVED, follow_ups=follow_ups, answered=answered, days=days)
-    elif section.follow_up_planning_rate is not None:
-        observed, source = None, reason(HorizonCode.PLANNING_RATE, answered=answered, days=days)
-    else:
-        too_few = reason(
-            HorizonCode.TOO_FEW_ANSWERS,
-            answered=answered,
-            days=days,
-            need=section.follow_up_min_answered,
-            policy=policy_name,
-        )
-        return {**plan, "basis": too_few.to_json()}
-    sized: list[tuple[int, float, str | None]] = []
-    for name, errors in _planning_errors(policy).items():
-        rate = _corrected(observed, errors) if observed is not None else section.follow_up_planning_rate
-        assert rate is not None
-        answers = follow_up_horizon_answers(
-            rate=rate,
-            max_rate=section.follow_up_max,
-            margin=section.follow_up_margin,
-            alpha=alpha,
-            power=section.follow_up_power,
-            decide_on=section.follow_up_decide_on,
-            errors=errors,
-        )
-        if isinstance(answers, Reason):
-            basis = sentences([reason(HorizonCode.RATE_FROM, rate=rate, source=source), answers])
-            return {**plan, "baseline_rate": rate, "basis": basis.to_json()}
-        sized.append((answers, rate, name if errors is not None else None))
-    answers, rate, language = max(sized, key=lambda size: size[:2])
-    parts = [
-        reason(HorizonCode.RATE_FROM, rate=rate, source=source),
-        *([reason(HorizonCode.LEAST_FAVOURABLE_LANGUAGE, language=Term(language))] if language else []),
-        reason(
-            HorizonCode.FOLLOW_UP_POWER,
-            bar=section.follow_up_max,
-            margin=section.follow_up_margin,
-            power=section.follow_up_power,
-            alpha=alpha,
-        ),
-    ]
-    if answers < section.follow_up_min_answered:
-        parts.append(reason(HorizonCode.RAISED, units=answers, key="follow_up_min_answered"))
-        answers = section.follow_up_min_answered
-    return {**plan, "baseline_rate": rate, "answers_per_arm": answers, "basis": sentences(parts).to_json()}
+    baseline = _follow_up_baseline(
+        experiment=experiment, section=section, began=experiment.started_at or start, policy_name=policy_name
+    )
+    if isinstance(baseline, Reason):
+        return {**plan, "basis": baseline.to_json()}
+    size = _follow_up_answers(policy=policy, alpha=alpha, baseline=baseline)
+    rate_from = reason(HorizonCode.RATE_FROM, rate=size.rate, source=baseline.source)
+    if isinstance(size, _FollowUpUnsizable):
+        return {**plan, "baseline_rate": size.rate, "basis": sentences([rate_from, size.why]).to_json()}
+    language = (
+        [reason(HorizonCode.LEAST_FAVOURABLE_LANGUAGE, language=Term(size.language))] if size.language else []
+    )
+    power = reason(
+        HorizonCode.FOLLOW_UP_POWER,
+        bar=section.follow_up_max,
+        margin=section.follow_up_margin,
+        power=section.follow_up_power,
+        alpha=alpha,
+    )
+    answers, raised = _raised(
+        size=size.answers, minimum=section.follow_up_min_answered, key="follow_up_min_answered"
+    )
+    basis = sentences([rate_from, *language, power, *raised])
+    return {**plan, "baseline_rate": size.rate, "answers_per_arm": answers, "basis": basis.to_json()}
 
 
 def _plans(

@@ -425,7 +425,13 @@ def _arm_report(
 
 
 def _check_settings(
-    *, max_rate: float, decide_on: str, margin: float, min_answered: int, confidence: float
+    *,
+    max_rate: float,
+    decide_on: str,
+    margin: float,
+    min_answered: int,
+    confidence: float,
+    sequential_tau: float | None,
 ) -> None:
     if not 0 <= max_rate <= 1:
         raise ValueError(f"max_rate={max_rate} outside [0, 1]")
@@ -437,6 +443,8 @@ def _check_settings(
         raise ValueError(f"min_answered={min_answered!r} must be a positive integer")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence={confidence} outside (0, 1)")
+    if sequential_tau is not None and not (math.isfinite(sequential_tau) and sequential_tau > 0):
+        raise ValueError(f"sequential_tau={sequential_tau} must be positive and finite")
 
 
 def _uninformative_languages(*, arms: dict[str, FollowUpCounts], detector: DetectorAccuracy) -> list[str]:
@@ -661,25 +669,69 @@ def follow_up_rate_judge(
         margin=margin,
         min_answered=min_answered,
         confidence=confidence,
+        sequential_tau=sequential_tau,
     )
-    if sequential_tau is not None and not (math.isfinite(sequential_tau) and sequential_tau > 0):
-        raise ValueError(f"sequential_tau={sequential_tau} must be positive and finite")
     if sequential_tau is not None:
         horizon = None  # always valid: judged at every run
     arms = {"candidate": candidate} if baseline is None else {"candidate": candidate, "baseline": baseline}
-    # Without informative error rates nothing can be corrected: report the observed rates only.
-    correcting = (
-        detector
-        if detector is not None and not _uninformative_languages(arms=arms, detector=detector)
-        else None
+    correcting = _correcting_detector(arms=arms, detector=detector)
+    result = _report(
+        arms=arms,
+        max_rate=max_rate,
+        decide_on=decide_on,
+        margin=margin,
+        min_answered=min_answered,
+        confidence=confidence,
+        detector=detector,
+        correcting=correcting,
+        horizon=horizon,
+        split=split,
+        srm_alpha=srm_alpha,
+        sequential=sequential_tau is not None,
     )
+    result = _checked(
+        result, arms=arms, detector=detector, correcting=correcting, split=split, tau=sequential_tau
+    )
+    result = _owed(
+        result, user_turns=candidate.user_turns_sum + (baseline.user_turns_sum if baseline else 0.0)
+    )
+    return _before_look(result, unblinded=unblinded)
+
+
+def _correcting_detector(
+    *, arms: dict[str, FollowUpCounts], detector: DetectorAccuracy | None
+) -> DetectorAccuracy | None:
+    """The detector whose error rates correct the rates; None without informative error rates, since
+    then nothing can be corrected and the observed rates are reported only."""
+    if detector is None or _uninformative_languages(arms=arms, detector=detector):
+        return None
+    return detector
+
+
+def _report(
+    *,
+    arms: dict[str, FollowUpCounts],
+    max_rate: float,
+    decide_on: str,
+    margin: float,
+    min_answered: int,
+    confidence: float,
+    detector: DetectorAccuracy | None,
+    correcting: DetectorAccuracy | None,
+    horizon: AnswerHorizon | None,
+    split: AnswerSplit | None,
+    srm_alpha: float,
+    sequential: bool,
+) -> FollowUpRateResult:
+    """The undecided result with every arm's numbers and the sample-ratio check, so that the checks only
+    add a verdict and reasons."""
+    candidate, baseline = arms["candidate"], arms.get("baseline")
     reports = {
         name: _arm_report(counts=counts, confidence=confidence, detector=correcting)
         for name, counts in arms.items()
     }
-    unjudged = candidate.unjudged + (baseline.unjudged if baseline else 0)
     srm = _srm(split, srm_alpha)
-    result = FollowUpRateResult(
+    return FollowUpRateResult(
         verdict=INSUFFICIENT,
         reasons=[],
         candidate=reports["candidate"],
@@ -696,24 +748,42 @@ def follow_up_rate_judge(
         decide_on=decide_on,
         confidence=confidence,
         min_answered=min_answered,
-        unjudged=unjudged,
+        unjudged=candidate.unjudged + (baseline.unjudged if baseline else 0),
         correction=ROGAN_GLADEN if correcting is not None else NO_CORRECTION,
         detector_version=detector.version if detector is not None else None,
         horizon=horizon,
         srm=srm,
-        sequential=sequential_tau is not None,
+        sequential=sequential,
     )
+
+
+def _checked(
+    result: FollowUpRateResult,
+    *,
+    arms: dict[str, FollowUpCounts],
+    detector: DetectorAccuracy | None,
+    correcting: DetectorAccuracy | None,
+    split: AnswerSplit | None,
+    tau: float | None,
+) -> FollowUpRateResult:
+    """The verdict: why the data cannot decide yet when they cannot (`_undecided`), else the two checks."""
     undecided = _undecided(
-        arms=arms, min_answered=min_answered, detector=detector, srm=srm, split=split, horizon=horizon
+        arms=arms,
+        min_answered=result.min_answered,
+        detector=detector,
+        srm=result.srm,
+        split=split,
+        horizon=result.horizon,
     )
     if undecided is None:
-        result = _decide(result, arms=arms, correcting=correcting, tau=sequential_tau)
-    else:
-        result = replace(result, verdict=undecided[0], reasons=undecided[1])
-    result = _owed(
-        result, user_turns=candidate.user_turns_sum + (baseline.user_turns_sum if baseline else 0.0)
-    )
-    if horizon is None or result.verdict in (PASS, FAIL):
+        return _decide(result, arms=arms, correcting=correcting, tau=tau)
+    return replace(result, verdict=undecided[0], reasons=undecided[1])
+
+
+def _before_look(result: FollowUpRateResult, *, unblinded: Unblinding | None) -> FollowUpRateResult:
+    """Under a horizon an undecided result is blind, so that nothing downstream shows what the one look
+    has not decided yet; unblinded, the numbers so far come with who unblinded them."""
+    if result.horizon is None or result.verdict in (PASS, FAIL):
         return result
     if unblinded is None:
         return follow_up_rate_blind(result)

@@ -697,63 +697,82 @@ def _decide(
 ) -> BusinessValueResult:
     """Pass or fail on the decision interval (or, without a horizon, "not shown yet" with the units
     that would show it when the estimate clears the bar but the bound does not)."""
-    direction, alpha, min_effect, horizon = result.direction, result.alpha, result.min_effect, result.horizon
     improvement = _improvement(
         baseline=baseline,
         candidate=candidate,
         effect=result.effect,
-        direction=direction,
-        alpha=alpha,
+        direction=result.direction,
+        alpha=result.alpha,
         tau=tau,
     )
     if isinstance(improvement, Reason):
         return replace(result, verdict=INSUFFICIENT, reasons=[improvement])
-    estimate, low, high = improvement.estimate, improvement.ci_low, improvement.ci_high
     result = replace(result, improvement=improvement)
-    passed = low >= min_effect if min_effect > 0 else low > 0
-    interval = (
-        BusinessValueCode.IMPROVEMENT_ALWAYS_VALID if result.sequential else BusinessValueCode.IMPROVEMENT
-    )
-    summary = reason(
-        interval,
-        direction=Term(direction),
-        estimate=estimate,
-        level=improvement.confidence * 100,
-        low=low,
-        high=high,
-    )
-    if result.cuped is not None:
-        summary = reason(BusinessValueCode.CUPED_ADJUSTED, summary=summary)
+    min_effect, horizon, low = result.min_effect, result.horizon, improvement.ci_low
     at = reason(BusinessValueCode.AT_HORIZON, units=horizon.units_per_arm) if horizon else ""
-    judged = {"summary": summary, "at": at, "low": low}
+    judged = {"summary": _interval_summary(result, improvement=improvement), "at": at, "low": low}
+    passed = low >= min_effect if min_effect > 0 else low > 0
     if passed:
         if min_effect > 0:
-            clears = reason(BusinessValueCode.CLEARS_MIN_EFFECT, **judged, min_effect=min_effect, alpha=alpha)
+            clears = reason(
+                BusinessValueCode.CLEARS_MIN_EFFECT, **judged, min_effect=min_effect, alpha=result.alpha
+            )
         else:
-            clears = reason(BusinessValueCode.CLEARS_ZERO, **judged, alpha=alpha)
+            clears = reason(BusinessValueCode.CLEARS_ZERO, **judged, alpha=result.alpha)
         return replace(result, verdict=PASS, reasons=[clears])
     below = (
         reason(BusinessValueCode.BELOW_MIN_EFFECT, **judged, min_effect=min_effect)
         if min_effect > 0
         else reason(BusinessValueCode.NOT_ABOVE_ZERO, **judged)
     )
-    reasons: list[Reason | str] = [below]
-    if estimate > min_effect and horizon is None:
-        factor = _units_factor(
-            variance=_difference_variance(baseline, candidate),
-            gap=estimate - min_effect,
-            alpha=alpha,
-            tau=tau,
-        )
-        needed = {"baseline": math.ceil(baseline.n * factor), "candidate": math.ceil(candidate.n * factor)}
-        reasons.append(
-            reason(BusinessValueCode.NOT_SHOWN_MIN_EFFECT, min_effect=min_effect, **needed)
-            if min_effect > 0
-            else reason(BusinessValueCode.NOT_SHOWN_ZERO, **needed)
-        )
-        improvement = replace(improvement, units_needed=needed)
-        return replace(result, verdict=INSUFFICIENT, reasons=reasons, improvement=improvement)
-    return replace(result, verdict=FAIL, reasons=reasons)
+    if improvement.estimate > min_effect and horizon is None:
+        return _not_shown_yet(result, below=below, baseline=baseline, candidate=candidate, tau=tau)
+    return replace(result, verdict=FAIL, reasons=[below])
+
+
+def _interval_summary(result: BusinessValueResult, *, improvement: Improvement) -> Reason:
+    """The decision interval as the reasons show it: always valid or not, CUPED-adjusted or not."""
+    interval = (
+        BusinessValueCode.IMPROVEMENT_ALWAYS_VALID if result.sequential else BusinessValueCode.IMPROVEMENT
+    )
+    summary = reason(
+        interval,
+        direction=Term(result.direction),
+        estimate=improvement.estimate,
+        level=improvement.confidence * 100,
+        low=improvement.ci_low,
+        high=improvement.ci_high,
+    )
+    if result.cuped is not None:
+        summary = reason(BusinessValueCode.CUPED_ADJUSTED, summary=summary)
+    return summary
+
+
+def _not_shown_yet(
+    result: BusinessValueResult, *, below: Reason, baseline: Stats, candidate: Stats, tau: float | None
+) -> BusinessValueResult:
+    """Without a horizon, a bound short of the bar whose estimate clears it is insufficient data, not a
+    fail: more units would likely show it, and the reasons say about how many per arm."""
+    improvement, min_effect = result.improvement, result.min_effect
+    assert improvement is not None
+    factor = _units_factor(
+        variance=_difference_variance(baseline, candidate),
+        gap=improvement.estimate - min_effect,
+        alpha=result.alpha,
+        tau=tau,
+    )
+    needed = {"baseline": math.ceil(baseline.n * factor), "candidate": math.ceil(candidate.n * factor)}
+    not_shown = (
+        reason(BusinessValueCode.NOT_SHOWN_MIN_EFFECT, min_effect=min_effect, **needed)
+        if min_effect > 0
+        else reason(BusinessValueCode.NOT_SHOWN_ZERO, **needed)
+    )
+    return replace(
+        result,
+        verdict=INSUFFICIENT,
+        reasons=[below, not_shown],
+        improvement=replace(improvement, units_needed=needed),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

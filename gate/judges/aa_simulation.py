@@ -30,6 +30,7 @@ power at a fixed horizon; at 300 users per arm V ≈ 0.018, so the sequential te
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
 
@@ -220,30 +221,12 @@ def rerun_false_pass_rates(
     )
     for run in range(runs):
         for suffix in ("", "_cuped"):
-
-            def judged(size: int, run: int = run, suffix: str = suffix) -> BusinessValueResult:
-                arms = [_arm(cumulative[:, run, arm, size - 1], size) for arm in (0, 1)]
-                control, treatment = (arms[0], arms[1]) if suffix else (arms[0].post, arms[1].post)
-                return business_value_judge(
-                    baseline=control,
-                    candidate=treatment,
-                    direction=DECREASE,
-                    alpha=alpha,
-                    min_units=2,
-                    horizon=fixed,
-                )
-
-            stored: BusinessValueResult | None = None  # the plan's look
-            latest_passes = []
-            for size in sizes:
-                if stored is None:
-                    look = judged(horizon)  # the first H units per arm, whenever the run comes
-                    stored = look if look.verdict in (PASS, "fail") else None
-                latest_passes.append(judged(size).verdict == PASS)
-            assert stored is not None
-            counts[f"rerun_stored_look{suffix}"] += stored.verdict == PASS
-            counts[f"single_look{suffix}"] += judged(horizon).verdict == PASS
-            counts[f"rerun_grown_window{suffix}"] += any(latest_passes)
+            passes = _rerun_passes(
+                cumulative=cumulative, run=run, cuped=bool(suffix), sizes=sizes, horizon=fixed, alpha=alpha
+            )
+            counts[f"rerun_stored_look{suffix}"] += passes.stored_look
+            counts[f"single_look{suffix}"] += passes.single_look
+            counts[f"rerun_grown_window{suffix}"] += passes.grown_window
     return {
         "runs": runs,
         "seed": seed,
@@ -252,6 +235,54 @@ def rerun_false_pass_rates(
         "alpha": alpha,
         **{name: count / runs for name, count in counts.items()},
     }
+
+
+@dataclass(frozen=True, kw_only=True)
+class _RerunPasses:
+    """Whether one run passed (with or without CUPED), per way the gate's reruns are judged."""
+
+    stored_look: bool
+    single_look: bool
+    grown_window: bool
+
+
+def _rerun_passes(
+    *,
+    cumulative: np.ndarray,
+    run: int,
+    cuped: bool,
+    sizes: list[int],
+    horizon: FixedHorizon,
+    alpha: float,
+) -> _RerunPasses:
+    """One run judged at each of `sizes` units per arm, as `rerun_false_pass_rates` describes."""
+    assert horizon.units_per_arm is not None
+
+    def judged(size: int) -> BusinessValueResult:
+        arms = [_arm(cumulative[:, run, arm, size - 1], size) for arm in (0, 1)]
+        control, treatment = (arms[0], arms[1]) if cuped else (arms[0].post, arms[1].post)
+        return business_value_judge(
+            baseline=control,
+            candidate=treatment,
+            direction=DECREASE,
+            alpha=alpha,
+            min_units=2,
+            horizon=horizon,
+        )
+
+    stored: BusinessValueResult | None = None  # the plan's look
+    latest_passes = []
+    for size in sizes:
+        if stored is None:
+            look = judged(horizon.units_per_arm)  # the first H units per arm, whenever the run comes
+            stored = look if look.verdict in (PASS, "fail") else None
+        latest_passes.append(judged(size).verdict == PASS)
+    assert stored is not None
+    return _RerunPasses(
+        stored_look=stored.verdict == PASS,
+        single_look=judged(horizon.units_per_arm).verdict == PASS,
+        grown_window=any(latest_passes),
+    )
 
 
 def planning_sd(*, seed: int, users: int = 100_000) -> float:

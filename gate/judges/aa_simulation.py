@@ -352,8 +352,6 @@ def follow_up_rerun_rates(
 
     With the candidate at the bar (`candidate_rate` = `max_rate`), or worse than the baseline by exactly
     the margin, every pass is false: each rate should be at most the one-sided (1 − confidence)/2."""
-    from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
-
     if runs < 1 or reruns < 2 or horizon < 10:
         raise ValueError(f"need runs >= 1, reruns >= 2 and horizon >= 10, got {runs}, {reruns}, {horizon}")
     rng = np.random.default_rng(seed)
@@ -364,24 +362,15 @@ def follow_up_rerun_rates(
     )
     sizes = [horizon + round(horizon * k / (reruns - 1)) for k in range(reruns)]
     looks = [round(2 * horizon * k / (2 * reruns)) for k in range(1, 2 * reruns + 1)]
-
-    def judged(run: int, n: int, **settings: object) -> str:
-        arms = [FollowUpCounts(answered=n, follow_ups=int(counts[run, n - 1])) for counts in follow_ups]
-        return follow_up_rate_judge(
-            candidate=arms[1],
-            baseline=arms[0],
-            max_rate=max_rate,
-            margin=margin,
-            min_answered=2,
-            confidence=confidence,
-            **settings,  # type: ignore[arg-type]
-        ).verdict
-
+    judged = partial(
+        _follow_up_verdict, follow_ups=follow_ups, max_rate=max_rate, margin=margin, confidence=confidence
+    )
     passed = {"rerun_stored_look": 0, "rerun_grown_window": 0, "sequential_looks": 0}
     for run in range(runs):
-        passed["rerun_stored_look"] += judged(run, horizon) == PASS  # stored at H, returned by every run
-        passed["rerun_grown_window"] += any(judged(run, n) == PASS for n in sizes)
-        passed["sequential_looks"] += any(judged(run, n, sequential_tau=tau) == PASS for n in looks)
+        # The look stored at H, returned by every later run.
+        passed["rerun_stored_look"] += judged(run=run, n=horizon) == PASS
+        passed["rerun_grown_window"] += any(judged(run=run, n=n) == PASS for n in sizes)
+        passed["sequential_looks"] += any(judged(run=run, n=n, sequential_tau=tau) == PASS for n in looks)
     return {
         "runs": runs,
         "seed": seed,
@@ -389,6 +378,32 @@ def follow_up_rerun_rates(
         "alpha": round((1 - confidence) / 2, 12),
         **{name: count / runs for name, count in passed.items()},
     }
+
+
+def _follow_up_verdict(
+    *,
+    follow_ups: tuple[np.ndarray, np.ndarray],
+    run: int,
+    n: int,
+    max_rate: float,
+    margin: float,
+    confidence: float,
+    sequential_tau: float | None = None,
+) -> str:
+    """Layer 2's verdict on one run's first `n` answers per arm (`follow_ups`: cumulative follow-ups of
+    the baseline, then the candidate), the observed rate judged."""
+    from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
+
+    arms = [FollowUpCounts(answered=n, follow_ups=int(counts[run, n - 1])) for counts in follow_ups]
+    return follow_up_rate_judge(
+        candidate=arms[1],
+        baseline=arms[0],
+        max_rate=max_rate,
+        margin=margin,
+        min_answered=2,
+        confidence=confidence,
+        sequential_tau=sequential_tau,
+    ).verdict
 
 
 def cuped_reduction(*, seed: int, users: int = 100_000) -> float:

@@ -30,6 +30,7 @@ power at a fixed horizon; at 300 users per arm V ≈ 0.018, so the sequential te
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
 
@@ -220,30 +221,12 @@ def rerun_false_pass_rates(
     )
     for run in range(runs):
         for suffix in ("", "_cuped"):
-
-            def judged(size: int, run: int = run, suffix: str = suffix) -> BusinessValueResult:
-                arms = [_arm(cumulative[:, run, arm, size - 1], size) for arm in (0, 1)]
-                control, treatment = (arms[0], arms[1]) if suffix else (arms[0].post, arms[1].post)
-                return business_value_judge(
-                    baseline=control,
-                    candidate=treatment,
-                    direction=DECREASE,
-                    alpha=alpha,
-                    min_units=2,
-                    horizon=fixed,
-                )
-
-            stored: BusinessValueResult | None = None  # the plan's look
-            latest_passes = []
-            for size in sizes:
-                if stored is None:
-                    look = judged(horizon)  # the first H units per arm, whenever the run comes
-                    stored = look if look.verdict in (PASS, "fail") else None
-                latest_passes.append(judged(size).verdict == PASS)
-            assert stored is not None
-            counts[f"rerun_stored_look{suffix}"] += stored.verdict == PASS
-            counts[f"single_look{suffix}"] += judged(horizon).verdict == PASS
-            counts[f"rerun_grown_window{suffix}"] += any(latest_passes)
+            passes = _rerun_passes(
+                cumulative=cumulative, run=run, cuped=bool(suffix), sizes=sizes, horizon=fixed, alpha=alpha
+            )
+            counts[f"rerun_stored_look{suffix}"] += passes.stored_look
+            counts[f"single_look{suffix}"] += passes.single_look
+            counts[f"rerun_grown_window{suffix}"] += passes.grown_window
     return {
         "runs": runs,
         "seed": seed,
@@ -252,6 +235,54 @@ def rerun_false_pass_rates(
         "alpha": alpha,
         **{name: count / runs for name, count in counts.items()},
     }
+
+
+@dataclass(frozen=True, kw_only=True)
+class _RerunPasses:
+    """Whether one run passed (with or without CUPED), per way the gate's reruns are judged."""
+
+    stored_look: bool
+    single_look: bool
+    grown_window: bool
+
+
+def _rerun_passes(
+    *,
+    cumulative: np.ndarray,
+    run: int,
+    cuped: bool,
+    sizes: list[int],
+    horizon: FixedHorizon,
+    alpha: float,
+) -> _RerunPasses:
+    """One run judged at each of `sizes` units per arm, as `rerun_false_pass_rates` describes."""
+    assert horizon.units_per_arm is not None
+
+    def judged(size: int) -> BusinessValueResult:
+        arms = [_arm(cumulative[:, run, arm, size - 1], size) for arm in (0, 1)]
+        control, treatment = (arms[0], arms[1]) if cuped else (arms[0].post, arms[1].post)
+        return business_value_judge(
+            baseline=control,
+            candidate=treatment,
+            direction=DECREASE,
+            alpha=alpha,
+            min_units=2,
+            horizon=horizon,
+        )
+
+    stored: BusinessValueResult | None = None  # the plan's look
+    latest_passes = []
+    for size in sizes:
+        if stored is None:
+            look = judged(horizon.units_per_arm)  # the first H units per arm, whenever the run comes
+            stored = look if look.verdict in (PASS, "fail") else None
+        latest_passes.append(judged(size).verdict == PASS)
+    assert stored is not None
+    return _RerunPasses(
+        stored_look=stored.verdict == PASS,
+        single_look=judged(horizon.units_per_arm).verdict == PASS,
+        grown_window=any(latest_passes),
+    )
 
 
 def planning_sd(*, seed: int, users: int = 100_000) -> float:
@@ -321,8 +352,6 @@ def follow_up_rerun_rates(
 
     With the candidate at the bar (`candidate_rate` = `max_rate`), or worse than the baseline by exactly
     the margin, every pass is false: each rate should be at most the one-sided (1 − confidence)/2."""
-    from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
-
     if runs < 1 or reruns < 2 or horizon < 10:
         raise ValueError(f"need runs >= 1, reruns >= 2 and horizon >= 10, got {runs}, {reruns}, {horizon}")
     rng = np.random.default_rng(seed)
@@ -333,24 +362,15 @@ def follow_up_rerun_rates(
     )
     sizes = [horizon + round(horizon * k / (reruns - 1)) for k in range(reruns)]
     looks = [round(2 * horizon * k / (2 * reruns)) for k in range(1, 2 * reruns + 1)]
-
-    def judged(run: int, n: int, **settings: object) -> str:
-        arms = [FollowUpCounts(answered=n, follow_ups=int(counts[run, n - 1])) for counts in follow_ups]
-        return follow_up_rate_judge(
-            candidate=arms[1],
-            baseline=arms[0],
-            max_rate=max_rate,
-            margin=margin,
-            min_answered=2,
-            confidence=confidence,
-            **settings,  # type: ignore[arg-type]
-        ).verdict
-
+    judged = partial(
+        _follow_up_verdict, follow_ups=follow_ups, max_rate=max_rate, margin=margin, confidence=confidence
+    )
     passed = {"rerun_stored_look": 0, "rerun_grown_window": 0, "sequential_looks": 0}
     for run in range(runs):
-        passed["rerun_stored_look"] += judged(run, horizon) == PASS  # stored at H, returned by every run
-        passed["rerun_grown_window"] += any(judged(run, n) == PASS for n in sizes)
-        passed["sequential_looks"] += any(judged(run, n, sequential_tau=tau) == PASS for n in looks)
+        # The look stored at H, returned by every later run.
+        passed["rerun_stored_look"] += judged(run=run, n=horizon) == PASS
+        passed["rerun_grown_window"] += any(judged(run=run, n=n) == PASS for n in sizes)
+        passed["sequential_looks"] += any(judged(run=run, n=n, sequential_tau=tau) == PASS for n in looks)
     return {
         "runs": runs,
         "seed": seed,
@@ -358,6 +378,32 @@ def follow_up_rerun_rates(
         "alpha": round((1 - confidence) / 2, 12),
         **{name: count / runs for name, count in passed.items()},
     }
+
+
+def _follow_up_verdict(
+    *,
+    follow_ups: tuple[np.ndarray, np.ndarray],
+    run: int,
+    n: int,
+    max_rate: float,
+    margin: float,
+    confidence: float,
+    sequential_tau: float | None = None,
+) -> str:
+    """Layer 2's verdict on one run's first `n` answers per arm (`follow_ups`: cumulative follow-ups of
+    the baseline, then the candidate), the observed rate judged."""
+    from gate.judges.follow_up_rate import FollowUpCounts, follow_up_rate_judge
+
+    arms = [FollowUpCounts(answered=n, follow_ups=int(counts[run, n - 1])) for counts in follow_ups]
+    return follow_up_rate_judge(
+        candidate=arms[1],
+        baseline=arms[0],
+        max_rate=max_rate,
+        margin=margin,
+        min_answered=2,
+        confidence=confidence,
+        sequential_tau=sequential_tau,
+    ).verdict
 
 
 def cuped_reduction(*, seed: int, users: int = 100_000) -> float:

@@ -329,44 +329,53 @@ class BusinessValueResult:
     unblinded: Unblinding | None = None
 
 
-def _check_settings(
-    *,
-    baseline: Stats,
-    candidate: Stats,
-    direction: str,
-    min_effect: float,
-    alpha: float,
-    min_units: int,
-    assigned_units: tuple[int, int] | None,
-    expected_candidate_share: float | None,
-    srm_alpha: float,
-    sequential_tau: float | None,
-) -> None:
-    if not isinstance(baseline, (RatioStats, MeanStats, RatioCupedStats)) or type(candidate) is not type(
-        baseline
-    ):
-        raise TypeError(
-            "baseline and candidate must both be RatioStats, MeanStats or RatioCupedStats, got "
-            f"{type(baseline).__name__} and {type(candidate).__name__}"
-        )
-    if direction not in BUSINESS_DIRECTIONS:
-        raise ValueError(f"direction={direction!r} must be one of {BUSINESS_DIRECTIONS}")
-    if not (math.isfinite(min_effect) and min_effect >= 0):
-        raise ValueError(f"min_effect={min_effect} must be non-negative and finite")
-    if not 0 < alpha < 0.5:
-        raise ValueError(f"alpha={alpha} outside (0, 0.5)")
-    if isinstance(min_units, bool) or not isinstance(min_units, int) or min_units < 2:
-        raise ValueError(f"min_units={min_units!r} must be an integer of at least 2")
-    if expected_candidate_share is not None and not 0 < expected_candidate_share < 1:
-        raise ValueError(f"expected_candidate_share={expected_candidate_share} outside (0, 1)")
-    if assigned_units is not None and (
-        len(assigned_units) != 2 or any(isinstance(n, bool) or int(n) != n or n < 0 for n in assigned_units)
-    ):
-        raise ValueError(f"assigned_units={assigned_units!r} must be two non-negative unit counts")
-    if not 0 < srm_alpha < 1:
-        raise ValueError(f"srm_alpha={srm_alpha} outside (0, 1)")
-    if sequential_tau is not None and not (math.isfinite(sequential_tau) and sequential_tau > 0):
-        raise ValueError(f"sequential_tau={sequential_tau} must be positive and finite")
+@dataclass(frozen=True, kw_only=True)
+class _Asked:
+    """One judgement's arms and settings, checked when made (invalid settings are bugs, so they raise),
+    so that each step reads the ones it needs."""
+
+    baseline: Stats
+    candidate: Stats
+    direction: str
+    min_effect: float
+    alpha: float
+    min_units: int
+    assigned_units: tuple[int, int] | None
+    expected_candidate_share: float | None
+    srm_alpha: float
+    sequential_tau: float | None
+    horizon: FixedHorizon | None
+    cuped_pre_days: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.baseline, (RatioStats, MeanStats, RatioCupedStats)) or type(
+            self.candidate
+        ) is not type(self.baseline):
+            raise TypeError(
+                "baseline and candidate must both be RatioStats, MeanStats or RatioCupedStats, got "
+                f"{type(self.baseline).__name__} and {type(self.candidate).__name__}"
+            )
+        if self.direction not in BUSINESS_DIRECTIONS:
+            raise ValueError(f"direction={self.direction!r} must be one of {BUSINESS_DIRECTIONS}")
+        if not (math.isfinite(self.min_effect) and self.min_effect >= 0):
+            raise ValueError(f"min_effect={self.min_effect} must be non-negative and finite")
+        if not 0 < self.alpha < 0.5:
+            raise ValueError(f"alpha={self.alpha} outside (0, 0.5)")
+        if isinstance(self.min_units, bool) or not isinstance(self.min_units, int) or self.min_units < 2:
+            raise ValueError(f"min_units={self.min_units!r} must be an integer of at least 2")
+        if self.expected_candidate_share is not None and not 0 < self.expected_candidate_share < 1:
+            raise ValueError(f"expected_candidate_share={self.expected_candidate_share} outside (0, 1)")
+        if self.assigned_units is not None and (
+            len(self.assigned_units) != 2
+            or any(isinstance(n, bool) or int(n) != n or n < 0 for n in self.assigned_units)
+        ):
+            raise ValueError(f"assigned_units={self.assigned_units!r} must be two non-negative unit counts")
+        if not 0 < self.srm_alpha < 1:
+            raise ValueError(f"srm_alpha={self.srm_alpha} outside (0, 1)")
+        if self.sequential_tau is not None and not (
+            math.isfinite(self.sequential_tau) and self.sequential_tau > 0
+        ):
+            raise ValueError(f"sequential_tau={self.sequential_tau} must be positive and finite")
 
 
 def _units_factor(*, variance: float, gap: float, alpha: float, tau: float | None) -> float:
@@ -613,7 +622,7 @@ def business_value_judge(
     unblinded and why. At the horizon the test decides pass or fail once (no "more units would show it":
     that advice is peeking). Without a horizon the caller stands for judging one look chosen in advance.
     RatioCupedStats arms are judged CUPED-adjusted (`cuped_pre_days` only labels the report)."""
-    _check_settings(
+    asked = _Asked(
         baseline=baseline,
         candidate=candidate,
         direction=direction,
@@ -624,49 +633,63 @@ def business_value_judge(
         expected_candidate_share=expected_candidate_share,
         srm_alpha=srm_alpha,
         sequential_tau=sequential_tau,
+        # The always-valid interval may be read at any look.
+        horizon=None if sequential_tau is not None else horizon,
+        cuped_pre_days=cuped_pre_days,
     )
-    effect, cuped = _fixed_effect(baseline=baseline, candidate=candidate, confidence=1 - 2 * alpha)
+    result = _checked(_report(asked=asked), asked=asked)
+    if result.horizon is None or result.verdict in (PASS, FAIL):
+        return result
+    if unblinded is None:
+        return business_value_blind(result)
+    return _interim(result, unblinded=unblinded, baseline=baseline, candidate=candidate)
+
+
+def _report(*, asked: _Asked) -> BusinessValueResult:
+    """The undecided result with the fixed-horizon effect, the arms' values and the sample-ratio check,
+    so that the checks only add a verdict and reasons."""
+    baseline, candidate = asked.baseline, asked.candidate
+    effect, cuped = _fixed_effect(baseline=baseline, candidate=candidate, confidence=1 - 2 * asked.alpha)
     if cuped is not None:
-        cuped = replace(cuped, pre_days=cuped_pre_days)
-    srm = _srm(assigned_units=assigned_units, share=expected_candidate_share, alpha=srm_alpha)
-    sequential = sequential_tau is not None
-    if sequential:
-        horizon = None  # the always-valid interval may be read at any look
-    result = BusinessValueResult(
+        cuped = replace(cuped, pre_days=asked.cuped_pre_days)
+    srm = _srm(
+        assigned_units=asked.assigned_units, share=asked.expected_candidate_share, alpha=asked.srm_alpha
+    )
+    sequential = asked.sequential_tau is not None
+    return BusinessValueResult(
         verdict=INSUFFICIENT,
         reasons=[],
         method="normal_mixture_sequential" if sequential else effect.method,
-        direction=direction,
-        min_effect=min_effect,
-        alpha=alpha,
+        direction=asked.direction,
+        min_effect=asked.min_effect,
+        alpha=asked.alpha,
         improvement=None,
         effect=effect,
         baseline=ArmValue(units=baseline.n, value=_value(baseline)),
         candidate=ArmValue(units=candidate.n, value=_value(candidate)),
         srm=srm,
         sequential=sequential,
-        horizon=horizon,
+        horizon=asked.horizon,
         cuped=cuped,
     )
+
+
+def _checked(result: BusinessValueResult, *, asked: _Asked) -> BusinessValueResult:
+    """The verdict: why the data cannot decide yet when they cannot (`_undecided_reasons`), else the
+    test."""
     undecided = _undecided_reasons(
-        baseline=baseline,
-        candidate=candidate,
-        min_units=min_units,
-        srm=srm,
-        assigned_units=assigned_units,
-        share=expected_candidate_share,
-        horizon=horizon,
-        effect=effect,
+        baseline=asked.baseline,
+        candidate=asked.candidate,
+        min_units=asked.min_units,
+        srm=result.srm,
+        assigned_units=asked.assigned_units,
+        share=asked.expected_candidate_share,
+        horizon=asked.horizon,
+        effect=result.effect,
     )
     if undecided is None:
-        result = _decide(result, baseline=baseline, candidate=candidate, tau=sequential_tau)
-    else:
-        result = replace(result, verdict=undecided[0], reasons=undecided[1])
-    if horizon is None or result.verdict in (PASS, FAIL):
-        return result
-    if unblinded is None:
-        return business_value_blind(result)
-    return _interim(result, unblinded=unblinded, baseline=baseline, candidate=candidate)
+        return _decide(result, baseline=asked.baseline, candidate=asked.candidate, tau=asked.sequential_tau)
+    return replace(result, verdict=undecided[0], reasons=undecided[1])
 
 
 def _decide(
@@ -674,63 +697,82 @@ def _decide(
 ) -> BusinessValueResult:
     """Pass or fail on the decision interval (or, without a horizon, "not shown yet" with the units
     that would show it when the estimate clears the bar but the bound does not)."""
-    direction, alpha, min_effect, horizon = result.direction, result.alpha, result.min_effect, result.horizon
     improvement = _improvement(
         baseline=baseline,
         candidate=candidate,
         effect=result.effect,
-        direction=direction,
-        alpha=alpha,
+        direction=result.direction,
+        alpha=result.alpha,
         tau=tau,
     )
     if isinstance(improvement, Reason):
         return replace(result, verdict=INSUFFICIENT, reasons=[improvement])
-    estimate, low, high = improvement.estimate, improvement.ci_low, improvement.ci_high
     result = replace(result, improvement=improvement)
-    passed = low >= min_effect if min_effect > 0 else low > 0
-    interval = (
-        BusinessValueCode.IMPROVEMENT_ALWAYS_VALID if result.sequential else BusinessValueCode.IMPROVEMENT
-    )
-    summary = reason(
-        interval,
-        direction=Term(direction),
-        estimate=estimate,
-        level=improvement.confidence * 100,
-        low=low,
-        high=high,
-    )
-    if result.cuped is not None:
-        summary = reason(BusinessValueCode.CUPED_ADJUSTED, summary=summary)
+    min_effect, horizon, low = result.min_effect, result.horizon, improvement.ci_low
     at = reason(BusinessValueCode.AT_HORIZON, units=horizon.units_per_arm) if horizon else ""
-    judged = {"summary": summary, "at": at, "low": low}
+    judged = {"summary": _interval_summary(result, improvement=improvement), "at": at, "low": low}
+    passed = low >= min_effect if min_effect > 0 else low > 0
     if passed:
         if min_effect > 0:
-            clears = reason(BusinessValueCode.CLEARS_MIN_EFFECT, **judged, min_effect=min_effect, alpha=alpha)
+            clears = reason(
+                BusinessValueCode.CLEARS_MIN_EFFECT, **judged, min_effect=min_effect, alpha=result.alpha
+            )
         else:
-            clears = reason(BusinessValueCode.CLEARS_ZERO, **judged, alpha=alpha)
+            clears = reason(BusinessValueCode.CLEARS_ZERO, **judged, alpha=result.alpha)
         return replace(result, verdict=PASS, reasons=[clears])
     below = (
         reason(BusinessValueCode.BELOW_MIN_EFFECT, **judged, min_effect=min_effect)
         if min_effect > 0
         else reason(BusinessValueCode.NOT_ABOVE_ZERO, **judged)
     )
-    reasons: list[Reason | str] = [below]
-    if estimate > min_effect and horizon is None:
-        factor = _units_factor(
-            variance=_difference_variance(baseline, candidate),
-            gap=estimate - min_effect,
-            alpha=alpha,
-            tau=tau,
-        )
-        needed = {"baseline": math.ceil(baseline.n * factor), "candidate": math.ceil(candidate.n * factor)}
-        reasons.append(
-            reason(BusinessValueCode.NOT_SHOWN_MIN_EFFECT, min_effect=min_effect, **needed)
-            if min_effect > 0
-            else reason(BusinessValueCode.NOT_SHOWN_ZERO, **needed)
-        )
-        improvement = replace(improvement, units_needed=needed)
-        return replace(result, verdict=INSUFFICIENT, reasons=reasons, improvement=improvement)
-    return replace(result, verdict=FAIL, reasons=reasons)
+    if improvement.estimate > min_effect and horizon is None:
+        return _not_shown_yet(result, below=below, baseline=baseline, candidate=candidate, tau=tau)
+    return replace(result, verdict=FAIL, reasons=[below])
+
+
+def _interval_summary(result: BusinessValueResult, *, improvement: Improvement) -> Reason:
+    """The decision interval as the reasons show it: always valid or not, CUPED-adjusted or not."""
+    interval = (
+        BusinessValueCode.IMPROVEMENT_ALWAYS_VALID if result.sequential else BusinessValueCode.IMPROVEMENT
+    )
+    summary = reason(
+        interval,
+        direction=Term(result.direction),
+        estimate=improvement.estimate,
+        level=improvement.confidence * 100,
+        low=improvement.ci_low,
+        high=improvement.ci_high,
+    )
+    if result.cuped is not None:
+        summary = reason(BusinessValueCode.CUPED_ADJUSTED, summary=summary)
+    return summary
+
+
+def _not_shown_yet(
+    result: BusinessValueResult, *, below: Reason, baseline: Stats, candidate: Stats, tau: float | None
+) -> BusinessValueResult:
+    """Without a horizon, a bound short of the bar whose estimate clears it is insufficient data, not a
+    fail: more units would likely show it, and the reasons say about how many per arm."""
+    improvement, min_effect = result.improvement, result.min_effect
+    assert improvement is not None
+    factor = _units_factor(
+        variance=_difference_variance(baseline, candidate),
+        gap=improvement.estimate - min_effect,
+        alpha=result.alpha,
+        tau=tau,
+    )
+    needed = {"baseline": math.ceil(baseline.n * factor), "candidate": math.ceil(candidate.n * factor)}
+    not_shown = (
+        reason(BusinessValueCode.NOT_SHOWN_MIN_EFFECT, min_effect=min_effect, **needed)
+        if min_effect > 0
+        else reason(BusinessValueCode.NOT_SHOWN_ZERO, **needed)
+    )
+    return replace(
+        result,
+        verdict=INSUFFICIENT,
+        reasons=[below, not_shown],
+        improvement=replace(improvement, units_needed=needed),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

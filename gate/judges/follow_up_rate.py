@@ -425,7 +425,13 @@ def _arm_report(
 
 
 def _check_settings(
-    *, max_rate: float, decide_on: str, margin: float, min_answered: int, confidence: float
+    *,
+    max_rate: float,
+    decide_on: str,
+    margin: float,
+    min_answered: int,
+    confidence: float,
+    sequential_tau: float | None,
 ) -> None:
     if not 0 <= max_rate <= 1:
         raise ValueError(f"max_rate={max_rate} outside [0, 1]")
@@ -437,6 +443,8 @@ def _check_settings(
         raise ValueError(f"min_answered={min_answered!r} must be a positive integer")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence={confidence} outside (0, 1)")
+    if sequential_tau is not None and not (math.isfinite(sequential_tau) and sequential_tau > 0):
+        raise ValueError(f"sequential_tau={sequential_tau} must be positive and finite")
 
 
 def _uninformative_languages(*, arms: dict[str, FollowUpCounts], detector: DetectorAccuracy) -> list[str]:
@@ -661,25 +669,69 @@ def follow_up_rate_judge(
         margin=margin,
         min_answered=min_answered,
         confidence=confidence,
+        sequential_tau=sequential_tau,
     )
-    if sequential_tau is not None and not (math.isfinite(sequential_tau) and sequential_tau > 0):
-        raise ValueError(f"sequential_tau={sequential_tau} must be positive and finite")
     if sequential_tau is not None:
         horizon = None  # always valid: judged at every run
     arms = {"candidate": candidate} if baseline is None else {"candidate": candidate, "baseline": baseline}
-    # Without informative error rates nothing can be corrected: report the observed rates only.
-    correcting = (
-        detector
-        if detector is not None and not _uninformative_languages(arms=arms, detector=detector)
-        else None
+    correcting = _correcting_detector(arms=arms, detector=detector)
+    result = _report(
+        arms=arms,
+        max_rate=max_rate,
+        decide_on=decide_on,
+        margin=margin,
+        min_answered=min_answered,
+        confidence=confidence,
+        detector=detector,
+        correcting=correcting,
+        horizon=horizon,
+        split=split,
+        srm_alpha=srm_alpha,
+        sequential=sequential_tau is not None,
     )
+    result = _checked(
+        result, arms=arms, detector=detector, correcting=correcting, split=split, tau=sequential_tau
+    )
+    result = _owed(
+        result, user_turns=candidate.user_turns_sum + (baseline.user_turns_sum if baseline else 0.0)
+    )
+    return _before_look(result, unblinded=unblinded)
+
+
+def _correcting_detector(
+    *, arms: dict[str, FollowUpCounts], detector: DetectorAccuracy | None
+) -> DetectorAccuracy | None:
+    """The detector whose error rates correct the rates; None without informative error rates, since
+    then nothing can be corrected and the observed rates are reported only."""
+    if detector is None or _uninformative_languages(arms=arms, detector=detector):
+        return None
+    return detector
+
+
+def _report(
+    *,
+    arms: dict[str, FollowUpCounts],
+    max_rate: float,
+    decide_on: str,
+    margin: float,
+    min_answered: int,
+    confidence: float,
+    detector: DetectorAccuracy | None,
+    correcting: DetectorAccuracy | None,
+    horizon: AnswerHorizon | None,
+    split: AnswerSplit | None,
+    srm_alpha: float,
+    sequential: bool,
+) -> FollowUpRateResult:
+    """The undecided result with every arm's numbers and the sample-ratio check, so that the checks only
+    add a verdict and reasons."""
+    candidate, baseline = arms["candidate"], arms.get("baseline")
     reports = {
         name: _arm_report(counts=counts, confidence=confidence, detector=correcting)
         for name, counts in arms.items()
     }
-    unjudged = candidate.unjudged + (baseline.unjudged if baseline else 0)
     srm = _srm(split, srm_alpha)
-    result = FollowUpRateResult(
+    return FollowUpRateResult(
         verdict=INSUFFICIENT,
         reasons=[],
         candidate=reports["candidate"],
@@ -696,24 +748,42 @@ def follow_up_rate_judge(
         decide_on=decide_on,
         confidence=confidence,
         min_answered=min_answered,
-        unjudged=unjudged,
+        unjudged=candidate.unjudged + (baseline.unjudged if baseline else 0),
         correction=ROGAN_GLADEN if correcting is not None else NO_CORRECTION,
         detector_version=detector.version if detector is not None else None,
         horizon=horizon,
         srm=srm,
-        sequential=sequential_tau is not None,
+        sequential=sequential,
     )
+
+
+def _checked(
+    result: FollowUpRateResult,
+    *,
+    arms: dict[str, FollowUpCounts],
+    detector: DetectorAccuracy | None,
+    correcting: DetectorAccuracy | None,
+    split: AnswerSplit | None,
+    tau: float | None,
+) -> FollowUpRateResult:
+    """The verdict: why the data cannot decide yet when they cannot (`_undecided`), else the two checks."""
     undecided = _undecided(
-        arms=arms, min_answered=min_answered, detector=detector, srm=srm, split=split, horizon=horizon
+        arms=arms,
+        min_answered=result.min_answered,
+        detector=detector,
+        srm=result.srm,
+        split=split,
+        horizon=result.horizon,
     )
     if undecided is None:
-        result = _decide(result, arms=arms, correcting=correcting, tau=sequential_tau)
-    else:
-        result = replace(result, verdict=undecided[0], reasons=undecided[1])
-    result = _owed(
-        result, user_turns=candidate.user_turns_sum + (baseline.user_turns_sum if baseline else 0.0)
-    )
-    if horizon is None or result.verdict in (PASS, FAIL):
+        return _decide(result, arms=arms, correcting=correcting, tau=tau)
+    return replace(result, verdict=undecided[0], reasons=undecided[1])
+
+
+def _before_look(result: FollowUpRateResult, *, unblinded: Unblinding | None) -> FollowUpRateResult:
+    """Under a horizon an undecided result is blind, so that nothing downstream shows what the one look
+    has not decided yet; unblinded, the numbers so far come with who unblinded them."""
+    if result.horizon is None or result.verdict in (PASS, FAIL):
         return result
     if unblinded is None:
         return follow_up_rate_blind(result)
@@ -744,11 +814,8 @@ def _decide(
     tau: float | None,
 ) -> FollowUpRateResult:
     """The two checks on the bounds (always-valid with `tau`) or the estimates."""
-    use_bound, confidence = result.decide_on == UPPER_BOUND, result.confidence
-    max_rate, level = result.threshold, confidence * 100
     arm, counts, difference = result.candidate, arms["candidate"], result.difference
-    rate = arm.judged_rate
-    assert arm.rate is not None and rate is not None  # answered >= min_answered >= 1
+    assert arm.rate is not None and arm.judged_rate is not None  # answered >= min_answered >= 1
     upper, difference_upper = arm.judged_high, difference.ci_high if difference else None
     if tau is not None:
         upper, difference_upper = _sequential_bounds(
@@ -757,15 +824,33 @@ def _decide(
             difference=difference,
             other=arms.get("baseline"),
             tau=tau,
-            confidence=confidence,
+            confidence=result.confidence,
         )
     assert upper is not None
-    judged = upper if use_bound else rate
-    bar_passed = judged <= max_rate
+    bar = _bar_outcome(result, counts=counts, correcting=correcting, upper=upper, tau=tau)
+    non_inferiority = None
+    if difference is not None:
+        assert difference_upper is not None
+        non_inferiority = _margin_outcome(result, difference=difference, upper=difference_upper, tau=tau)
+    return _verdict(result, bar=bar, non_inferiority=non_inferiority, tau=tau)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _CheckOutcome:
+    """One check's result and the reason that reports it."""
+
+    passed: bool
+    why: Reason
+
+
+def _rate_described(
+    *, arm: ArmFollowUps, counts: FollowUpCounts, level: float, correcting: DetectorAccuracy | None
+) -> Reason:
+    """The candidate's rate as the bar's reason shows it: corrected beside the observed one, or observed."""
     if arm.corrected is not None:
-        described = reason(
+        return reason(
             FollowUpRateCode.CORRECTED,
-            rate=rate,
+            rate=arm.judged_rate,
             level=level,
             low=arm.judged_low,
             high=arm.judged_high,
@@ -774,56 +859,88 @@ def _decide(
             follow_ups=counts.follow_ups,
             answered=counts.answered,
         )
-    else:
-        described = reason(
-            FollowUpRateCode.OBSERVED,
-            rate=arm.rate,
-            level=level,
-            low=arm.ci_low,
-            high=arm.ci_high,
-            follow_ups=counts.follow_ups,
-            answered=counts.answered,
-        )
+    return reason(
+        FollowUpRateCode.OBSERVED,
+        rate=arm.rate,
+        level=level,
+        low=arm.ci_low,
+        high=arm.ci_high,
+        follow_ups=counts.follow_ups,
+        answered=counts.answered,
+    )
+
+
+def _bar_outcome(
+    result: FollowUpRateResult,
+    *,
+    counts: FollowUpCounts,
+    correcting: DetectorAccuracy | None,
+    upper: float,
+    tau: float | None,
+) -> _CheckOutcome:
+    """The bar: the candidate's judged rate (its upper bound, or the estimate) against `max_rate`."""
+    use_bound, arm, max_rate = result.decide_on == UPPER_BOUND, result.candidate, result.threshold
+    judged = upper if use_bound else arm.judged_rate
+    assert judged is not None
+    passed = judged <= max_rate
+    described = _rate_described(arm=arm, counts=counts, level=result.confidence * 100, correcting=correcting)
     what = _judged_what(use_bound=use_bound, tau=tau, of_difference=False)
-    bar_code = FollowUpRateCode.BAR_CLEARS if bar_passed else FollowUpRateCode.BAR_EXCEEDED
-    outcomes = [(bar_passed, reason(bar_code, what=what, judged=judged, bar=max_rate, described=described))]
-    notes: list[Reason | str] = []
-    non_inferior = None
-    if difference is None:
-        notes.append(reason(FollowUpRateCode.NO_BASELINE))
-    else:
-        other = result.baseline
-        assert other is not None and other.rate is not None and other.judged_rate is not None
-        assert difference_upper is not None
-        judged = difference_upper if use_bound else difference.estimate
-        non_inferior = judged <= difference.margin
-        method = FollowUpRateCode.BY_DELTA_METHOD if difference.corrected else FollowUpRateCode.BY_NEWCOMBE
-        margin_code = FollowUpRateCode.MARGIN_CLEARS if non_inferior else FollowUpRateCode.MARGIN_EXCEEDED
-        outcomes.append(
-            (
-                non_inferior,
-                reason(
-                    margin_code,
-                    what=_judged_what(use_bound=use_bound, tau=tau, of_difference=True),
-                    judged=judged,
-                    margin=difference.margin,
-                    estimate=difference.estimate,
-                    level=level,
-                    low=difference.ci_low,
-                    high=difference.ci_high,
-                    method=reason(method),
-                    rate=other.judged_rate,
-                    follow_ups=other.follow_ups,
-                    answered=other.answered,
-                ),
-            )
-        )
-    checks = FollowUpChecks(bar=bar_passed, non_inferiority=non_inferior)
-    failed: list[Reason | str] = [why for passed, why in outcomes if not passed]
+    code = FollowUpRateCode.BAR_CLEARS if passed else FollowUpRateCode.BAR_EXCEEDED
+    return _CheckOutcome(
+        passed=passed, why=reason(code, what=what, judged=judged, bar=max_rate, described=described)
+    )
+
+
+def _margin_outcome(
+    result: FollowUpRateResult, *, difference: RateDifference, upper: float, tau: float | None
+) -> _CheckOutcome:
+    """Non-inferiority: candidate − baseline (its upper bound, or the estimate) against the margin."""
+    use_bound, other = result.decide_on == UPPER_BOUND, result.baseline
+    assert other is not None and other.rate is not None and other.judged_rate is not None
+    judged = upper if use_bound else difference.estimate
+    passed = judged <= difference.margin
+    method = FollowUpRateCode.BY_DELTA_METHOD if difference.corrected else FollowUpRateCode.BY_NEWCOMBE
+    code = FollowUpRateCode.MARGIN_CLEARS if passed else FollowUpRateCode.MARGIN_EXCEEDED
+    why = reason(
+        code,
+        what=_judged_what(use_bound=use_bound, tau=tau, of_difference=True),
+        judged=judged,
+        margin=difference.margin,
+        estimate=difference.estimate,
+        level=result.confidence * 100,
+        low=difference.ci_low,
+        high=difference.ci_high,
+        method=reason(method),
+        rate=other.judged_rate,
+        follow_ups=other.follow_ups,
+        answered=other.answered,
+    )
+    return _CheckOutcome(passed=passed, why=why)
+
+
+def _verdict(
+    result: FollowUpRateResult,
+    *,
+    bar: _CheckOutcome,
+    non_inferiority: _CheckOutcome | None,
+    tau: float | None,
+) -> FollowUpRateResult:
+    """Pass when every check passed; else fail, or insufficient data while always-valid bounds may still
+    clear at a later run because the estimates already do. Without a baseline the reasons say the
+    verdict rests on the bar alone."""
+    difference, rate = result.difference, result.candidate.judged_rate
+    assert rate is not None
+    outcomes = [bar] if non_inferiority is None else [bar, non_inferiority]
+    notes: list[Reason | str] = [reason(FollowUpRateCode.NO_BASELINE)] if non_inferiority is None else []
+    checks = FollowUpChecks(
+        bar=bar.passed, non_inferiority=non_inferiority.passed if non_inferiority is not None else None
+    )
+    failed: list[Reason | str] = [outcome.why for outcome in outcomes if not outcome.passed]
     if not failed:
-        return replace(result, verdict=PASS, reasons=[*(why for _, why in outcomes), *notes], checks=checks)
-    points = rate <= max_rate and (difference is None or difference.estimate <= difference.margin)
-    if tau is not None and use_bound and points:
+        reasons = [*(outcome.why for outcome in outcomes), *notes]
+        return replace(result, verdict=PASS, reasons=reasons, checks=checks)
+    points = rate <= result.threshold and (difference is None or difference.estimate <= difference.margin)
+    if tau is not None and result.decide_on == UPPER_BOUND and points:
         # Always valid: the bounds may still clear at a later run; nothing is decided yet.
         not_yet = reason(FollowUpRateCode.NOT_SHOWN_YET)
         return replace(result, verdict=INSUFFICIENT, reasons=[*failed, *notes, not_yet], checks=checks)

@@ -156,6 +156,59 @@ def _ratio(numerator: int, denominator: int) -> float | None:
     return numerator / denominator if denominator else None
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Tally:
+    """The confusion counts summed the ways the agreement, precision and recall read them; `table` is
+    the counts as plain dicts."""
+
+    labels: int
+    agreeing: int
+    same_kind: int
+    true_positive: int
+    predicted: int
+    actual: int
+    table: dict[str, dict[str, int]]
+
+
+def _confusion_tally(*, confusion: Mapping[str, Mapping[str, int]], counted: set[str]) -> _Tally:
+    """Sum the reviewed turns by whether reviewer and detector agree on counted or not; a negative or
+    non-integer count is a bug upstream, so it raises."""
+    labels = agreeing = same_kind = true_positive = predicted = actual = 0
+    table: dict[str, dict[str, int]] = {}
+    for label, row in confusion.items():
+        for kind, count in row.items():
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"confusion[{label!r}][{kind!r}]={count!r} must be a non-negative integer")
+            table.setdefault(label, {})[kind] = count
+            labels += count
+            agreeing += count if (label in counted) == (kind in counted) else 0
+            same_kind += count if label == kind else 0
+            true_positive += count if label in counted and kind in counted else 0
+            predicted += count if kind in counted else 0
+            actual += count if label in counted else 0
+    return _Tally(
+        labels=labels,
+        agreeing=agreeing,
+        same_kind=same_kind,
+        true_positive=true_positive,
+        predicted=predicted,
+        actual=actual,
+        table=table,
+    )
+
+
+def _agreement_check(
+    *, summary: Reason, labels: int, agreement: float | None, minimum: float, min_labels: int
+) -> tuple[str, Reason]:
+    """The check's status and reason: unapplied below `min_labels`, since too few labels show nothing
+    either way; else the agreement against `minimum`."""
+    if labels < min_labels:
+        return TOO_FEW_LABELS, reason(FollowUpReviewCode.TOO_FEW_LABELS, summary=summary, need=min_labels)
+    if agreement is not None and agreement < minimum:
+        return BELOW_MINIMUM, reason(FollowUpReviewCode.BELOW_MINIMUM, summary=summary, minimum=minimum)
+    return MET, reason(FollowUpReviewCode.MET, summary=summary, minimum=minimum)
+
+
 def live_agreement_judge(
     *,
     confusion: Mapping[str, Mapping[str, int]],
@@ -171,19 +224,8 @@ def live_agreement_judge(
     if isinstance(min_labels, bool) or not isinstance(min_labels, int) or min_labels < 1:
         raise ValueError(f"min_labels={min_labels!r} must be a positive integer")
     counted = set(counted_kinds)
-    labels = agreeing = same_kind = true_positive = predicted = actual = 0
-    table: dict[str, dict[str, int]] = {}
-    for label, row in confusion.items():
-        for kind, count in row.items():
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise ValueError(f"confusion[{label!r}][{kind!r}]={count!r} must be a non-negative integer")
-            table.setdefault(label, {})[kind] = count
-            labels += count
-            agreeing += count if (label in counted) == (kind in counted) else 0
-            same_kind += count if label == kind else 0
-            true_positive += count if label in counted and kind in counted else 0
-            predicted += count if kind in counted else 0
-            actual += count if label in counted else 0
+    tally = _confusion_tally(confusion=confusion, counted=counted)
+    labels, agreeing = tally.labels, tally.agreeing
     low, high = wilson_interval(successes=agreeing, n=labels, confidence=confidence)
     agreement = _ratio(agreeing, labels)
     summary = (
@@ -199,15 +241,9 @@ def live_agreement_judge(
         if agreement is not None
         else reason(FollowUpReviewCode.NONE_REVIEWED)
     )
-    if labels < min_labels:
-        status = TOO_FEW_LABELS
-        why = reason(FollowUpReviewCode.TOO_FEW_LABELS, summary=summary, need=min_labels)
-    elif agreement is not None and agreement < minimum:
-        status = BELOW_MINIMUM
-        why = reason(FollowUpReviewCode.BELOW_MINIMUM, summary=summary, minimum=minimum)
-    else:
-        status = MET
-        why = reason(FollowUpReviewCode.MET, summary=summary, minimum=minimum)
+    status, why = _agreement_check(
+        summary=summary, labels=labels, agreement=agreement, minimum=minimum, min_labels=min_labels
+    )
     return LiveAgreement(
         labels=labels,
         agreeing=agreeing,
@@ -215,10 +251,10 @@ def live_agreement_judge(
         ci_low=low,
         ci_high=high,
         confidence=confidence,
-        kind_agreement=_ratio(same_kind, labels),
-        precision=_ratio(true_positive, predicted),
-        recall=_ratio(true_positive, actual),
-        confusion=table,
+        kind_agreement=_ratio(tally.same_kind, labels),
+        precision=_ratio(tally.true_positive, tally.predicted),
+        recall=_ratio(tally.true_positive, tally.actual),
+        confusion=tally.table,
         counted_kinds=sorted(counted),
         minimum=minimum,
         min_labels=min_labels,

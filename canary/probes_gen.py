@@ -29,6 +29,7 @@ from engines.demo.dataset import (
     _ocr_apply,
 )
 from engines.input_checks import JSON_MAX_DEPTH, json_loads, json_problem, text_problem
+from engines.reasons import ENGLISH, Reason, reason_render
 
 WEAKNESSES = ("long_contract", "mixed_language", "ocr_noise", "clause_conflict")
 DEMO_FAMILY = "contract-assistant"
@@ -216,9 +217,9 @@ def demo_probes_build(*, seed: int = 0, per_weakness: int = 40) -> list[ProbeSpe
 class ProbeFormatError(ValueError):
     """A probe file that cannot be imported; `line` is 1-based, `field` None for a whole line."""
 
-    def __init__(self, line: int, field: str | None, message: str):
+    def __init__(self, line: int, field: str | None, message: Reason | str):
         where = f"line {line}.{field}" if field else f"line {line}"
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {reason_render(message, words=ENGLISH)}")
         self.line = line
         self.field = field
         self.message = message

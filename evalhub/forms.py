@@ -55,10 +55,10 @@ class JSONObjectField(forms.CharField):
                 text.encode("utf-8", "surrogatepass"), max_depth=settings.EVALHUB_JSON_MAX_DEPTH
             )
         except JSONInputError as exc:
-            where = f" at {exc.path}" if exc.path else ""
-            raise forms.ValidationError(
-                _("Not valid JSON%(where)s: %(message)s") % {"where": where, "message": exc.message}
-            ) from None
+            message = reason_words(exc.reason)
+            if exc.path:
+                message = _("At %(path)s: %(message)s") % {"path": exc.path, "message": message}
+            raise forms.ValidationError(message) from None
         if not isinstance(parsed, dict):
             raise forms.ValidationError(_("Must be a JSON object: {…}."))
         return parsed

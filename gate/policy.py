@@ -21,7 +21,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from engines.input_checks import text_problem
+from engines.input_checks import FieldCode, text_problem
 from engines.reasons import ENGLISH, Reason, gettext_noop, reason, reason_render, wordings_register
 
 # Layers 0 and 1 judge on the Wilson lower bound or on the estimate.
@@ -33,6 +33,10 @@ class PolicyCode(StrEnum):
     BETWEEN = "policy.between"
     ONE_OF = "policy.one_of"
     LAYERS_MISSING = "policy.layers_missing"
+    UNKNOWN_KEY = "policy.unknown_key"
+    UNKNOWN_LAYER = "policy.unknown_layer"
+    CUTOFFS = "policy.cutoffs"
+    UNKNOWN_METRIC = "policy.unknown_metric"
 
 
 wordings_register(
@@ -40,15 +44,18 @@ wordings_register(
         PolicyCode.BETWEEN: gettext_noop("must be between {low} and {high}"),
         PolicyCode.ONE_OF: gettext_noop("must be one of {choices}"),
         PolicyCode.LAYERS_MISSING: gettext_noop("layers this version does not have: {layers}"),
+        PolicyCode.UNKNOWN_KEY: gettext_noop("unknown policy key; known keys: {known}"),
+        PolicyCode.UNKNOWN_LAYER: gettext_noop("unknown layer '{layer}'; known: {known}"),
+        PolicyCode.CUTOFFS: gettext_noop("must map metrics ({metrics}) to cut-offs"),
+        PolicyCode.UNKNOWN_METRIC: gettext_noop("unknown metric; known: {known}"),
     }
 )
 
 
 class PolicyError(ValueError):
-    """`note`, what is wrong with `field`: a reason, or an English sentence not coded yet; `message`
-    is the note in English (logs, the admin's form)."""
+    """`note`, what is wrong with `field`, as a reason; `message` is the note in English (logs)."""
 
-    def __init__(self, field: str, note: Reason | str):
+    def __init__(self, field: str, note: Reason):
         self.field = field
         self.note = note
         self.message = reason_render(note, words=ENGLISH)
@@ -124,9 +131,9 @@ def _kind(annotation: Any) -> tuple[type, bool]:
 
 def _number(key: str, value: Any, base: type, low: float | None, high: float | None) -> float | int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise PolicyError(key, "must be a number")
+        raise PolicyError(key, reason(FieldCode.NUMBER))
     if base is int and value != int(value):
-        raise PolicyError(key, "must be an integer")
+        raise PolicyError(key, reason(FieldCode.INTEGER))
     if (low is not None and value < low) or (high is not None and value > high):
         raise PolicyError(key, reason(PolicyCode.BETWEEN, low=low, high=high))
     return int(value) if base is int else float(value)
@@ -226,18 +233,18 @@ def _value(key: str, value: Any, annotation: Any, meta: Mapping[str, Any]) -> An
     if value is None:
         if nullable:
             return None
-        raise PolicyError(key, "must not be null")
+        raise PolicyError(key, reason(FieldCode.NOT_NULL))
     if meta["check"] is not None:
         return meta["check"](key, value)
     if base is bool:
         if not isinstance(value, bool):
-            raise PolicyError(key, "must be true or false")
+            raise PolicyError(key, reason(FieldCode.BOOLEAN))
         return value
     if base in (int, float):
         return _number(key, value, base, meta["low"], meta["high"])
     if base is str:
         if not isinstance(value, str) or not value.strip() or len(value) > 100:
-            raise PolicyError(key, "must be a non-empty string of at most 100 characters")
+            raise PolicyError(key, reason(FieldCode.SHORT_STRING, limit=100))
         if meta["choices"] and value not in meta["choices"]:
             raise PolicyError(key, reason(PolicyCode.ONE_OF, choices=[repr(c) for c in meta["choices"]]))
         problem = text_problem(value)
@@ -247,21 +254,21 @@ def _value(key: str, value: Any, annotation: Any, meta: Mapping[str, Any]) -> An
     if base is tuple:
         choices = meta["choices"]
         if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
-            raise PolicyError(key, "must be a non-empty list of strings")
+            raise PolicyError(key, reason(FieldCode.STRINGS))
         if choices and any(v not in choices for v in value):
-            raise PolicyError(key, f"must be a non-empty list of {', '.join(choices)}")
+            raise PolicyError(key, reason(FieldCode.LIST_OF, choices=list(choices)))
         return tuple(dict.fromkeys(value))
     raise TypeError(f"{key}: no check for {annotation}")  # a section declared without `check`
 
 
 def _text_cutoffs(key: str, value: Any) -> dict[str, float]:
     if not isinstance(value, dict) or not value:
-        raise PolicyError(key, "must map metrics (bertscore, chrf) to cut-offs")
+        raise PolicyError(key, reason(PolicyCode.CUTOFFS, metrics=list(TEXT_METRICS)))
     for metric, cutoff in value.items():
         if metric not in TEXT_METRICS:
-            raise PolicyError(f"{key}.{metric}", f"unknown metric; known: {', '.join(TEXT_METRICS)}")
+            raise PolicyError(f"{key}.{metric}", reason(PolicyCode.UNKNOWN_METRIC, known=list(TEXT_METRICS)))
         if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or not -1.0 <= cutoff <= 1.0:
-            raise PolicyError(f"{key}.{metric}", "must be a number between -1 and 1")
+            raise PolicyError(f"{key}.{metric}", reason(FieldCode.BETWEEN, low=-1, high=1))
     return {metric: float(cutoff) for metric, cutoff in value.items()}
 
 
@@ -330,13 +337,13 @@ def policy_parse(
         known.update(section.key_names())
     for key in data:
         if key not in known:
-            raise PolicyError(key, f"unknown policy key; known keys: {', '.join(sorted(known))}")
+            raise PolicyError(key, reason(PolicyCode.UNKNOWN_KEY, known=sorted(known)))
     general = GeneralPolicy.parse(data)
     if "required_layers" in data:
         unknown = [layer for layer in general.required_layers if layer not in sections]
         if unknown:
             raise PolicyError(
-                "required_layers", f"unknown layer {unknown[0]!r}; known: {', '.join(sections)}"
+                "required_layers", reason(PolicyCode.UNKNOWN_LAYER, layer=unknown[0], known=list(sections))
             )
     else:
         general = GeneralPolicy.parse({**data, "required_layers": list(sections)})

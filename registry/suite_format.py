@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from engines.input_checks import JSON_MAX_DEPTH, json_loads, json_problem, text_problem
+from engines.reasons import ENGLISH, Reason, reason_render
 
 ITEM_FIELDS = ("id", "input", "label", "reference", "language", "tags", "metadata")
 MAX_ISSUES = 50
@@ -36,7 +37,11 @@ class SuiteItem:
 class ParseIssue:
     where: str  # "line 3" or "items[2]"
     field: str  # "" when the whole record is at fault
-    message: str
+    message: Reason | str  # a sentence: not coded yet
+
+    @property
+    def english(self) -> str:
+        return reason_render(self.message, words=ENGLISH)
 
     @property
     def key(self) -> str:
@@ -46,7 +51,7 @@ class ParseIssue:
 class SuiteFormatError(ValueError):
     def __init__(self, issues: list[ParseIssue]):
         super().__init__(
-            f"{len(issues)} problem(s) in the suite; first: {issues[0].key}: {issues[0].message}"
+            f"{len(issues)} problem(s) in the suite; first: {issues[0].key}: {issues[0].english}"
         )
         self.issues = issues
 

@@ -33,8 +33,8 @@ from django.utils import timezone
 
 from canary.models import Experiment, OutcomeEvent, TurnEvent
 from canary.services.assignment import ArmHistory, experiment_arm_history, qa_token_allowed, unit_id_of
-from engines.input_checks import iso_datetime_parse, text_problem
-from engines.reasons import gettext_noop, reason, wordings_register
+from engines.input_checks import FieldCode, InputCode, InputProblem, iso_datetime_parse, text_problem
+from engines.reasons import Reason, Term, gettext_noop, reason, wordings_register
 from engines.routing import ARMS, CANDIDATE
 from registry.actors import Actor, actor_require_role
 from registry.errors import ApplicationError
@@ -53,6 +53,14 @@ class EventsCode(StrEnum):
     BATCH_TOO_LARGE = "events.batch_too_large"
     AT_MOST = "events.at_most"
     BATCH_REFUSED = "events.batch_refused"
+    TIMESTAMP_REQUIRED = "events.timestamp_required"
+    OUTSIDE_LIFE = "events.outside_life"
+    OUTSIDE_LIFE_ENDED = "events.outside_life_ended"
+    NOT_ALLOWED = "events.not_allowed"
+    ROUTER_ARM = "events.router_arm"
+    ARM_VERSION = "events.arm_version"
+    NO_EXPERIMENT = "events.no_experiment"
+    REPEATS = "events.repeats"
 
 
 wordings_register(
@@ -62,6 +70,21 @@ wordings_register(
         EventsCode.BATCH_TOO_LARGE: gettext_noop("A batch holds at most {limit} events; this one has {n}."),
         EventsCode.AT_MOST: gettext_noop("at most {limit} events per batch"),
         EventsCode.BATCH_REFUSED: gettext_noop("{problems} problem(s) in the batch; nothing was stored."),
+        EventsCode.TIMESTAMP_REQUIRED: gettext_noop("required (ISO 8601 with a time zone)"),
+        EventsCode.OUTSIDE_LIFE: gettext_noop(
+            "must lie within the experiment's life, {start} to now, {end}, give or take {skew} s"
+        ),
+        EventsCode.OUTSIDE_LIFE_ENDED: gettext_noop(
+            "must lie within the experiment's life, {start} to its end {end}, give or take {skew} s"
+        ),
+        EventsCode.NOT_ALLOWED: gettext_noop("not on the experiment's allow-list"),
+        EventsCode.ROUTER_ARM: gettext_noop(
+            "the router had {unit} on the {arms} arm then (an arm forced by QA needs the qa_token that "
+            "forced it)"
+        ),
+        EventsCode.ARM_VERSION: gettext_noop("the {arm} arm's version is {ref}"),
+        EventsCode.NO_EXPERIMENT: gettext_noop("no experiment named '{name}'"),
+        EventsCode.REPEATS: gettext_noop("repeats events[{index}] in this batch"),
     }
 )
 
@@ -75,9 +98,9 @@ class IngestResult:
 
 class _Errors:
     def __init__(self) -> None:
-        self.fields: dict[str, list[str]] = {}
+        self.fields: dict[str, list[Reason | str]] = {}
 
-    def add(self, field: str, message: str) -> None:
+    def add(self, field: str, message: Reason | str) -> None:
         self.fields.setdefault(field, []).append(message)
 
 
@@ -87,13 +110,13 @@ def _string(
     value = event.get(key)
     if value is None or value == "":
         if required:
-            errors.add(f"{where}.{key}", "required")
+            errors.add(f"{where}.{key}", reason(FieldCode.REQUIRED))
         return ""
     if not isinstance(value, str):
-        errors.add(f"{where}.{key}", "must be a string")
+        errors.add(f"{where}.{key}", reason(FieldCode.STRING))
         return ""
     if len(value) > limit:
-        errors.add(f"{where}.{key}", f"at most {limit} characters")
+        errors.add(f"{where}.{key}", reason(FieldCode.AT_MOST_CHARS, limit=limit))
     problem = text_problem(value)
     if problem:
         errors.add(f"{where}.{key}", problem)
@@ -109,13 +132,15 @@ def _number(event: dict, key: str, where: str, errors: _Errors, *, required: boo
     value = event.get(key)
     if value is None:
         if required:
-            errors.add(f"{where}.{key}", "required")
+            errors.add(f"{where}.{key}", reason(FieldCode.REQUIRED))
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        errors.add(f"{where}.{key}", "must be a finite number")
+        errors.add(f"{where}.{key}", reason(InputCode.NOT_FINITE))
         return None
     if abs(value) > MAX_MAGNITUDE:
-        errors.add(f"{where}.{key}", f"must be between -{MAX_MAGNITUDE:g} and {MAX_MAGNITUDE:g}")
+        errors.add(
+            f"{where}.{key}", reason(FieldCode.BETWEEN, low=f"-{MAX_MAGNITUDE:g}", high=f"{MAX_MAGNITUDE:g}")
+        )
         return None
     return float(value)
 
@@ -148,21 +173,26 @@ def _timestamp(
 ) -> datetime | None:
     value = event.get("timestamp")
     if value is None:
-        errors.add(f"{where}.timestamp", "required (ISO 8601 with a time zone)")
+        errors.add(f"{where}.timestamp", reason(EventsCode.TIMESTAMP_REQUIRED))
         return None
     try:
         occurred_at = iso_datetime_parse(value)
-    except ValueError as exc:
-        errors.add(f"{where}.timestamp", str(exc))
+    except InputProblem as exc:
+        errors.add(f"{where}.timestamp", exc.reason)
         return None
     if experiment is not None:
         last = experiment.ended_at or checks.now
         if not experiment.created_at - checks.skew <= occurred_at <= last + checks.skew:
+            code = EventsCode.OUTSIDE_LIFE_ENDED if experiment.ended_at else EventsCode.OUTSIDE_LIFE
+            start, end = experiment.created_at, last
             errors.add(
                 f"{where}.timestamp",
-                f"must lie within the experiment's life, {experiment.created_at:%Y-%m-%dT%H:%M:%SZ} to "
-                f"{'its end ' if experiment.ended_at else 'now, '}{last:%Y-%m-%dT%H:%M:%SZ}, "
-                f"give or take {checks.skew.total_seconds():g} s",
+                reason(
+                    code,
+                    start=f"{start:%Y-%m-%dT%H:%M:%SZ}",
+                    end=f"{end:%Y-%m-%dT%H:%M:%SZ}",
+                    skew=f"{checks.skew.total_seconds():g}",
+                ),
             )
             return None
     return occurred_at
@@ -184,19 +214,18 @@ def _routing_check(
     qa_token = _string(event, "qa_token", where, errors, required=False)
     if qa_token:
         if not checks.may_force(experiment, qa_token):
-            errors.add(f"{where}.qa_token", "not on the experiment's allow-list")
+            errors.add(f"{where}.qa_token", reason(EventsCode.NOT_ALLOWED))
     elif unit_id is not None and occurred_at is not None:
         arms = checks.arms_at(experiment, unit_id, occurred_at)
         if arm not in arms:
             errors.add(
                 f"{where}.arm",
-                f"the router had {unit_id} on the {' or '.join(sorted(arms))} then "
-                "(an arm forced by QA needs the qa_token that forced it)",
+                reason(EventsCode.ROUTER_ARM, unit=unit_id, arms=[Term(a) for a in sorted(arms)]),
             )
     version = experiment.candidate if arm == CANDIDATE else experiment.baseline
     given = _string(event, "version", where, errors, required=False)
     if given and given != version.ref:
-        errors.add(f"{where}.version", f"the {arm} arm's version is {version.ref}")
+        errors.add(f"{where}.version", reason(EventsCode.ARM_VERSION, arm=Term(arm), ref=version.ref))
     return version.pk if given else None
 
 
@@ -204,17 +233,17 @@ def _turn(event: dict, where: str, errors: _Errors, **fields: object) -> TurnEve
     """A turn event's own fields checked, beside those every event has (`fields`)."""
     role = event.get("role")
     if role not in ROLES:
-        errors.add(f"{where}.role", f"one of {', '.join(ROLES)}")
+        errors.add(f"{where}.role", reason(FieldCode.ONE_OF, choices=list(ROLES)))
     turn_index = event.get("turn_index")
     if (
         isinstance(turn_index, bool)
         or not isinstance(turn_index, int)
         or not 0 <= turn_index <= MAX_TURN_INDEX
     ):
-        errors.add(f"{where}.turn_index", f"must be an integer from 0 to {MAX_TURN_INDEX}")
+        errors.add(f"{where}.turn_index", reason(FieldCode.INTEGER_BETWEEN, low=0, high=MAX_TURN_INDEX))
     latency = _number(event, "latency_ms", where, errors, required=False)
     if latency is not None and latency < 0:
-        errors.add(f"{where}.latency_ms", "must be ≥ 0")
+        errors.add(f"{where}.latency_ms", reason(FieldCode.NON_NEGATIVE))
     return TurnEvent(
         **fields,
         turn_index=turn_index,
@@ -229,20 +258,20 @@ def _turn(event: dict, where: str, errors: _Errors, **fields: object) -> TurnEve
 def _parse(event: object, index: int, checks: _Checks, errors: _Errors):
     where = f"events[{index}]"
     if not isinstance(event, dict):
-        errors.add(where, "must be an object")
+        errors.add(where, reason(FieldCode.OBJECT))
         return None
     kind = event.get("type")
     if kind not in KINDS:
-        errors.add(f"{where}.type", f"one of {', '.join(KINDS)}")
+        errors.add(f"{where}.type", reason(FieldCode.ONE_OF, choices=list(KINDS)))
         return None
     name = _string(event, "experiment", where, errors, required=True)
     experiment = checks.experiments.get(name)
     if name and experiment is None:
-        errors.add(f"{where}.experiment", f"no experiment named {name!r}")
+        errors.add(f"{where}.experiment", reason(EventsCode.NO_EXPERIMENT, name=name))
     event_id = _string(event, "event_id", where, errors, required=True, limit=100)
     arm = event.get("arm")
     if arm not in ARMS:
-        errors.add(f"{where}.arm", f"one of {', '.join(ARMS)}")
+        errors.add(f"{where}.arm", reason(FieldCode.ONE_OF, choices=list(ARMS)))
     occurred_at = _timestamp(event, where, experiment, checks, errors)
     user_id = _string(event, "user_id", where, errors, required=False)
     # The router's unit: the user, else (turns only) the session. An outcome's unit_id is its own.
@@ -303,7 +332,7 @@ def events_ingest(*, events: object, actor: Actor) -> IngestResult:
             continue
         key = (row.experiment_id, row.event_id)
         if key in seen:
-            errors.add(f"events[{index}].event_id", f"repeats events[{seen[key]}] in this batch")
+            errors.add(f"events[{index}].event_id", reason(EventsCode.REPEATS, index=seen[key]))
         seen.setdefault(key, index)
     if errors.fields:
         raise ApplicationError(

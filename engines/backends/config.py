@@ -11,6 +11,7 @@ from typing import Any, TypeAlias
 from urllib.parse import urlparse
 
 from engines.input_checks import text_problem
+from engines.reasons import ENGLISH, Reason, reason_render
 
 DEFAULT_LABEL_REGEX = r"^\s*\[(?P<label>[^\]\n]+)\]\s*"
 # The environment variables an `openai` backend may read its key from (`api_key_env`) start with
@@ -19,8 +20,8 @@ DEFAULT_API_KEY_ENV_PREFIX = "EVALHUB_BACKEND_SECRET_"
 
 
 class BackendConfigError(ValueError):
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
+    def __init__(self, field: str, message: Reason | str):
+        super().__init__(f"{field}: {reason_render(message, words=ENGLISH)}")
         self.field = field
         self.message = message
 

@@ -15,6 +15,7 @@ from django.conf import settings
 from rest_framework import exceptions, parsers, serializers
 
 from engines.input_checks import JSONInputError, json_parse_storable
+from evalhub.wordings import reason_words
 
 
 class JSONParser(parsers.JSONParser):
@@ -33,8 +34,8 @@ class JSONParser(parsers.JSONParser):
             raise exceptions.ParseError(f"JSON parse error - {exc}") from None
         except JSONInputError as exc:
             if not exc.path:
-                raise exceptions.ParseError(f"JSON parse error - {exc.message}") from None
-            raise exceptions.ValidationError({exc.path: [exc.message]}) from None
+                raise exceptions.ParseError(reason_words(exc.reason)) from None
+            raise exceptions.ValidationError({exc.path: [reason_words(exc.reason)]}) from None
 
 
 class JSONField(serializers.JSONField):
@@ -48,5 +49,6 @@ class JSONField(serializers.JSONField):
             document = data.encode("utf-8", "surrogatepass")
             return json_parse_storable(document, max_depth=settings.EVALHUB_JSON_MAX_DEPTH)
         except JSONInputError as exc:
-            detail = {exc.path: [exc.message]} if exc.path else [exc.message]
+            words = reason_words(exc.reason)
+            detail = {exc.path: [words]} if exc.path else [words]
             raise serializers.ValidationError(detail) from None

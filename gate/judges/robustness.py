@@ -26,10 +26,12 @@ class RobustnessCode(StrEnum):
     RATE_BELOW = "robustness.rate_below"
     WEAKEST = "robustness.weakest"
     SAMPLES_ERRORED = "robustness.samples_errored"
+    SHARES = "robustness.shares"
 
 
 wordings_register(
     {
+        RobustnessCode.SHARES: gettext_noop("must map perturbation types to non-negative numbers"),
         RobustnessCode.TOO_FEW_SAMPLES: gettext_noop(
             "{n} perturbed samples, the policy needs at least {need}"
         ),
@@ -52,7 +54,7 @@ def _shares(key: str, value: object) -> dict[str, float]:
             for k, v in value.items()
         )
     ):
-        raise PolicyError(key, "must map perturbation types to non-negative numbers")
+        raise PolicyError(key, reason(RobustnessCode.SHARES))
     return {k: float(v) for k, v in value.items()}
 
 

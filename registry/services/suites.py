@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from engines.reasons import gettext_noop, reason, wordings_register
+from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from registry.actors import Actor, actor_require_role, actor_user
 from registry.errors import ApplicationError, CommonCode
 from registry.models import AuditAction, EvalItem, EvalSuite
@@ -36,7 +36,9 @@ class SuitesCode(StrEnum):
 wordings_register(
     {
         SuitesCode.UNKNOWN_FORMAT: gettext_noop("Unknown format '{format}'."),
-        SuitesCode.UNREADABLE: gettext_noop("The suite could not be read: {problems}"),
+        SuitesCode.UNREADABLE: gettext_noop(
+            "The suite could not be read: {problems} problem(s); first: {first}: {problem}"
+        ),
         SuitesCode.INVALID: gettext_noop("Invalid suite."),
         SuitesCode.CONCURRENT: gettext_noop("Suite {name} was changed concurrently; retry."),
     }
@@ -57,12 +59,19 @@ def suite_items_parse(
             )
         return FORMATS[fmt](content or b"", max_depth=settings.EVALHUB_JSON_MAX_DEPTH)
     except SuiteFormatError as exc:
-        fields: dict[str, list[str]] = {}
+        fields: dict[str, list[Reason | str]] = {}
         for issue in exc.issues:
             key = issue.key if records is not None else f"{field}: {issue.key}"
             fields.setdefault(key, []).append(issue.message)
         raise ApplicationError(
-            reason(SuitesCode.UNREADABLE, problems=str(exc)), code="invalid_suite", fields=fields
+            reason(
+                SuitesCode.UNREADABLE,
+                problems=len(exc.issues),
+                first=exc.issues[0].key,
+                problem=exc.issues[0].message,
+            ),
+            code="invalid_suite",
+            fields=fields,
         ) from None
 
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from engines.input_checks import (
+    InputCode,
     JSONInputError,
     iso_datetime_parse,
     json_depth,
@@ -16,20 +17,21 @@ from engines.input_checks import (
     text_problem,
     text_storable,
 )
+from engines.reasons import reason
 
 
 def test_text_problem():
     assert text_problem("plain, 中文 and 😀") is None
-    assert "NUL" in text_problem("a\x00b")
-    assert "surrogate" in text_problem("a\ud800b")
+    assert text_problem("a\x00b") == reason(InputCode.NUL)
+    assert text_problem("a\ud800b") == reason(InputCode.SURROGATE)
     assert text_storable("a\x00b\udfff") == "a\ufffdb\ufffd" and text_storable("ok") == "ok"
 
 
 def test_json_problem_names_the_path():
     value = {"events": [{"text": "ok"}, {"meta": {"k": ["x", "y\x00"]}}]}
-    assert json_problem(value) == ("events[1].meta.k[1]", "must not contain NUL (\\u0000)")
-    assert json_problem({"a": {"k\x00": 1}})[0] == "a"
-    assert json_problem([1.0, float("inf")]) == ("[1]", "must be a finite number")
+    assert json_problem(value) == ("events[1].meta.k[1]", reason(InputCode.NUL))
+    assert json_problem({"a": {"k\x00": 1}}) == ("a", reason(InputCode.KEY, problem=reason(InputCode.NUL)))
+    assert json_problem([1.0, float("inf")]) == ("[1]", reason(InputCode.NOT_FINITE))
     assert json_problem({"ok": [1, 2.5, "x", None, True]}) is None
 
 

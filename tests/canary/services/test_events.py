@@ -4,10 +4,10 @@ as the router gave them, text the database can store; accepted and refused examp
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from canary.models import Experiment, OutcomeEvent, TurnEvent
-from canary.services.events import events_ingest
+from canary.services.events import EventsCode, events_ingest
 from canary.services.experiments import (
     experiment_create,
     experiment_pause,
@@ -16,6 +16,9 @@ from canary.services.experiments import (
     experiment_rollback,
     experiment_start,
 )
+from engines.input_checks import InputCode
+from engines.reasons import Term
+from evalhub.wordings import reason_words
 from registry.actors import SYSTEM
 from registry.errors import ApplicationError
 from registry.services.versions import model_version_register
@@ -64,7 +67,7 @@ def turn(user_id: str, arm: str, *, at: str | None = None, index: int = 0, **ove
     }
 
 
-def refused(events: list[dict]) -> dict[str, list[str]]:
+def refused(events: list[dict]) -> dict:
     """The fields named by the error; nothing of the batch is stored."""
     before = TurnEvent.objects.count() + OutcomeEvent.objects.count()
     with pytest.raises(ApplicationError) as caught:
@@ -79,21 +82,30 @@ def accepted(events: list[dict]) -> None:
 
 class TestTimestamps:
     @pytest.mark.parametrize(
-        ("stamp", "message"),
+        ("stamp", "code"),
         [
-            ("2026-13-45T00:00:00Z", "exists"),
-            ("2026-11-29T10:00:00", "time zone"),  # naive
-            ("2026-11-29 10:00:00+00:00", "ISO 8601"),
-            ("29/11/2026 10:00", "ISO 8601"),
-            ("9999-12-31T23:59:59-23:59", "range"),  # year 10000 in UTC
-            ("9999-12-31T00:00:00Z", "life"),
-            ("2030-01-01T00:00:00Z", "life"),
-            ("2000-01-01T00:00:00Z", "life"),
+            ("2026-13-45T00:00:00Z", InputCode.NO_SUCH_DATETIME),
+            ("2026-11-29T10:00:00", InputCode.NOT_DATETIME),  # naive
+            ("2026-11-29 10:00:00+00:00", InputCode.NOT_DATETIME),
+            ("29/11/2026 10:00", InputCode.NOT_DATETIME),
+            ("9999-12-31T23:59:59-23:59", InputCode.DATETIME_RANGE),  # year 10000 in UTC
+            ("9999-12-31T00:00:00Z", EventsCode.OUTSIDE_LIFE),
+            ("2030-01-01T00:00:00Z", EventsCode.OUTSIDE_LIFE),
+            ("2000-01-01T00:00:00Z", EventsCode.OUTSIDE_LIFE),
         ],
     )
-    def test_refused(self, running, stamp, message):
+    def test_refused(self, running, stamp, code):
         fields = refused([turn(user_on(running, "baseline", "u"), "baseline", at=stamp)])
-        assert list(fields) == ["events[0].timestamp"] and message in fields["events[0].timestamp"][0]
+        assert list(fields) == ["events[0].timestamp"] and fields["events[0].timestamp"][0].code == code
+
+    def test_a_refused_time_says_the_experiments_life_in_each_language(self, running):
+        fields = refused([turn(user_on(running, "baseline", "u"), "baseline", at="2000-01-01T00:00:00Z")])
+        [note] = fields["events[0].timestamp"]
+        start = f"{running.created_at:%Y-%m-%dT%H:%M:%SZ}"
+        assert note.params["start"] == start and note.params["skew"] == f"{SKEW.total_seconds():g}"
+        assert reason_words(note).startswith(f"must lie within the experiment's life, {start} to now, ")
+        with translation.override("zh-hans"):
+            assert start in reason_words(note) and "灰度实验" in reason_words(note)
 
     def test_within_the_clock_skew_of_the_experiments_life(self, running, settings):
         user = user_on(running, "baseline", "u")
@@ -125,7 +137,9 @@ class TestRouterAgreement:
         accepted([turn(inside, "candidate"), turn(outside, "baseline")])
         fields = refused([turn(inside, "baseline"), turn(outside, "candidate")])
         assert set(fields) == {"events[0].arm", "events[1].arm"}
-        assert "on the candidate" in fields["events[0].arm"][0]
+        note = fields["events[0].arm"][0]
+        assert note.code == EventsCode.ROUTER_ARM
+        assert note.params == {"unit": f"user:{inside}", "arms": [Term("candidate")]}
 
     def test_the_unit_is_the_user_else_the_session(self, running):
         session = session_on(running, "candidate", "s")

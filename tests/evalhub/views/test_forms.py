@@ -56,7 +56,7 @@ def test_registering_a_version_checks_the_backend_config_as_the_api_does(version
     assert not ModelVersion.objects.filter(label="v5").exists()
 
     bad_json = client.post("/new/version/", {**typed, "backend_config": '{"path": NaN}'})
-    assert "Not valid JSON" in bad_json.context["form"].errors["backend_config"][0]
+    assert bad_json.context["form"].errors["backend_config"] == ["NaN is not JSON"]
 
     ok = client.post("/new/version/", {**typed, "backend_config": '{"path": "placeholder"}'})
     assert ok.status_code == 302 and ok["Location"] == "/versions/fam:v5/"

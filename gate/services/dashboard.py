@@ -225,7 +225,8 @@ def experiment_history(*, experiment: Experiment, limit: int = 50) -> list[Histo
 class ExperimentDashboard:
     window: TrafficWindow
     hours: float
-    policy_name: str
+    policy_name: str | None  # None: the built-in defaults
+    policy_invalid: Reason | None
     policy: GatePolicyConfig
     is_demo: bool
     ramp: list[RampStep]
@@ -251,16 +252,26 @@ class ExperimentDashboard:
         return self.policy.section(BusinessValuePolicy)
 
 
-def dashboard_policy(*, family: str) -> tuple[str, GatePolicyConfig]:
-    """The policy a gate run of this family would use: the family's own, else the stored `default`,
-    else the built-in defaults (without creating the `default` row on a page view)."""
+@dataclass(frozen=True, kw_only=True)
+class DashboardPolicy:
+    """The policy a gate run of a family would use: `name` None for the built-in defaults, with why a
+    stored policy was passed over (`invalid`: a gate run would refuse it too)."""
+
+    name: str | None
+    config: GatePolicyConfig
+    invalid: Reason | None = None
+
+
+def dashboard_policy(*, family: str) -> DashboardPolicy:
+    """The family's own policy, else the stored `default`, else the built-in defaults (without creating
+    the `default` row on a page view)."""
     if gate_policy_get(name=family) or gate_policy_get(name="default"):
         try:
             policy, config = gate_policy_resolve(name=None, overrides=None, family=family)
-        except ApplicationError as exc:  # a stored policy a gate run would refuse too
-            return f"built-in defaults (the stored policy is invalid: {exc.message})", gate_policy_parse({})
-        return policy.name, config
-    return "built-in defaults", gate_policy_parse({})
+        except ApplicationError as exc:
+            return DashboardPolicy(name=None, config=gate_policy_parse({}), invalid=exc.reason)
+        return DashboardPolicy(name=policy.name, config=config)
+    return DashboardPolicy(name=None, config=gate_policy_parse({}))
 
 
 def experiment_dashboard(
@@ -269,7 +280,8 @@ def experiment_dashboard(
     """Everything the detail page shows. `direction` ("decrease"/"increase") overrides the policy's
     business direction for display; anything else keeps the policy's."""
     window = traffic_window_get(experiment=experiment, now=now)
-    policy_name, policy = dashboard_policy(family=experiment.family)
+    chosen = dashboard_policy(family=experiment.family)
+    policy = chosen.config
     business = policy.section(BusinessValuePolicy)
     if direction not in BUSINESS_DIRECTIONS:
         direction = business.business_direction
@@ -291,7 +303,8 @@ def experiment_dashboard(
     return ExperimentDashboard(
         window=window,
         hours=(window.end - window.start).total_seconds() / 3600,
-        policy_name=policy_name,
+        policy_name=chosen.name,
+        policy_invalid=chosen.invalid,
         policy=policy,
         is_demo=experiment.is_demo,
         ramp=[RampStep(percent=p, current=i == experiment.ramp_step) for i, p in enumerate(experiment.ramp)],

@@ -391,8 +391,8 @@ def gate_run_fail(*, gate_run_id: int, status: str, reason: Reason | str) -> Gat
             actor=GATE,
             action=AuditAction.GATE_RUN_FAIL,
             target=run,
-            after={"status": status},
-            reason=run.error_message,
+            after={"status": status, "error_reason": run.error_reason},
+            reason=run.error_message,  # in English, as a reason written by a person reads
         )
         _candidate_settle(run=run)
         _verdict_announce(run=run, layer_verdicts=dict(run.layers.values_list("layer", "verdict")))

@@ -16,14 +16,14 @@ from registry.roles import READ_ROLES, REVIEW_ROLES
 def follow_up_review_agreement(*, experiment: Experiment, actor: Actor) -> LiveAgreement:
     """The detector against the experiment's reviewed turns (readers and reviewers)."""
     actor_require_role(actor, READ_ROLES | REVIEW_ROLES, action="read the follow-up review agreement")
-    _, policy = dashboard_policy(family=experiment.family)
+    policy = dashboard_policy(family=experiment.family).config
     return follow_up_live_agreement_measure(experiment=experiment, policy=policy)
 
 
 def follow_up_reviewer_agreement(*, experiment: Experiment, actor: Actor) -> ReviewerAgreement:
     """First labels against second opinions on the experiment's turns labelled twice."""
     actor_require_role(actor, READ_ROLES | REVIEW_ROLES, action="read the follow-up review agreement")
-    _, policy = dashboard_policy(family=experiment.family)
+    policy = dashboard_policy(family=experiment.family).config
     return reviewer_agreement_judge(
         pairs=follow_up_review_pairs(experiment=experiment), confidence=policy.general.confidence
     )

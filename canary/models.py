@@ -170,6 +170,13 @@ class TurnEvent(models.Model):
     role = models.CharField(max_length=10, choices=Role.choices)
     text = models.TextField(blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
+    # A streamed answer (proxy only): when its first text reached the proxy (ms after the request came
+    # in), how many tokens it had (the upstream's usage, else its chunks of text), and whether the
+    # client went away before it ended (the answer stored is what had been sent).
+    streamed = models.BooleanField(default=False)
+    first_token_ms = models.FloatField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    abandoned = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     # The candidate failed and the baseline answered instead (proxy only).
     fallback = models.BooleanField(default=False)

@@ -1,7 +1,10 @@
 """A reference model server: any registered version behind the OpenAI-compatible chat API.
 
 The answer's content is "[<label>] <text>", which the `openai` backend's default
-`label_regex` reads back. Streaming is not supported (400).
+`label_regex` reads back. With `stream: true` it is sent as OpenAI's server-sent chunks, a token (a
+word and the space after it) per chunk, `token_delay` seconds apart (0: as fast as it can; a demo or
+a test sets a delay to look like a chat model), then a usage chunk when `stream_options.include_usage`
+asks for one, then `data: [DONE]`.
 
 It holds the concurrency a canary puts on it: each connection has its own (daemon) thread, the
 listen backlog is as deep as the kernel allows (the standard library's 5 made a burst of new
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import socket
 import sys
 import threading
@@ -86,6 +90,11 @@ class ModelHTTPServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+def answer_tokens(content: str) -> list[str]:
+    """An answer cut into the pieces a stream sends: each word with the white space after it."""
+    return re.findall(r"\S+\s*|\s+", content)
+
+
 def model_server_create(
     *,
     backend: ModelBackend,
@@ -93,6 +102,7 @@ def model_server_create(
     config_hash: str = "",
     host: str = "127.0.0.1",
     port: int = 0,
+    token_delay: float = 0.0,
 ) -> ModelHTTPServer:
     """`backend` behind the chat API on host:port (0: a free port), answering as `model_name`.
     `config_hash` (`engines.backends.config.backend_config_hash` of the version served) is announced on
@@ -152,8 +162,6 @@ def model_server_create(
                 return self._error(400, f"body is not JSON: {exc.msg}", "invalid_json")
             if not isinstance(body, dict):
                 return self._error(400, "body must be a JSON object", "invalid_body")
-            if body.get("stream"):
-                return self._error(400, "streaming is not supported by this server", "unsupported")
             messages = body.get("messages")
             users = [m for m in messages or [] if isinstance(m, dict) and m.get("role") == "user"]
             if not users or not isinstance(users[-1].get("content"), str):
@@ -173,13 +181,27 @@ def model_server_create(
                     {"error": {"message": prediction.error, "type": "server_error", "code": "model_error"}},
                 )
             content = f"[{prediction.label}] {prediction.text}" if prediction.label else prediction.text
+            usage = {
+                "prompt_tokens": len(question.split()),
+                "completion_tokens": len(answer_tokens(content)),
+                "total_tokens": len(question.split()) + len(answer_tokens(content)),
+            }
+            completion = {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "created": int(time.time()),
+                "model": model_name,
+            }
+            if body.get("stream") is True:
+                options = body.get("stream_options")
+                include_usage = isinstance(options, dict) and options.get("include_usage") is True
+                return self._stream(
+                    completion=completion, content=content, usage=usage if include_usage else None
+                )
             self._send(
                 200,
                 {
-                    "id": f"chatcmpl-{uuid.uuid4().hex}",
+                    **completion,
                     "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": model_name,
                     "choices": [
                         {
                             "index": 0,
@@ -187,12 +209,38 @@ def model_server_create(
                             "finish_reason": "stop",
                         }
                     ],
-                    "usage": {
-                        "prompt_tokens": len(question.split()),
-                        "completion_tokens": len(content.split()),
-                        "total_tokens": len(question.split()) + len(content.split()),
-                    },
+                    "usage": usage,
                 },
             )
+
+        def _stream(self, *, completion: dict[str, Any], content: str, usage: dict[str, int] | None) -> None:
+            """The answer as server-sent chunks, in HTTP/1.1 chunked encoding (the connection stays open)."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+            def chunk(delta: dict[str, str], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+                choice = {"index": 0, "delta": delta, "finish_reason": finish}
+                return {**completion, "object": "chat.completion.chunk", "choices": [choice], **extra}
+
+            events = [chunk({"role": "assistant", "content": ""})]
+            events += [chunk({"content": token}) for token in answer_tokens(content)]
+            events.append(chunk({}, "stop"))
+            if usage is not None:
+                events.append(
+                    {**completion, "object": "chat.completion.chunk", "choices": [], "usage": usage}
+                )
+            for index, event in enumerate(events):
+                if token_delay and 0 < index < len(events) - 1:
+                    time.sleep(token_delay)
+                self._write_chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+            self._write_chunk(b"data: [DONE]\n\n")
+            self._write_chunk(b"")  # the last, empty chunk ends the body
+
+        def _write_chunk(self, data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
 
     return ModelHTTPServer((host, port), Handler, model)

@@ -94,6 +94,7 @@ api_v1 = (
             canary_apis.ChatCompletionsProxyApi.as_view(),
             name="canary-proxy",
         ),
+        re_path(rf"^canary/{NAME}/v1/models/?$", canary_apis.ModelsProxyApi.as_view(), name="canary-models"),
         re_path(r"^events/?$", canary_apis.EventsApi.as_view(), name="events"),
         re_path(r"^[\s\S]*$", common.ApiNotFound.as_view(), name="not-found"),
     ],

@@ -121,7 +121,7 @@ def serve_versions():
     `serve_versions.servers[label]` is the server, e.g. to stop a candidate mid-test."""
     servers = {}
 
-    def serve(checkpoints: dict, *, family: str = "contract-assistant") -> list:
+    def serve(checkpoints: dict, *, family: str = "contract-assistant", token_delay: float = 0.0) -> list:
         versions = []
         for label, path in checkpoints.items():
             version = model_version_register(
@@ -136,6 +136,7 @@ def serve_versions():
                 model_name=version.ref,
                 config_hash=model_version_config_hash(version=version),
                 port=0,
+                token_delay=token_delay,
             )
             threading.Thread(target=server.serve_forever, daemon=True).start()
             url = f"http://127.0.0.1:{server.server_port}/v1"

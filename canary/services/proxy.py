@@ -3,7 +3,8 @@
 The request is assigned by its `user` field (OpenAI's own), else the X-EvalHub-User header, else
 the X-EvalHub-Session header, and forwarded to the arm's version at its serving URL. When the
 candidate fails (unreachable, times out, answers non-2xx or no choices) the baseline answers that
-request and the failure is recorded as a fallback. Streaming is not supported yet.
+request and the failure is recorded as a fallback. A streamed request (`stream: true`) is relayed
+chunk by chunk by `canary.services.proxy_stream`, with the same checks, routing and fallback.
 
 A client that retries (the official clients do, after a timeout, a dropped connection or a 5xx)
 may send an `Idempotency-Key` header, the same on every try of one question: the tries' turn
@@ -16,8 +17,10 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from enum import StrEnum
+from typing import Generic, TypeVar
 
 import httpx
 from django.conf import settings
@@ -27,7 +30,7 @@ from canary.models import Experiment, TurnEvent
 from canary.services.assignment import experiment_assign
 from canary.services.telemetry import ProxiedTurn, turn_events_record
 from engines.backends.base import BackendError
-from engines.input_checks import json_problem, text_problem, text_storable
+from engines.input_checks import FieldCode, json_problem, text_problem, text_storable
 from engines.outbound import OutboundPolicy, OutboundRefusedError, outbound_client
 from engines.reasons import gettext_noop, reason, reason_render, wordings_register
 from engines.routing import CANDIDATE
@@ -75,8 +78,9 @@ IDEMPOTENCY_KEY_MAX = 200
 class ProxyCode(StrEnum):
     BODY_NOT_OBJECT = "proxy.body_not_object"
     A_JSON_OBJECT = "proxy.a_json_object"
-    NO_STREAMING = "proxy.no_streaming"
-    MUST_BE_FALSE = "proxy.must_be_false"
+    STREAM_NOT_BOOLEAN = "proxy.stream_not_boolean"
+    STREAM_OPTIONS = "proxy.stream_options"
+    ONE_CHOICE = "proxy.one_choice"
     MODEL_NOT_STRING = "proxy.model_not_string"
     MODEL_NOTE = "proxy.model_note"
     USER_LENGTH = "proxy.user_length"
@@ -98,8 +102,13 @@ wordings_register(
     {
         ProxyCode.BODY_NOT_OBJECT: gettext_noop("The body must be a JSON object."),
         ProxyCode.A_JSON_OBJECT: gettext_noop("a JSON object"),
-        ProxyCode.NO_STREAMING: gettext_noop("Streaming is not supported by the canary proxy yet."),
-        ProxyCode.MUST_BE_FALSE: gettext_noop("must be false"),
+        ProxyCode.STREAM_NOT_BOOLEAN: gettext_noop("stream must be true or false."),
+        ProxyCode.STREAM_OPTIONS: gettext_noop(
+            "stream_options must be an object whose include_usage is a boolean."
+        ),
+        ProxyCode.ONE_CHOICE: gettext_noop(
+            "The canary proxy answers one choice per request (n = 1): each answer is a user's turn."
+        ),
         ProxyCode.MODEL_NOT_STRING: gettext_noop("model must be a string."),
         ProxyCode.MODEL_NOTE: gettext_noop("a string (it is ignored)"),
         ProxyCode.USER_LENGTH: gettext_noop("user must be a string of 1 to 200 characters."),
@@ -137,10 +146,7 @@ def _validate(body: object) -> list[dict]:
         raise ApplicationError(
             reason(CommonCode.FIELD_PROBLEM, field=field, problem=found[1]), fields={field: [found[1]]}
         )
-    if "stream" in body and body["stream"] is not False:
-        raise ApplicationError(
-            reason(ProxyCode.NO_STREAMING), fields={"stream": [reason(ProxyCode.MUST_BE_FALSE)]}
-        )
+    _stream_check(body)
     if "model" in body and not isinstance(body["model"], str):
         raise ApplicationError(
             reason(ProxyCode.MODEL_NOT_STRING), fields={"model": [reason(ProxyCode.MODEL_NOTE)]}
@@ -173,6 +179,27 @@ def _validate(body: object) -> list[dict]:
     return messages
 
 
+def _stream_check(body: dict) -> None:
+    """`stream`, `stream_options` and `n` as the proxy takes them (OpenAI's types; one choice)."""
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise ApplicationError(
+            reason(ProxyCode.STREAM_NOT_BOOLEAN), fields={"stream": [reason(FieldCode.BOOLEAN)]}
+        )
+    options = body.get("stream_options")
+    if options is not None and not (
+        isinstance(options, dict)
+        and set(options) <= {"include_usage"}
+        and isinstance(options.get("include_usage", False), bool)
+    ):
+        raise ApplicationError(
+            reason(ProxyCode.STREAM_OPTIONS), fields={"stream_options": [reason(ProxyCode.STREAM_OPTIONS)]}
+        )
+    if "n" in body and (isinstance(body["n"], bool) or body["n"] != 1):
+        raise ApplicationError(
+            reason(ProxyCode.ONE_CHOICE), fields={"n": [reason(FieldCode.INTEGER_BETWEEN, low=1, high=1)]}
+        )
+
+
 # (version, serving address, config hash) whose address this process has seen serve that model.
 _verified: set[tuple[int, str, str]] = set()
 
@@ -190,20 +217,42 @@ def _serving_verify(*, version: ModelVersion) -> None:
         _verified.add(key)
 
 
-def _ask(*, version: ModelVersion, body: dict) -> dict:
+@dataclass(frozen=True)
+class Upstream:
+    """Where a version's chat completions go: the URL, the headers (its key) and the model it names."""
+
+    url: str
+    headers: dict[str, str]
+    model: str
+
+
+def upstream_of(*, version: ModelVersion) -> Upstream:
+    """The version's serving address, checked to serve the model its gate judged (UpstreamError)."""
     url = model_version_serving_url(version=version)
     if not url:
         raise UpstreamError(f"{version.ref} has no serving URL")
     _serving_verify(version=version)
-    model = model_version_serving_model(version=version)
     try:
         api_key = model_version_api_key(version=version)
     except BackendError as exc:
         raise UpstreamError(str(exc)) from None
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return Upstream(
+        url=f"{url.rstrip('/')}/chat/completions",
+        headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+        model=model_version_serving_model(version=version),
+    )
+
+
+def http_client() -> httpx.Client:
+    """The process's pooled client, every connection checked by the outbound policy."""
+    return _http()
+
+
+def _ask(*, version: ModelVersion, body: dict) -> dict:
+    upstream = upstream_of(version=version)
     try:
         response = _http().post(
-            f"{url.rstrip('/')}/chat/completions", json={**body, "model": model}, headers=headers
+            upstream.url, json={**body, "model": upstream.model}, headers=upstream.headers
         )
     except OutboundRefusedError as exc:
         raise UpstreamError(f"{version.ref} refused: {exc}") from None
@@ -223,7 +272,20 @@ def _ask(*, version: ModelVersion, body: dict) -> dict:
     return answer
 
 
-def chat_completion_proxy(
+@dataclass(frozen=True, kw_only=True)
+class Routed:
+    """A checked request and where it goes: its messages, who asks, their arm and version, and the id
+    its two turn events share."""
+
+    messages: list[dict]
+    user_id: str
+    session_id: str
+    arm: str
+    version: ModelVersion
+    event: str
+
+
+def proxy_route(
     *,
     experiment: Experiment,
     body: object,
@@ -232,7 +294,8 @@ def chat_completion_proxy(
     force_arm: str | None = None,
     qa_token: str | None = None,
     idempotency_key: str | None = None,
-) -> ProxyAnswer:
+) -> Routed:
+    """Check the request (400s name the field) and assign its unit to an arm."""
     messages = _validate(body)
     assert isinstance(body, dict)  # _validate refuses anything else
     user_id = body.get("user") or user_id
@@ -243,40 +306,77 @@ def chat_completion_proxy(
     routing = experiment_assign(
         experiment=experiment, user_id=user_id, session_id=session_id, force_arm=force_arm, qa_token=qa_token
     )
-    event = _event_id(unit_id=routing.unit_id, idempotency_key=idempotency_key)
-    arm, version, fallback, error = routing.assignment.arm, routing.version, False, ""
-    started = time.perf_counter()
+    return Routed(
+        messages=messages,
+        user_id=user_id or "",
+        session_id=session_id or f"user:{user_id}",
+        arm=routing.assignment.arm,
+        version=routing.version,
+        event=_event_id(unit_id=routing.unit_id, idempotency_key=idempotency_key),
+    )
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answered(Generic[T]):
+    """What `call` gave, from which version, and whether the baseline stood in (and why)."""
+
+    value: T
+    version: ModelVersion
+    fallback: bool
+    error: str
+
+
+def upstream_or_fallback(
+    *, experiment: Experiment, routed: Routed, call: Callable[[ModelVersion], T]
+) -> Answered[T]:
+    """`call(version)` for the user's arm; when the candidate fails, `call(baseline)` (a fallback).
+    A failing baseline, or both, is a 502."""
     try:
-        answer = _ask(version=version, body=body)
+        return Answered(value=call(routed.version), version=routed.version, fallback=False, error="")
     except UpstreamError as exc:
-        if arm != CANDIDATE:
+        if routed.arm != CANDIDATE:
             raise ApplicationError(
                 reason(ProxyCode.BASELINE_FAILED, error=str(exc)), code="upstream_error", status_code=502
             ) from None
-        error, fallback, version = str(exc), True, experiment.baseline
         try:
-            answer = _ask(version=version, body=body)
+            value = call(experiment.baseline)
         except UpstreamError as again:
             raise ApplicationError(
                 reason(ProxyCode.BOTH_FAILED, error=str(exc), again=str(again)),
                 code="upstream_error",
                 status_code=502,
             ) from None
-    latency_ms = (time.perf_counter() - started) * 1000
-    _record(
-        event=event,
-        experiment=experiment,
-        messages=messages,
-        answer=answer,
-        arm=arm,
-        version=version,
-        user_id=user_id or "",
-        session_id=session_id or f"user:{user_id}",
-        latency_ms=latency_ms,
-        error=error,
-        fallback=fallback,
+        return Answered(value=value, version=experiment.baseline, fallback=True, error=str(exc))
+
+
+def chat_completion_proxy(*, experiment: Experiment, body: object, **who: str | None) -> ProxyAnswer:
+    """A chat completion (not streamed) by the caller's arm; `who`: `proxy_route`'s keywords."""
+    routed = proxy_route(experiment=experiment, body=body, **who)
+    assert isinstance(body, dict)
+    started = time.perf_counter()
+    answered = upstream_or_fallback(
+        experiment=experiment, routed=routed, call=lambda v: _ask(version=v, body=body)
     )
-    return ProxyAnswer(body=answer, arm=arm, version=version, fallback=fallback, latency_ms=latency_ms)
+    latency_ms = (time.perf_counter() - started) * 1000
+    turn_pair_record(
+        experiment=experiment,
+        routed=routed,
+        text=answered.value["choices"][0]["message"]["content"],
+        version=answered.version,
+        latency_ms=latency_ms,
+        error=answered.error,
+        fallback=answered.fallback,
+    )
+    return ProxyAnswer(
+        body=answered.value,
+        arm=routed.arm,
+        version=answered.version,
+        fallback=answered.fallback,
+        latency_ms=latency_ms,
+    )
 
 
 def _event_id(*, unit_id: str, idempotency_key: str | None) -> str:
@@ -293,38 +393,56 @@ def _event_id(*, unit_id: str, idempotency_key: str | None) -> str:
     return hashlib.sha256(f"{unit_id}\0{idempotency_key}".encode()).hexdigest()[:32]
 
 
-def _record(
-    *, event, experiment, messages, answer, arm, version, user_id, session_id, latency_ms, error, fallback
-):
-    """The user's question and the answer, as two turn events (off the response path)."""
-    asked = sum(1 for m in messages if m["role"] == "user")
+@dataclass(frozen=True, kw_only=True)
+class StreamFacts:
+    """What a streamed answer adds to its turn event (see `TurnEvent`)."""
+
+    first_token_ms: float | None
+    output_tokens: int | None
+    abandoned: bool
+
+
+def turn_pair_record(
+    *,
+    experiment: Experiment,
+    routed: Routed,
+    text: str,
+    version: ModelVersion,
+    latency_ms: float,
+    error: str,
+    fallback: bool,
+    stream: StreamFacts | None = None,
+) -> None:
+    """The user's question and the answer (`text`), as two turn events (off the response path)."""
+    asked = sum(1 for m in routed.messages if m["role"] == "user")
     common = {
         "experiment_id": experiment.pk,
-        "session_id": session_id[:200],
-        "user_id": user_id[:200],
-        "arm": arm,
+        "session_id": routed.session_id[:200],
+        "user_id": routed.user_id[:200],
+        "arm": routed.arm,
         "occurred_at": timezone.now(),
     }
     turn_events_record(
         events=[
             ProxiedTurn(
                 **common,
-                event_id=f"px-{event}-q",
+                event_id=f"px-{routed.event}-q",
                 turn_index=2 * (asked - 1),
                 role=TurnEvent.Role.USER,
-                text=messages[-1]["content"],
+                text=routed.messages[-1]["content"],
             ),
             ProxiedTurn(
                 **common,
-                event_id=f"px-{event}-a",
+                event_id=f"px-{routed.event}-a",
                 turn_index=2 * asked - 1,
                 role=TurnEvent.Role.ASSISTANT,
                 # The version's answer, as storable text (an upstream may answer a NUL).
-                text=text_storable(answer["choices"][0]["message"]["content"]),
+                text=text_storable(text),
                 version_id=version.pk,
                 latency_ms=latency_ms,
                 error=error,
                 fallback=fallback,
+                **({"streamed": True, **asdict(stream)} if stream else {}),
             ),
         ]
     )

@@ -62,6 +62,10 @@ class ProxiedTurn:
     occurred_at: datetime
     version_id: int | None = None
     latency_ms: float | None = None
+    streamed: bool = False
+    first_token_ms: float | None = None
+    output_tokens: int | None = None
+    abandoned: bool = False
     error: str = ""
     fallback: bool = False
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.http import StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
@@ -20,7 +22,8 @@ from canary.services.assignment import experiment_assign
 from canary.services.events import events_ingest
 from canary.services.plans import experiment_unblind, unblind_permission_require
 from canary.services.probes import probe_runs_request, probe_set_import_jsonl
-from canary.services.proxy import chat_completion_proxy
+from canary.services.proxy import ProxyAnswer, chat_completion_proxy
+from canary.services.proxy_stream import ProxyStream, chat_completion_stream
 from engines.reasons import reason
 from engines.routing import ARMS
 from evalhub.api.common import SlugNameField, StrictSerializer, VersionRefField
@@ -371,7 +374,8 @@ PROXY_ANSWER_HEADERS = {
 
 
 class ChatCompletionsProxyApi(APIView):
-    """OpenAI-compatible chat completions, answered by the caller's arm (no streaming yet).
+    """OpenAI-compatible chat completions, answered by the caller's arm; `stream: true` relays the
+    arm's server-sent chunks as they come (`canary.services.proxy_stream`).
 
     Use the official client with `base_url=<server>/api/v1/canary/<experiment>/v1`. The answer
     carries X-EvalHub-Arm (the caller's arm) and X-EvalHub-Model-Version (the version that
@@ -412,21 +416,51 @@ class ChatCompletionsProxyApi(APIView):
             502: OpenApiResponse(ErrorSerializer, description="Neither version could answer."),
         },
     )
-    def post(self, request: Request, name: str) -> Response:
+    def post(self, request: Request, name: str) -> HttpResponseBase:
         experiment = experiment_get_live(name=name)
-        answer = chat_completion_proxy(
-            experiment=experiment,
-            body=request.data,
-            user_id=request.headers.get("X-EvalHub-User"),
-            session_id=request.headers.get("X-EvalHub-Session"),
-            force_arm=request.headers.get("X-EvalHub-Force-Arm"),
-            qa_token=request.headers.get("X-EvalHub-QA-Token"),
-            idempotency_key=request.headers.get("Idempotency-Key"),
-        )
-        headers = {"X-EvalHub-Arm": answer.arm, "X-EvalHub-Model-Version": answer.version.ref}
-        if answer.fallback:
-            headers["X-EvalHub-Fallback"] = "1"
-        return Response(answer.body, headers=headers)
+        who = {
+            "user_id": request.headers.get("X-EvalHub-User"),
+            "session_id": request.headers.get("X-EvalHub-Session"),
+            "force_arm": request.headers.get("X-EvalHub-Force-Arm"),
+            "qa_token": request.headers.get("X-EvalHub-QA-Token"),
+            "idempotency_key": request.headers.get("Idempotency-Key"),
+        }
+        body = request.data
+        if isinstance(body, dict) and body.get("stream") is True:
+            stream = chat_completion_stream(experiment=experiment, body=body, **who)
+            response = StreamingHttpResponse(stream.chunks, content_type="text/event-stream")
+            response["Cache-Control"] = "no-cache"
+            response["X-Accel-Buffering"] = "no"  # a proxy in front must not hold the chunks back
+            for header, value in _answer_headers(stream).items():
+                response[header] = value
+            return response
+        answer = chat_completion_proxy(experiment=experiment, body=body, **who)
+        return Response(answer.body, headers=_answer_headers(answer))
+
+
+def _answer_headers(answer: ProxyAnswer | ProxyStream) -> dict[str, str]:
+    headers = {"X-EvalHub-Arm": answer.arm, "X-EvalHub-Model-Version": answer.version.ref}
+    if answer.fallback:
+        headers["X-EvalHub-Fallback"] = "1"
+    return headers
+
+
+class ModelsProxyApi(APIView):
+    """OpenAI's `GET /models` for the proxy: the one model a chat app names, the experiment (the
+    arms' own models are the proxy's business; `model` in a request is ignored)."""
+
+    read_roles = APP_ROLES
+
+    @extend_schema(operation_id="canary_models", responses={200: OpenApiResponse({"type": "object"})})
+    def get(self, request: Request, name: str) -> Response:
+        experiment = experiment_get_live(name=name)
+        model = {
+            "id": experiment.name,
+            "object": "model",
+            "created": int(experiment.created_at.timestamp()),
+            "owned_by": "evalhub",
+        }
+        return Response({"object": "list", "data": [model]})
 
 
 class ExperimentAnalysisApi(APIView):

@@ -1,5 +1,6 @@
 """The reference model server: a registered version over the OpenAI-compatible chat API."""
 
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 from engines.backends import backend_build
 from engines.backends.config import backend_config_hash, backend_config_validate
 from engines.demo.dataset import demo_dataset_build
-from engines.model_server import model_server_create
+from engines.model_server import answer_tokens, model_server_create
 from engines.outbound import OutboundPolicy
 from registry.actors import SYSTEM
 from registry.services.versions import model_version_backend, model_version_register
@@ -62,8 +63,36 @@ def test_chat_completion_shape_and_errors(server):
     assert httpx.get(f"{server}/v1/models").json()["data"][0]["id"] == "fam:v3"
     assert httpx.post(f"{server}/v1/chat/completions", content=b"{nope").status_code == 400
     assert httpx.post(f"{server}/v1/chat/completions", json={"messages": []}).status_code == 400
-    assert httpx.post(f"{server}/v1/chat/completions", json={**body, "stream": True}).status_code == 400
     assert httpx.get(f"{server}/v2/anything").status_code == 404
+
+
+def test_a_stream_is_the_answer_token_by_token_in_openais_chunks(server):
+    body = {"model": "fam:v3", "messages": [{"role": "user", "content": "The buyer pays within 30 days."}]}
+    content = httpx.post(f"{server}/v1/chat/completions", json=body).json()["choices"][0]["message"][
+        "content"
+    ]
+    for include_usage in (False, True):
+        streamed = {**body, "stream": True, "stream_options": {"include_usage": include_usage}}
+        response = httpx.post(f"{server}/v1/chat/completions", json=streamed)
+        assert response.headers["content-type"] == "text/event-stream"
+        events = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+        assert events[-1] == "[DONE]"
+        chunks = [json.loads(event) for event in events[:-1]]
+        assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+        texts = [c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]]
+        assert "".join(texts) == content and texts[1:-1] == answer_tokens(content)
+        usage = [c["usage"] for c in chunks if not c["choices"]]
+        assert usage == (
+            [
+                {
+                    "prompt_tokens": 6,
+                    "completion_tokens": len(answer_tokens(content)),
+                    "total_tokens": 6 + len(answer_tokens(content)),
+                }
+            ]
+            if include_usage
+            else []
+        )
 
 
 def test_serve_model_command_serves_over_http(small_bow, tmp_path):

@@ -62,6 +62,7 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "api:experiment-reviews-export": {"GET": REVIEWERS},
     "api:canary-assign": {"POST": CHAT},
     "api:canary-proxy": {"POST": CHAT},
+    "api:canary-models": {"GET": CHAT},
     "api:events": {"POST": frozenset({APP})},
     # Any other path under /api/v1/: a 404 for everyone, whatever the method.
     "api:not-found": {method: frozenset(ROLES) for method in ("GET", "POST", "PUT", "PATCH", "DELETE")},

@@ -12,8 +12,11 @@ class Command(BaseCommand):
         parser.add_argument("version", help="family:label or id")
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8100)
+        parser.add_argument(
+            "--token-delay-ms", type=float, default=0.0, help="pause between a stream's tokens (demos, tests)"
+        )
 
-    def handle(self, *args, version, host, port, **options):
+    def handle(self, *args, version, host, port, token_delay_ms, **options):
         from engines.model_server import model_server_create
 
         try:
@@ -27,6 +30,7 @@ class Command(BaseCommand):
             config_hash=config_hash,
             host=host,
             port=port,
+            token_delay=token_delay_ms / 1000,
         )
         self.stdout.write(
             f"serving {model_version.ref} on http://{host}:{server.server_port}/v1 "

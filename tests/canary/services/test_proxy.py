@@ -109,7 +109,8 @@ def test_bad_requests_are_4xx_naming_the_field(live_server, served, token):
     headers = {"Authorization": f"Bearer {token}"}
     cases = [
         ({"messages": [{"role": "user", "content": "hi"}]}, "user"),
-        ({"messages": [{"role": "user", "content": "hi"}], "user": "u", "stream": True}, "stream"),
+        ({"messages": [{"role": "user", "content": "hi"}], "user": "u", "stream": 1}, "stream"),
+        ({"messages": [{"role": "user", "content": "hi"}], "user": "u", "n": 3}, "n"),
         ({"messages": [], "user": "u"}, "messages"),
         ({"messages": [{"role": "user", "content": 3}], "user": "u"}, "messages[0].content"),
         ({"messages": [{"role": "assistant", "content": "x"}], "user": "u"}, "messages[0].role"),

@@ -1,0 +1,203 @@
+"""Streamed chat completions through the canary proxy (`stream: true`), in OpenAI's chunk format.
+
+The arm's server-sent events are relayed chunk by chunk as they arrive, never buffered. The request
+is checked and routed as an unstreamed one is (`canary.services.proxy`), and the fallback to the
+baseline happens only before anything reached the client: the candidate's stream is opened and its
+first chunk read before the response starts. A failure after that ends the stream with an error
+event, which the official SDK raises as `APIError`, and the answer is recorded as failed (not a
+fallback). A client that goes away mid-stream closes the relay: the upstream request is closed with
+it and the answer is recorded as abandoned, with the text sent so far.
+
+The upstream is always asked for its usage (`stream_options.include_usage`), so the turn event has
+the answer's token count; the client gets that last chunk only when it asked for it. The turn event
+holds the assembled answer (so the follow-up detector and the review queue read it as any other),
+the time to the first text, the total time and the tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import httpx
+
+from canary.models import Experiment
+from canary.services.proxy import (
+    StreamFacts,
+    UpstreamError,
+    http_client,
+    proxy_route,
+    turn_pair_record,
+    upstream_of,
+    upstream_or_fallback,
+)
+from engines.outbound import OutboundRefusedError
+from registry.models import ModelVersion
+
+DONE = b"data: [DONE]\n\n"
+
+
+@dataclass(frozen=True)
+class ProxyStream:
+    arm: str  # the user's arm (stays "candidate" when the baseline stood in)
+    version: ModelVersion  # the version that answers
+    fallback: bool
+    chunks: Iterator[bytes]  # the server-sent events, as the response's body
+
+
+class _Open:
+    """An arm's open stream, its first event already read: `events()` yields every event's data (the
+    JSON text) and the chunk it holds, the first one first."""
+
+    def __init__(self, *, response: httpx.Response, version: ModelVersion):
+        self.response, self.version = response, version
+        self._events = self._read()
+        try:
+            self._first = next(self._events)
+        except StopIteration:
+            self.close()
+            raise UpstreamError(f"{version.ref} ended its stream before any chunk") from None
+        except Exception:
+            self.close()
+            raise
+
+    def _read(self) -> Iterator[tuple[str, dict]]:
+        try:
+            for line in self.response.iter_lines():
+                if not line.startswith("data:"):
+                    continue  # blank lines between events, comments, `event:` fields
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                chunk = json.loads(data)
+                if not isinstance(chunk, dict):
+                    raise UpstreamError(f"{self.version.ref} sent a chunk that is not an object")
+                if chunk.get("error"):
+                    raise UpstreamError(f"{self.version.ref} failed mid-stream: {chunk['error']}")
+                yield data, chunk
+        except httpx.TimeoutException:
+            raise UpstreamError(f"{self.version.ref} timed out mid-stream") from None
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"{self.version.ref} broke off: {type(exc).__name__}") from None
+        except ValueError:
+            raise UpstreamError(f"{self.version.ref} sent a chunk that is not JSON") from None
+
+    def events(self) -> Iterator[tuple[str, dict]]:
+        yield self._first
+        yield from self._events
+
+    def close(self) -> None:
+        self.response.close()
+
+
+def _stream_open(*, version: ModelVersion, body: dict) -> _Open:
+    upstream = upstream_of(version=version)
+    payload = {**body, "model": upstream.model, "stream": True, "stream_options": {"include_usage": True}}
+    client = http_client()
+    try:
+        response = client.send(
+            client.build_request("POST", upstream.url, json=payload, headers=upstream.headers), stream=True
+        )
+    except OutboundRefusedError as exc:
+        raise UpstreamError(f"{version.ref} refused: {exc}") from None
+    except httpx.TimeoutException:
+        raise UpstreamError(f"{version.ref} timed out") from None
+    except httpx.HTTPError as exc:
+        raise UpstreamError(f"{version.ref} unreachable: {type(exc).__name__}") from None
+    if response.status_code >= 300:
+        response.close()
+        raise UpstreamError(f"{version.ref} answered HTTP {response.status_code}")
+    return _Open(response=response, version=version)
+
+
+def chat_completion_stream(*, experiment: Experiment, body: object, **who: str | None) -> ProxyStream:
+    """A streamed chat completion by the caller's arm; `who`: `proxy_route`'s keywords. Refusals
+    (4xx, and a 502 when no arm could begin) are raised before any chunk."""
+    routed = proxy_route(experiment=experiment, body=body, **who)
+    assert isinstance(body, dict)
+    started = time.perf_counter()
+    answered = upstream_or_fallback(
+        experiment=experiment, routed=routed, call=lambda v: _stream_open(version=v, body=body)
+    )
+    options = body.get("stream_options") or {}
+
+    def record(*, text: str, error: str, facts: StreamFacts) -> None:
+        turn_pair_record(
+            experiment=experiment,
+            routed=routed,
+            text=text,
+            version=answered.version,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            error="; ".join(e for e in (answered.error, error) if e),
+            fallback=answered.fallback,
+            stream=facts,
+        )
+
+    chunks = _relay(
+        upstream=answered.value,
+        include_usage=options.get("include_usage") is True,
+        started=started,
+        record=record,
+    )
+    return ProxyStream(arm=routed.arm, version=answered.version, fallback=answered.fallback, chunks=chunks)
+
+
+def _delta_text(chunk: dict) -> str:
+    choices = chunk.get("choices") or []
+    delta = choices[0].get("delta") if choices and isinstance(choices[0], dict) else None
+    content = delta.get("content") if isinstance(delta, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def _error_event(message: str) -> bytes:
+    error = {"message": message, "type": "upstream_error", "code": "upstream_error"}
+    return f"data: {json.dumps({'error': error}, ensure_ascii=False)}\n\n".encode()
+
+
+def _relay(
+    *, upstream: _Open, include_usage: bool, started: float, record: Callable[..., None]
+) -> Iterator[bytes]:
+    """The upstream's events as the client's, the answer assembled on the way. The answer is recorded
+    once, as it ends: done or failed (before the client's last event, so it is stored by the time the
+    client has read it), or abandoned by the client."""
+    parts: list[str] = []
+    first_token_ms: float | None = None
+    usage_tokens: int | None = None
+    recorded = False
+
+    def finish(*, error: str = "", abandoned: bool = False) -> None:
+        nonlocal recorded
+        upstream.close()  # done, or cancelling the upstream's request
+        if not recorded:
+            recorded = True
+            tokens = usage_tokens if usage_tokens is not None else len(parts)
+            facts = StreamFacts(first_token_ms=first_token_ms, output_tokens=tokens, abandoned=abandoned)
+            record(text="".join(parts), error=error, facts=facts)
+
+    try:
+        for data, chunk in upstream.events():
+            text = _delta_text(chunk)
+            if text:
+                parts.append(text)
+                if first_token_ms is None:
+                    first_token_ms = (time.perf_counter() - started) * 1000
+            usage = chunk.get("usage")
+            if isinstance(usage, dict) and not chunk.get("choices"):
+                tokens = usage.get("completion_tokens")
+                usage_tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+                if not include_usage:
+                    continue  # asked for the proxy's own count, not the client's
+            yield f"data: {data}\n\n".encode()
+        finish()
+    except GeneratorExit:  # the client went away
+        finish(abandoned=True)
+        raise
+    except UpstreamError as exc:
+        finish(error=str(exc))
+        yield _error_event(str(exc))
+        return
+    finally:
+        finish(error="the relay stopped unexpectedly")  # a no-op once recorded: a bug's trace
+    yield DONE

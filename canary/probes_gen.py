@@ -17,6 +17,7 @@ import json
 import random
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from engines.demo.dataset import (
     _BOILERPLATE,
@@ -28,8 +29,15 @@ from engines.demo.dataset import (
     _mixed_build,
     _ocr_apply,
 )
-from engines.input_checks import JSON_MAX_DEPTH, json_loads, json_problem, text_problem
-from engines.reasons import ENGLISH, Reason, reason_render
+from engines.input_checks import (
+    JSON_MAX_DEPTH,
+    FieldCode,
+    InputProblem,
+    json_loads,
+    json_problem,
+    text_problem,
+)
+from engines.reasons import ENGLISH, Reason, gettext_noop, reason, reason_render, wordings_register
 
 WEAKNESSES = ("long_contract", "mixed_language", "ocr_noise", "clause_conflict")
 DEMO_FAMILY = "contract-assistant"
@@ -214,12 +222,45 @@ def demo_probes_build(*, seed: int = 0, per_weakness: int = 40) -> list[ProbeSpe
 # JSONL import
 
 
-class ProbeFormatError(ValueError):
-    """A probe file that cannot be imported; `line` is 1-based, `field` None for a whole line."""
+class ProbeFormatCode(StrEnum):
+    EMPTY = "probe_format.empty"
+    NOT_JSON = "probe_format.not_json"
+    UNREADABLE = "probe_format.unreadable"
+    NOT_UTF8 = "probe_format.undecodable"
+    DUPLICATE = "probe_format.duplicate"
+    AT_PATH = "probe_format.at_path"
+    NO_PROBES = "probe_format.no_probes"
+    AT_LINE = "probe_format.at_line"
+    AT_FIELD = "probe_format.at_field"
 
-    def __init__(self, line: int, field: str | None, message: Reason | str):
-        where = f"line {line}.{field}" if field else f"line {line}"
-        super().__init__(f"{where}: {reason_render(message, words=ENGLISH)}")
+
+wordings_register(
+    {
+        ProbeFormatCode.EMPTY: gettext_noop("must not be empty"),
+        # `detail`: the JSON parser's own message (Python's, in English), or why the value is refused.
+        ProbeFormatCode.NOT_JSON: gettext_noop("invalid JSON ({detail}, column {column})"),
+        ProbeFormatCode.UNREADABLE: gettext_noop("invalid JSON ({detail})"),
+        ProbeFormatCode.NOT_UTF8: gettext_noop("not valid UTF-8"),
+        ProbeFormatCode.DUPLICATE: gettext_noop("duplicate of line {line}"),
+        ProbeFormatCode.AT_PATH: gettext_noop("{path}: {problem}"),
+        ProbeFormatCode.NO_PROBES: gettext_noop("no probes in the file"),
+        ProbeFormatCode.AT_LINE: gettext_noop("line {line}: {problem}"),
+        ProbeFormatCode.AT_FIELD: gettext_noop("line {line}.{field}: {problem}"),
+    }
+)
+
+
+class ProbeFormatError(ValueError):
+    """A probe file that cannot be imported; `line` is 1-based, `field` None for a whole line.
+    `message` says what is wrong there, `reason` says it with the line and field (its English is the
+    exception's text, for logs)."""
+
+    def __init__(self, line: int, field: str | None, message: Reason):
+        if field:
+            self.reason = reason(ProbeFormatCode.AT_FIELD, line=line, field=field, problem=message)
+        else:
+            self.reason = reason(ProbeFormatCode.AT_LINE, line=line, problem=message)
+        super().__init__(reason_render(self.reason, words=ENGLISH))
         self.line = line
         self.field = field
         self.message = message
@@ -232,9 +273,9 @@ _OPTIONAL = ("language", "metadata")
 def _string_field(obj: dict, key: str, number: int) -> str:
     value = obj[key]
     if not isinstance(value, str):
-        raise ProbeFormatError(number, key, "must be a string")
+        raise ProbeFormatError(number, key, reason(FieldCode.STRING))
     if not value.strip():
-        raise ProbeFormatError(number, key, "must not be empty")
+        raise ProbeFormatError(number, key, reason(ProbeFormatCode.EMPTY))
     problem = text_problem(value)
     if problem:
         raise ProbeFormatError(number, key, problem)
@@ -246,17 +287,22 @@ def _line_object(line: str, number: int, *, max_depth: int) -> dict:
     try:
         obj = json_loads(line, max_depth=max_depth)
     except json.JSONDecodeError as exc:
-        raise ProbeFormatError(number, None, f"invalid JSON ({exc.msg}, column {exc.colno})") from None
-    except ValueError as exc:  # too deep, NaN or Infinity
-        raise ProbeFormatError(number, None, f"invalid JSON ({exc})") from None
+        raise ProbeFormatError(
+            number, None, reason(ProbeFormatCode.NOT_JSON, detail=exc.msg, column=exc.colno)
+        ) from None
+    except ValueError as exc:  # too deep, NaN or Infinity: our reason; else the parser's text
+        detail = exc.reason if isinstance(exc, InputProblem) else str(exc)
+        raise ProbeFormatError(number, None, reason(ProbeFormatCode.UNREADABLE, detail=detail)) from None
     if not isinstance(obj, dict):
-        raise ProbeFormatError(number, None, "must be a JSON object")
+        raise ProbeFormatError(number, None, reason(FieldCode.OBJECT))
     unknown = sorted(set(obj) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
-        raise ProbeFormatError(number, unknown[0], "unknown key")
+        raise ProbeFormatError(
+            number, unknown[0], reason(FieldCode.UNKNOWN_KEY, known=[*_REQUIRED, *_OPTIONAL])
+        )
     for key in _REQUIRED:
         if key not in obj:
-            raise ProbeFormatError(number, key, "required")
+            raise ProbeFormatError(number, key, reason(FieldCode.REQUIRED))
     return obj
 
 
@@ -279,13 +325,15 @@ def probes_jsonl_parse(*, content: bytes, max_depth: int = JSON_MAX_DEPTH) -> li
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise ProbeFormatError(number, None, "not valid UTF-8") from None
+            raise ProbeFormatError(number, None, reason(ProbeFormatCode.NOT_UTF8)) from None
         if not line.strip():
             continue
         obj = _line_object(line, number, max_depth=max_depth)
         probe_id, text, label, weakness = (_string_field(obj, key, number) for key in _REQUIRED)
         if probe_id in lines_by_id:
-            raise ProbeFormatError(number, "id", f"duplicate of line {lines_by_id[probe_id]}")
+            raise ProbeFormatError(
+                number, "id", reason(ProbeFormatCode.DUPLICATE, line=lines_by_id[probe_id])
+            )
         lines_by_id[probe_id] = number
         language = obj.get("language")
         language = language_of(text) if language is None else _string_field(obj, "language", number)
@@ -293,9 +341,11 @@ def probes_jsonl_parse(*, content: bytes, max_depth: int = JSON_MAX_DEPTH) -> li
         if metadata is None:
             metadata = {}
         elif not isinstance(metadata, dict):
-            raise ProbeFormatError(number, "metadata", "must be an object")
+            raise ProbeFormatError(number, "metadata", reason(FieldCode.OBJECT))
         elif found := json_problem(metadata, path="metadata"):
-            raise ProbeFormatError(number, "metadata", f"{found[0]}: {found[1]}")
+            raise ProbeFormatError(
+                number, "metadata", reason(ProbeFormatCode.AT_PATH, path=found[0], problem=found[1])
+            )
         probes.append(
             ProbeSpec(
                 id=probe_id,
@@ -307,5 +357,5 @@ def probes_jsonl_parse(*, content: bytes, max_depth: int = JSON_MAX_DEPTH) -> li
             )
         )
     if not probes:
-        raise ProbeFormatError(1, None, "no probes in the file")
+        raise ProbeFormatError(1, None, reason(ProbeFormatCode.NO_PROBES))
     return probes

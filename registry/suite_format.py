@@ -14,12 +14,64 @@ import io
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 
-from engines.input_checks import JSON_MAX_DEPTH, json_loads, json_problem, text_problem
-from engines.reasons import ENGLISH, Reason, reason_render
+from engines.input_checks import (
+    JSON_MAX_DEPTH,
+    FieldCode,
+    InputCode,
+    InputProblem,
+    json_loads,
+    json_problem,
+    text_problem,
+)
+from engines.reasons import ENGLISH, Reason, gettext_noop, reason, reason_render, wordings_register
 
 ITEM_FIELDS = ("id", "input", "label", "reference", "language", "tags", "metadata")
 MAX_ISSUES = 50
+LANGUAGE_MAX_CHARS = 10
+
+
+class SuiteFormatCode(StrEnum):
+    EMPTY = "suite_format.empty"
+    LABEL_OR_REFERENCE = "suite_format.label_or_reference"
+    LANGUAGE_TOO_LONG = "suite_format.language_too_long"
+    TAGS = "suite_format.tags"
+    EACH_TAG = "suite_format.each_tag"
+    AT_PATH = "suite_format.at_path"
+    DUPLICATE_ID = "suite_format.duplicate_id"
+    NO_ITEMS = "suite_format.no_items"
+    NOT_UTF8 = "suite_format.undecodable"
+    NOT_JSON = "suite_format.not_json"
+    NOT_CSV = "suite_format.not_csv"
+    EXTRA_CELLS = "suite_format.extra_cells"
+    METADATA_JSON = "suite_format.metadata_json"
+    NOT_A_LIST = "suite_format.not_a_list"
+    PROBLEMS = "suite_format.problems"
+
+
+wordings_register(
+    {
+        SuiteFormatCode.EMPTY: gettext_noop("must not be empty"),
+        SuiteFormatCode.LABEL_OR_REFERENCE: gettext_noop("an item needs a label or a reference"),
+        SuiteFormatCode.LANGUAGE_TOO_LONG: gettext_noop("at most {limit} characters (e.g. en, zh, mixed)"),
+        SuiteFormatCode.TAGS: gettext_noop("must be a list of non-empty strings"),
+        SuiteFormatCode.EACH_TAG: gettext_noop("each tag {problem}"),
+        SuiteFormatCode.AT_PATH: gettext_noop("{path}: {problem}"),
+        SuiteFormatCode.DUPLICATE_ID: gettext_noop("duplicate id '{id}' (first at {first})"),
+        SuiteFormatCode.NO_ITEMS: gettext_noop("no items"),
+        # `detail`: the library's own message (Python's, in English).
+        SuiteFormatCode.NOT_UTF8: gettext_noop("not UTF-8: {detail}"),
+        SuiteFormatCode.NOT_JSON: gettext_noop("not valid JSON: {detail} at column {column}"),
+        SuiteFormatCode.NOT_CSV: gettext_noop("not valid CSV: {detail}"),
+        SuiteFormatCode.EXTRA_CELLS: gettext_noop("more cells than header columns"),
+        SuiteFormatCode.METADATA_JSON: gettext_noop("must be a JSON object ({detail})"),
+        SuiteFormatCode.NOT_A_LIST: gettext_noop("must be a list of objects"),
+        SuiteFormatCode.PROBLEMS: gettext_noop(
+            "{problems} problem(s) in the suite; first: {first}: {problem}"
+        ),
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -37,7 +89,7 @@ class SuiteItem:
 class ParseIssue:
     where: str  # "line 3" or "items[2]"
     field: str  # "" when the whole record is at fault
-    message: Reason | str  # a sentence: not coded yet
+    message: Reason
 
     @property
     def english(self) -> str:
@@ -49,11 +101,20 @@ class ParseIssue:
 
 
 class SuiteFormatError(ValueError):
+    """The suite's problems (`issues`, at most MAX_ISSUES); `reason` sums them up (its English is the
+    exception's text, for logs)."""
+
     def __init__(self, issues: list[ParseIssue]):
-        super().__init__(
-            f"{len(issues)} problem(s) in the suite; first: {issues[0].key}: {issues[0].english}"
+        self.reason = reason(
+            SuiteFormatCode.PROBLEMS, problems=len(issues), first=issues[0].key, problem=issues[0].message
         )
+        super().__init__(reason_render(self.reason, words=ENGLISH))
         self.issues = issues
+
+
+def _refused(exc: ValueError) -> Reason | str:
+    """Why `json_loads` refused a document: our own reason (too deep, NaN), or the parser's text."""
+    return exc.reason if isinstance(exc, InputProblem) else str(exc)
 
 
 def _string(record: dict, name: str, issues: list[ParseIssue], where: str) -> str:
@@ -63,7 +124,7 @@ def _string(record: dict, name: str, issues: list[ParseIssue], where: str) -> st
     if isinstance(value, (int, float)) and not isinstance(value, bool) and name in ("id", "label"):
         return str(value)
     if not isinstance(value, str):
-        issues.append(ParseIssue(where, name, "must be a string"))
+        issues.append(ParseIssue(where, name, reason(FieldCode.STRING)))
         return ""
     problem = text_problem(value)
     if problem:
@@ -76,40 +137,44 @@ def item_validate(
     record: object, *, where: str, default_id: str, issues: list[ParseIssue]
 ) -> SuiteItem | None:
     if not isinstance(record, dict):
-        issues.append(ParseIssue(where, "", "must be a JSON object"))
+        issues.append(ParseIssue(where, "", reason(FieldCode.OBJECT)))
         return None
     before = len(issues)
     for name in record:
         if name not in ITEM_FIELDS:
-            issues.append(ParseIssue(where, name, f"unknown field; allowed: {', '.join(ITEM_FIELDS)}"))
+            issues.append(ParseIssue(where, name, reason(FieldCode.UNKNOWN_KEY, known=list(ITEM_FIELDS))))
     item_id = _string(record, "id", issues, where).strip() or default_id
     text = _string(record, "input", issues, where)
     if "input" not in record:
-        issues.append(ParseIssue(where, "input", "required"))
+        issues.append(ParseIssue(where, "input", reason(FieldCode.REQUIRED)))
     elif not text.strip() and not any(i.field == "input" and i.where == where for i in issues):
-        issues.append(ParseIssue(where, "input", "must not be empty"))
+        issues.append(ParseIssue(where, "input", reason(SuiteFormatCode.EMPTY)))
     label = _string(record, "label", issues, where).strip()
     reference = _string(record, "reference", issues, where)
     if not label and not reference.strip() and "input" in record:
-        issues.append(ParseIssue(where, "label", "an item needs a label or a reference"))
+        issues.append(ParseIssue(where, "label", reason(SuiteFormatCode.LABEL_OR_REFERENCE)))
     language = _string(record, "language", issues, where).strip()
-    if len(language) > 10:
-        issues.append(ParseIssue(where, "language", "at most 10 characters (e.g. en, zh, mixed)"))
+    if len(language) > LANGUAGE_MAX_CHARS:
+        issues.append(
+            ParseIssue(where, "language", reason(SuiteFormatCode.LANGUAGE_TOO_LONG, limit=LANGUAGE_MAX_CHARS))
+        )
     tags = record.get("tags", [])
     if tags is None:
         tags = []
     if not isinstance(tags, list) or not all(isinstance(t, str) and t.strip() for t in tags):
-        issues.append(ParseIssue(where, "tags", "must be a list of non-empty strings"))
+        issues.append(ParseIssue(where, "tags", reason(SuiteFormatCode.TAGS)))
         tags = []
     elif any(problem := text_problem(t) for t in tags):
-        issues.append(ParseIssue(where, "tags", f"each tag {problem}"))
+        issues.append(ParseIssue(where, "tags", reason(SuiteFormatCode.EACH_TAG, problem=problem)))
     metadata = record.get("metadata", {})
     if metadata is None:
         metadata = {}
     if not isinstance(metadata, dict):
-        issues.append(ParseIssue(where, "metadata", "must be an object"))
+        issues.append(ParseIssue(where, "metadata", reason(FieldCode.OBJECT)))
     elif found := json_problem(metadata, path="metadata"):
-        issues.append(ParseIssue(where, "metadata", f"{found[0]}: {found[1]}"))
+        issues.append(
+            ParseIssue(where, "metadata", reason(SuiteFormatCode.AT_PATH, path=found[0], problem=found[1]))
+        )
     if len(issues) > before:
         return None
     return SuiteItem(
@@ -130,12 +195,14 @@ def _finish(pairs: Iterable[tuple[str, SuiteItem | None]], issues: list[ParseIss
         if item is None:
             continue
         if item.id in seen:
-            issues.append(ParseIssue(where, "id", f"duplicate id {item.id!r} (first at {seen[item.id]})"))
+            issues.append(
+                ParseIssue(where, "id", reason(SuiteFormatCode.DUPLICATE_ID, id=item.id, first=seen[item.id]))
+            )
             continue
         seen[item.id] = where
         items.append(item)
     if not items and not issues:
-        issues.append(ParseIssue("file", "", "no items"))
+        issues.append(ParseIssue("file", "", reason(SuiteFormatCode.NO_ITEMS)))
     if issues:
         raise SuiteFormatError(issues[:MAX_ISSUES])
     return items
@@ -145,7 +212,9 @@ def suite_parse_jsonl(content: bytes, *, max_depth: int = JSON_MAX_DEPTH) -> lis
     try:
         text = content.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise SuiteFormatError([ParseIssue("file", "", f"not UTF-8: {exc}")]) from None
+        raise SuiteFormatError(
+            [ParseIssue("file", "", reason(SuiteFormatCode.NOT_UTF8, detail=str(exc)))]
+        ) from None
     issues: list[ParseIssue] = []
     pairs = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -155,10 +224,12 @@ def suite_parse_jsonl(content: bytes, *, max_depth: int = JSON_MAX_DEPTH) -> lis
         try:
             record = json_loads(line, max_depth=max_depth)
         except json.JSONDecodeError as exc:
-            issues.append(ParseIssue(where, "", f"not valid JSON: {exc.msg} at column {exc.colno}"))
+            issues.append(
+                ParseIssue(where, "", reason(SuiteFormatCode.NOT_JSON, detail=exc.msg, column=exc.colno))
+            )
             continue
         except ValueError as exc:  # too deep, NaN or Infinity
-            issues.append(ParseIssue(where, "", f"not valid JSON: {exc}"))
+            issues.append(ParseIssue(where, "", reason(InputCode.UNREADABLE, detail=_refused(exc))))
             continue
         pairs.append((where, item_validate(record, where=where, default_id=str(number), issues=issues)))
     return _finish(pairs, issues)
@@ -169,7 +240,9 @@ def suite_parse_csv(content: bytes, *, max_depth: int = JSON_MAX_DEPTH) -> list[
     try:
         text = content.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise SuiteFormatError([ParseIssue("file", "", f"not UTF-8: {exc}")]) from None
+        raise SuiteFormatError(
+            [ParseIssue("file", "", reason(SuiteFormatCode.NOT_UTF8, detail=str(exc)))]
+        ) from None
     reader = csv.DictReader(io.StringIO(text))
     issues: list[ParseIssue] = []
     pairs = []
@@ -179,11 +252,15 @@ def suite_parse_csv(content: bytes, *, max_depth: int = JSON_MAX_DEPTH) -> list[
         except StopIteration:
             break
         except csv.Error as exc:  # e.g. a cell over csv's field size limit: the rest cannot be read
-            issues.append(ParseIssue(f"line {reader.line_num + 1}", "", f"not valid CSV: {exc}"))
+            issues.append(
+                ParseIssue(
+                    f"line {reader.line_num + 1}", "", reason(SuiteFormatCode.NOT_CSV, detail=str(exc))
+                )
+            )
             break
         where = f"line {reader.line_num}"
         if None in record:
-            issues.append(ParseIssue(where, "", "more cells than header columns"))
+            issues.append(ParseIssue(where, "", reason(SuiteFormatCode.EXTRA_CELLS)))
             continue
         record = {k: v for k, v in record.items() if v not in (None, "") or k == "input"}
         if "tags" in record:
@@ -192,7 +269,9 @@ def suite_parse_csv(content: bytes, *, max_depth: int = JSON_MAX_DEPTH) -> list[
             try:
                 record["metadata"] = json_loads(record["metadata"], max_depth=max_depth)
             except ValueError as exc:
-                issues.append(ParseIssue(where, "metadata", f"must be a JSON object ({exc})"))
+                issues.append(
+                    ParseIssue(where, "metadata", reason(SuiteFormatCode.METADATA_JSON, detail=_refused(exc)))
+                )
                 continue
         pairs.append(
             (where, item_validate(record, where=where, default_id=str(reader.line_num), issues=issues))
@@ -203,7 +282,7 @@ def suite_parse_csv(content: bytes, *, max_depth: int = JSON_MAX_DEPTH) -> list[
 def suite_parse_records(records: object) -> list[SuiteItem]:
     """Items given as a JSON array (the API's JSON body)."""
     if not isinstance(records, list):
-        raise SuiteFormatError([ParseIssue("items", "", "must be a list of objects")])
+        raise SuiteFormatError([ParseIssue("items", "", reason(SuiteFormatCode.NOT_A_LIST))])
     issues: list[ParseIssue] = []
     pairs = [
         (f"items[{i}]", item_validate(r, where=f"items[{i}]", default_id=str(i + 1), issues=issues))

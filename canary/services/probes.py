@@ -113,7 +113,7 @@ def probe_set_import_jsonl(
     except ProbeFormatError as exc:
         where = f"file: line {exc.line}" + (f".{exc.field}" if exc.field else "")
         raise ApplicationError(
-            reason(ProbesCode.UNREADABLE, problem=str(exc)),
+            reason(ProbesCode.UNREADABLE, problem=exc.reason),
             code="invalid_probes",
             fields={where: [exc.message]},
         ) from None

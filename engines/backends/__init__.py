@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.outbound import OutboundPolicy
+from engines.reasons import ENGLISH, reason_render
 
 from .base import BackendCode, BackendError, ModelBackend, Prediction
 from .config import (
@@ -48,7 +49,7 @@ def checkpoint_path(path: str, *, model_dir: Path | None) -> Path:
     try:
         return checkpoint_path_resolve(path=path, model_dir=model_dir)
     except BackendConfigError as exc:
-        raise BackendError(f"checkpoint {path!r}: {exc.message}") from None
+        raise BackendError(f"checkpoint {path!r}: {reason_render(exc.message, words=ENGLISH)}") from None
 
 
 def backend_device(kind: str) -> str:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeAlias
 from urllib.parse import urlparse
 
-from engines.input_checks import text_problem
-from engines.reasons import ENGLISH, Reason, reason_render
+from engines.input_checks import FieldCode, text_problem
+from engines.reasons import ENGLISH, Reason, gettext_noop, reason, reason_render, wordings_register
 
 DEFAULT_LABEL_REGEX = r"^\s*\[(?P<label>[^\]\n]+)\]\s*"
 # The environment variables an `openai` backend may read its key from (`api_key_env`) start with
@@ -19,8 +20,48 @@ DEFAULT_LABEL_REGEX = r"^\s*\[(?P<label>[^\]\n]+)\]\s*"
 DEFAULT_API_KEY_ENV_PREFIX = "EVALHUB_BACKEND_SECRET_"
 
 
+class BackendConfigCode(StrEnum):
+    UNKNOWN_KIND = "backend_config.unknown_kind"
+    API_KEY_TOP_LEVEL = "backend_config.api_key_top_level"
+    UNKNOWN_KEY = "backend_config.unknown_key"
+    EMPTY = "backend_config.empty"
+    HTTP_URL = "backend_config.http_url"
+    INVALID_REGEX = "backend_config.invalid_regex"
+    LABEL_GROUP = "backend_config.label_group"
+    ENV_PREFIX = "backend_config.env_prefix"
+    ENV_NO_PREFIX = "backend_config.env_no_prefix"
+    OUTSIDE_MODEL_DIR = "backend_config.outside_model_dir"
+    NO_CHECKPOINT = "backend_config.no_checkpoint"
+
+
+wordings_register(
+    {
+        BackendConfigCode.UNKNOWN_KIND: gettext_noop("unknown kind '{kind}'; one of {choices}"),
+        BackendConfigCode.API_KEY_TOP_LEVEL: gettext_noop(
+            "send the key in the top-level write-only field api_key"
+        ),
+        BackendConfigCode.UNKNOWN_KEY: gettext_noop("unknown key for {kind}; known: {known}"),
+        BackendConfigCode.EMPTY: gettext_noop("must not be empty"),
+        BackendConfigCode.HTTP_URL: gettext_noop("must be an http(s) URL"),
+        # `detail`: the regular expression compiler's own message (Python's, in English).
+        BackendConfigCode.INVALID_REGEX: gettext_noop("invalid regex: {detail}"),
+        BackendConfigCode.LABEL_GROUP: gettext_noop("needs a named group 'label'"),
+        BackendConfigCode.ENV_PREFIX: gettext_noop(
+            "not an allowed variable; allowed: a name starting with '{prefix}'"
+        ),
+        BackendConfigCode.ENV_NO_PREFIX: gettext_noop(
+            "not an allowed variable; allowed: none: no prefix is configured"
+        ),
+        BackendConfigCode.OUTSIDE_MODEL_DIR: gettext_noop("must be inside the model folder {root}"),
+        BackendConfigCode.NO_CHECKPOINT: gettext_noop("no checkpoint at {path}"),
+    }
+)
+
+
 class BackendConfigError(ValueError):
-    def __init__(self, field: str, message: Reason | str):
+    """What is wrong with `field`, as a reason (`message`); its English is the exception's text."""
+
+    def __init__(self, field: str, message: Reason):
         super().__init__(f"{field}: {reason_render(message, words=ENGLISH)}")
         self.field = field
         self.message = message
@@ -68,53 +109,58 @@ LIMITS = {
 def backend_config_validate(*, kind: str, config: object) -> dict[str, Any]:
     """Return the config with defaults filled; raise BackendConfigError naming the field."""
     if kind not in SCHEMAS:
-        raise BackendConfigError("backend_kind", f"unknown kind {kind!r}; one of {sorted(SCHEMAS)}")
+        raise BackendConfigError(
+            "backend_kind", reason(BackendConfigCode.UNKNOWN_KIND, kind=kind, choices=sorted(SCHEMAS))
+        )
     if not isinstance(config, dict):
-        raise BackendConfigError("backend_config", "must be an object")
+        raise BackendConfigError("backend_config", reason(FieldCode.OBJECT))
     schema = SCHEMAS[kind]
     result: dict[str, Any] = {}
     for key in config:
         if key not in schema:
             if key == "api_key":
                 raise BackendConfigError(
-                    "backend_config.api_key", "send the key in the top-level write-only field api_key"
+                    "backend_config.api_key", reason(BackendConfigCode.API_KEY_TOP_LEVEL)
                 )
             raise BackendConfigError(
-                f"backend_config.{key}", f"unknown key for {kind}; known: {', '.join(sorted(schema))}"
+                f"backend_config.{key}",
+                reason(BackendConfigCode.UNKNOWN_KEY, kind=kind, known=sorted(schema)),
             )
     for key, (kind_of, default, required) in schema.items():
         name = f"backend_config.{key}"
         if key not in config:
             if required:
-                raise BackendConfigError(name, "required")
+                raise BackendConfigError(name, reason(FieldCode.REQUIRED))
             result[key] = default
             continue
         value = config[key]
         if isinstance(value, bool) or not isinstance(value, kind_of):
-            raise BackendConfigError(name, f"must be of type {_type_name(kind_of)}")
+            raise BackendConfigError(name, reason(_type_code(kind_of)))
         if key in LIMITS and not LIMITS[key][0] <= value <= LIMITS[key][1]:
-            raise BackendConfigError(name, f"must be between {LIMITS[key][0]} and {LIMITS[key][1]}")
+            raise BackendConfigError(name, reason(FieldCode.BETWEEN, low=LIMITS[key][0], high=LIMITS[key][1]))
         if isinstance(value, str) and required and not value.strip():
-            raise BackendConfigError(name, "must not be empty")
+            raise BackendConfigError(name, reason(BackendConfigCode.EMPTY))
         if isinstance(value, str) and (problem := text_problem(value)):
             raise BackendConfigError(name, problem)
         result[key] = value
     if kind == "openai":
         url = urlparse(result["base_url"])
         if url.scheme not in ("http", "https") or not url.netloc:
-            raise BackendConfigError("backend_config.base_url", "must be an http(s) URL")
+            raise BackendConfigError("backend_config.base_url", reason(BackendConfigCode.HTTP_URL))
         try:
             pattern = re.compile(result["label_regex"])
         except re.error as exc:
-            raise BackendConfigError("backend_config.label_regex", f"invalid regex: {exc}") from None
+            raise BackendConfigError(
+                "backend_config.label_regex", reason(BackendConfigCode.INVALID_REGEX, detail=str(exc))
+            ) from None
         if "label" not in pattern.groupindex:
-            raise BackendConfigError("backend_config.label_regex", "needs a named group 'label'")
+            raise BackendConfigError("backend_config.label_regex", reason(BackendConfigCode.LABEL_GROUP))
     return result
 
 
-def _type_name(kind_of: _ValueType) -> str:
-    names: dict[_ValueType, str] = {str: "string", int: "integer"}
-    return names.get(kind_of, "number")
+def _type_code(kind_of: _ValueType) -> FieldCode:
+    codes: dict[_ValueType, FieldCode] = {str: FieldCode.STRING, int: FieldCode.INTEGER}
+    return codes.get(kind_of, FieldCode.NUMBER)
 
 
 def api_key_env_check(*, name: str, prefix: str) -> None:
@@ -122,8 +168,12 @@ def api_key_env_check(*, name: str, prefix: str) -> None:
     cannot send the deployment's own secrets (DATABASE_URL, SECRET_KEY ...) to an endpoint. An empty
     prefix allows none."""
     if not prefix or not name.startswith(prefix) or len(name) == len(prefix):
-        allowed = f"a name starting with {prefix!r}" if prefix else "none: no prefix is configured"
-        raise BackendConfigError("backend_config.api_key_env", f"not an allowed variable; allowed: {allowed}")
+        why = (
+            reason(BackendConfigCode.ENV_PREFIX, prefix=prefix)
+            if prefix
+            else reason(BackendConfigCode.ENV_NO_PREFIX)
+        )
+        raise BackendConfigError("backend_config.api_key_env", why)
 
 
 def checkpoint_path_resolve(*, path: str, model_dir: Path) -> Path:
@@ -132,7 +182,9 @@ def checkpoint_path_resolve(*, path: str, model_dir: Path) -> Path:
     root = Path(model_dir).resolve()
     resolved = (root / path).resolve()
     if not resolved.is_relative_to(root):
-        raise BackendConfigError("backend_config.path", f"must be inside the model folder {root}")
+        raise BackendConfigError(
+            "backend_config.path", reason(BackendConfigCode.OUTSIDE_MODEL_DIR, root=str(root))
+        )
     return resolved
 
 

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from engines.backends.config import (
+    BackendConfigCode,
     BackendConfigError,
     api_key_env_check,
     backend_config_hash,
@@ -154,7 +155,9 @@ def model_version_config_check(*, backend_kind: str, backend_config: dict) -> di
                 path=config["path"], model_dir=Path(settings.EVALHUB_MODEL_DIR)
             )
             if not resolved.exists():
-                raise BackendConfigError("backend_config.path", f"no checkpoint at {resolved}")
+                raise BackendConfigError(
+                    "backend_config.path", reason_of(BackendConfigCode.NO_CHECKPOINT, path=str(resolved))
+                )
     except BackendConfigError as exc:
         raise ApplicationError(
             reason_of(VersionsCode.BACKEND_CONFIG_INVALID, field=exc.field, problem=exc.message),

@@ -3,16 +3,21 @@ import re
 from collections import Counter
 
 import pytest
+from django.utils import translation
 
 from canary.probes_gen import (
     _CONFLICT_MENTIONS,
     WEAKNESSES,
+    ProbeFormatCode,
     ProbeFormatError,
     ProbeSpec,
     demo_probes_build,
     probes_jsonl_parse,
 )
 from engines.demo.dataset import _CONFLICT_TEMPLATES, _EVAL_TEMPLATES, _TRAIN_TEMPLATES, CLAUSE_TYPES
+from engines.input_checks import FieldCode, InputCode
+from engines.reasons import ENGLISH, reason, reason_render
+from evalhub.wordings import reason_words
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 LATIN = re.compile(r"[A-Za-z]")
@@ -166,32 +171,74 @@ def test_jsonl_round_trips_the_demo_probes():
     assert probes_jsonl_parse(content=content) == demo
 
 
+KNOWN_KEYS = ["id", "input", "expected_label", "weakness", "language", "metadata"]
+
+
 @pytest.mark.parametrize(
-    ("lines", "line", "field", "text"),
+    ("lines", "line", "field", "note"),
     [
-        ([GOOD, {k: v for k, v in GOOD.items() if k != "expected_label"}], 2, "expected_label", "required"),
-        ([GOOD, "", {k: v for k, v in GOOD.items() if k != "id"}], 3, "id", "required"),
-        ([{**GOOD, "label": "payment"}], 1, "label", "unknown key"),
-        ([GOOD, {**GOOD, "input": "other"}], 2, "id", "duplicate of line 1"),
-        ([{**GOOD, "input": "   "}], 1, "input", "must not be empty"),
-        ([{**GOOD, "input": ""}], 1, "input", "must not be empty"),
-        ([{**GOOD, "expected_label": 3}], 1, "expected_label", "must be a string"),
-        ([{**GOOD, "weakness": None}], 1, "weakness", "must be a string"),
-        ([{**GOOD, "language": ""}], 1, "language", "must not be empty"),
-        ([{**GOOD, "metadata": [1]}], 1, "metadata", "must be an object"),
-        ([GOOD, '{"id": "p2",'], 2, None, "invalid JSON"),
-        ([GOOD, "[1, 2]"], 2, None, "must be a JSON object"),
-        ([""], 1, None, "no probes"),
+        (
+            [GOOD, {k: v for k, v in GOOD.items() if k != "expected_label"}],
+            2,
+            "expected_label",
+            reason(FieldCode.REQUIRED),
+        ),
+        ([GOOD, "", {k: v for k, v in GOOD.items() if k != "id"}], 3, "id", reason(FieldCode.REQUIRED)),
+        ([{**GOOD, "label": "payment"}], 1, "label", reason(FieldCode.UNKNOWN_KEY, known=KNOWN_KEYS)),
+        ([GOOD, {**GOOD, "input": "other"}], 2, "id", reason(ProbeFormatCode.DUPLICATE, line=1)),
+        ([{**GOOD, "input": "   "}], 1, "input", reason(ProbeFormatCode.EMPTY)),
+        ([{**GOOD, "input": ""}], 1, "input", reason(ProbeFormatCode.EMPTY)),
+        ([{**GOOD, "input": "x\u0000"}], 1, "input", reason(InputCode.NUL)),
+        ([{**GOOD, "expected_label": 3}], 1, "expected_label", reason(FieldCode.STRING)),
+        ([{**GOOD, "weakness": None}], 1, "weakness", reason(FieldCode.STRING)),
+        ([{**GOOD, "language": ""}], 1, "language", reason(ProbeFormatCode.EMPTY)),
+        ([{**GOOD, "metadata": [1]}], 1, "metadata", reason(FieldCode.OBJECT)),
+        (
+            [json.dumps({**GOOD, "metadata": {"k": "\ud800"}})],  # the escape: a lone surrogate
+            1,
+            "metadata",
+            reason(ProbeFormatCode.AT_PATH, path="metadata.k", problem=reason(InputCode.SURROGATE)),
+        ),
+        ([GOOD, "[1, 2]"], 2, None, reason(FieldCode.OBJECT)),
+        (
+            [GOOD, "[" * 70 + "]" * 70],
+            2,
+            None,
+            reason(ProbeFormatCode.UNREADABLE, detail=reason(InputCode.TOO_DEEP, max_depth=64)),
+        ),
+        (
+            ['{"id": "p1", "n": Infinity}'],
+            1,
+            None,
+            reason(ProbeFormatCode.UNREADABLE, detail=reason(InputCode.NOT_JSON, name="Infinity")),
+        ),
+        ([""], 1, None, reason(ProbeFormatCode.NO_PROBES)),
     ],
 )
-def test_jsonl_errors_name_line_and_field(lines, line, field, text):
+def test_jsonl_errors_name_line_and_field(lines, line, field, note):
     with pytest.raises(ProbeFormatError) as caught:
         probes_jsonl_parse(content=jsonl(*lines))
     error = caught.value
     assert isinstance(error, ValueError)
-    assert (error.line, error.field) == (line, field)
+    assert (error.line, error.field, error.message) == (line, field, note)
+    if field:
+        assert error.reason == reason(ProbeFormatCode.AT_FIELD, line=line, field=field, problem=note)
+    else:
+        assert error.reason == reason(ProbeFormatCode.AT_LINE, line=line, problem=note)
     where = f"line {line}.{field}" if field else f"line {line}"
-    assert str(error).startswith(f"{where}: {text}")
+    assert str(error) == f"{where}: {reason_render(note, words=ENGLISH)}"
+
+
+def test_jsonl_invalid_json_keeps_the_parsers_text():
+    with pytest.raises(ProbeFormatError) as caught:
+        probes_jsonl_parse(content=jsonl(GOOD, '{"id": "p2",'))
+    error = caught.value
+    assert (error.line, error.field, error.message.code) == (2, None, ProbeFormatCode.NOT_JSON)
+    assert error.message.params == {
+        "detail": "Expecting property name enclosed in double quotes",
+        "column": 13,
+    }
+    assert str(error) == "line 2: invalid JSON (Expecting property name enclosed in double quotes, column 13)"
 
 
 def test_jsonl_error_message_format():
@@ -200,6 +247,14 @@ def test_jsonl_error_message_format():
         probes_jsonl_parse(content=jsonl(GOOD, {**GOOD, "id": "p2"}, missing))
 
 
+def test_jsonl_error_in_chinese():
+    with pytest.raises(ProbeFormatError) as caught:
+        probes_jsonl_parse(content=jsonl(GOOD, {**GOOD, "input": "other"}))
+    with translation.override("zh-hans"):
+        assert reason_words(caught.value.reason) == "第 2 行 id：与第 1 行重复"
+
+
 def test_jsonl_refuses_bad_utf8():
-    with pytest.raises(ProbeFormatError, match=r"^line 2: not valid UTF-8"):
+    with pytest.raises(ProbeFormatError, match=r"^line 2: not valid UTF-8") as caught:
         probes_jsonl_parse(content=jsonl(GOOD) + b"\n\xff\xfe\n")
+    assert caught.value.message == reason(ProbeFormatCode.NOT_UTF8)

@@ -3,6 +3,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import translation
 from rest_framework.test import APIClient
 
 from canary.services.experiments import experiment_create, experiment_start
@@ -39,6 +40,25 @@ def test_import_suite_names_line_and_field(tmp_path, capsys):
     with pytest.raises(CommandError, match=r"line 2\.lable"):
         call_command("import_suite", str(bad), "--name", "golden")
     assert EvalSuite.objects.count() == 1
+
+
+def test_import_commands_say_what_is_wrong_in_english(tmp_path):
+    """A command's refusal is English whatever language is active (its notes are reasons)."""
+    suite = tmp_path / "bad.jsonl"
+    suite.write_text('{"id": "a", "input": "q", "label": "x"}\n{"id": "a", "input": "q2", "label": "x"}\n')
+    probes = tmp_path / "probes.jsonl"
+    probes.write_text('{"id": "p1", "input": "x", "weakness": "w"}\n')
+    with translation.override("zh-hans"):
+        with pytest.raises(CommandError) as caught:
+            call_command("import_suite", str(suite), "--name", "golden")
+        assert f"  {suite}: line 2.id: duplicate id 'a' (first at line 1)" in str(caught.value).splitlines()
+        with pytest.raises(CommandError) as caught:
+            call_command("import_probes", str(probes), "--name", "ps", "--family", "ca")
+        assert str(caught.value) == (
+            "The probe set could not be read: line 1.expected_label: required"
+            " {'file: line 1.expected_label': ['required']}"
+        )
+    assert not EvalSuite.objects.exists()
 
 
 def test_export_follow_up_reviews_writes_the_labelled_set_format(tmp_path, capsys, django_user_model):

@@ -3,7 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from canary.services.probes import probe_set_import_jsonl
-from evalhub.permissions import error_fields_words
+from engines.reasons import ENGLISH, reasons_render
 from registry.actors import SystemActor
 from registry.errors import ApplicationError
 
@@ -33,5 +33,6 @@ class Command(BaseCommand):
                 actor=COMMAND,
             )
         except ApplicationError as exc:
-            raise CommandError(f"{exc.message} {error_fields_words(exc)}") from None
+            fields = {key: list(reasons_render(notes, words=ENGLISH)) for key, notes in exc.fields.items()}
+            raise CommandError(f"{exc.message} {fields}") from None
         self.stdout.write(f"probe set {probe_set.name}: {probe_set.probes.count()} probes for {family}")

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evalhub.permissions import error_fields_words
+from engines.reasons import ENGLISH, reasons_render
 from registry.actors import SystemActor
 from registry.errors import ApplicationError
 from registry.services.suites import eval_suite_import, suite_items_parse
@@ -28,7 +28,8 @@ class Command(BaseCommand):
             suite, created = eval_suite_import(name=name, items=items, description=description, actor=COMMAND)
         except ApplicationError as exc:
             details = "\n".join(
-                f"  {key}: {'; '.join(msgs)}" for key, msgs in error_fields_words(exc).items()
+                f"  {key}: {'; '.join(reasons_render(notes, words=ENGLISH))}"
+                for key, notes in exc.fields.items()
             )
             raise CommandError(f"{exc.message}\n{details}") from None
         verb = "imported" if created else "unchanged, already"

@@ -2,13 +2,22 @@
 
 import pytest
 
-from canary.models import ProbeResult, ProbeRun, TurnEvent
-from canary.probes_gen import demo_probes_build
+from canary.models import ProbeResult, ProbeRun, ProbeSet, TurnEvent
+from canary.probes_gen import ProbeFormatCode, demo_probes_build
 from canary.services.experiments import experiment_create, experiment_start
-from canary.services.probes import probe_run_execute, probe_runs_due, probe_set_import
+from canary.services.probes import (
+    ProbesCode,
+    probe_run_execute,
+    probe_runs_due,
+    probe_set_import,
+    probe_set_import_jsonl,
+)
 from engines.demo.dataset import demo_dataset_build
+from engines.input_checks import FieldCode
+from engines.reasons import reason
 from engines.training import bow_train
 from registry.actors import SYSTEM
+from registry.errors import ApplicationError
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,3 +100,19 @@ def test_the_beat_runs_every_set_of_running_experiments_only(experiment, probe_s
     experiment.save(update_fields=["status"])
     assert probe_runs_due() == []
     assert ProbeRun.objects.count() == 1
+
+
+def test_an_unreadable_probe_file_is_refused_with_reasons():
+    content = b'{"id": "p1", "input": "x", "weakness": "w"}\n'
+    with pytest.raises(ApplicationError) as caught:
+        probe_set_import_jsonl(name="ps", family="ca", content=content, actor=SYSTEM)
+    error = caught.value
+    note = reason(FieldCode.REQUIRED)
+    assert error.code == "invalid_probes"
+    assert error.reason == reason(
+        ProbesCode.UNREADABLE,
+        problem=reason(ProbeFormatCode.AT_FIELD, line=1, field="expected_label", problem=note),
+    )
+    assert error.fields == {"file: line 1.expected_label": [note]}
+    assert error.message == "The probe set could not be read: line 1.expected_label: required"
+    assert not ProbeSet.objects.exists()

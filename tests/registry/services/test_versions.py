@@ -1,8 +1,12 @@
+from pathlib import Path
+
 import pytest
 from cryptography.fernet import Fernet
 from django.utils import timezone
 
 from engines.backends import BackendError
+from engines.backends.config import BackendConfigCode
+from engines.reasons import reason
 from gate.models import GateRun
 from gate.services.decisions import decision_record
 from registry.actors import SYSTEM
@@ -182,7 +186,9 @@ def test_a_name_public_at_registration_and_private_later_is_refused_at_connect_t
 def test_api_key_env_outside_the_prefix_is_refused(name):
     with pytest.raises(ApplicationError) as caught:
         register_openai(api_key_env=name)
-    assert list(caught.value.fields) == ["backend_config.api_key_env"]
+    assert caught.value.fields == {
+        "backend_config.api_key_env": [reason(BackendConfigCode.ENV_PREFIX, prefix="EVALHUB_BACKEND_SECRET_")]
+    }
 
 
 def test_api_key_env_under_the_prefix_is_taken(settings):
@@ -197,19 +203,21 @@ def test_checkpoint_paths_outside_the_model_folder_or_missing_are_refused(kind, 
     outside = tmp_path / "outside"
     outside.mkdir()
     (settings.EVALHUB_MODEL_DIR / "escape").symlink_to(outside, target_is_directory=True)
-    for path in [
-        "/etc",
-        "../../../../etc",
-        str(outside),
-        "escape",
-        "missing-folder",
-        "placeholder/../nothing",
+    root = str(Path(settings.EVALHUB_MODEL_DIR).resolve())
+    outside_root = reason(BackendConfigCode.OUTSIDE_MODEL_DIR, root=root)
+    for path, note in [
+        ("/etc", outside_root),
+        ("../../../../etc", outside_root),
+        (str(outside), outside_root),
+        ("escape", outside_root),
+        ("missing-folder", reason(BackendConfigCode.NO_CHECKPOINT, path=f"{root}/missing-folder")),
+        ("placeholder/../nothing", reason(BackendConfigCode.NO_CHECKPOINT, path=f"{root}/nothing")),
     ]:
         with pytest.raises(ApplicationError) as caught:
             model_version_register(
                 family="fam", label="v1", backend_kind=kind, backend_config={"path": path}, actor=SYSTEM
             )
-        assert list(caught.value.fields) == ["backend_config.path"], path
+        assert caught.value.fields == {"backend_config.path": [note]}, path
     (settings.EVALHUB_MODEL_DIR / "escape").unlink()
 
 

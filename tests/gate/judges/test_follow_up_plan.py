@@ -21,9 +21,8 @@ from gate.judges.follow_up_rate import (
     follow_up_horizon_answers,
     follow_up_rate_judge,
 )
-from gate.judges.plan import Unblinding
+from gate.judges.plan import PlanCode, Unblinding
 from gate.judges.verdict import ERROR, FAIL, INSUFFICIENT, PASS
-from tests.wordings import english
 
 ALPHA = 0.025  # one-sided, the upper end of a two-sided 95 % interval
 
@@ -105,10 +104,12 @@ class TestBlind:
             split=AnswerSplit(baseline=380, candidate=400, sum_squares=1600, candidate_share=0.5),
         )
         assert result.verdict == INSUFFICIENT and result.blind
-        assert english(result.reasons)[0] == (
-            "before the registered horizon of 1000 answered questions per arm (380 baseline and 400 "
-            "candidate so far; rate 0.12 from follow_up_planning_rate): the rate is judged once, at the "
-            "horizon"
+        assert result.reasons[0] == reason(
+            FollowUpRateCode.BEFORE_HORIZON,
+            units=1000,
+            basis="rate 0.12 from follow_up_planning_rate",
+            candidate=400,
+            baseline=380,
         )
         for arm in (result.candidate, result.baseline):
             assert (arm.rate, arm.ci_low, arm.ci_high, arm.follow_ups, arm.corrected) == (None,) * 5
@@ -121,8 +122,9 @@ class TestBlind:
             candidate=counts(41, 400), baseline=counts(37, 380), horizon=HORIZON, unblinded=unblinded
         )
         assert result.verdict == INSUFFICIENT and not result.blind and result.candidate.follow_ups == 41
-        assert english(result.reasons)[-1] == (
-            "unblinded by rm at 2025-01-02 03:04:05: a complaint; interim numbers, not a decision"
+        assert result.reasons[-1] == reason(
+            FollowUpRateCode.INTERIM,
+            unblinded=reason(PlanCode.UNBLINDED, by="rm", at="2025-01-02 03:04:05", why="a complaint"),
         )
 
     def test_at_the_horizon_it_decides(self):
@@ -137,10 +139,14 @@ class TestBlind:
             candidate=counts(150, 1500), baseline=counts(100, 1000), horizon=HORIZON, split=split
         )
         assert result.verdict == ERROR and result.blind
-        assert english(result.reasons)[0].startswith(
-            "sample ratio mismatch: 1000 baseline and 1500 candidate answered questions against an expected "
-            "candidate share 0.5 (clustered by user, p = "
-        )
+        mismatch = result.reasons[0]
+        assert mismatch.code == FollowUpRateCode.SAMPLE_RATIO_MISMATCH
+        assert {name: mismatch.params[name] for name in ("baseline", "candidate", "share")} == {
+            "baseline": 1000,
+            "candidate": 1500,
+            "share": 0.5,
+        }
+        assert mismatch.params["p"] < mismatch.params["alpha"]
 
 
 class TestAlwaysValid:
@@ -150,18 +156,16 @@ class TestAlwaysValid:
             candidate=counts(100, 1000), baseline=counts(150, 1000), sequential_tau=0.02, horizon=HORIZON
         )
         assert always.sequential and always.horizon is None and not always.blind
-        assert always.verdict == PASS and "always-valid upper bound" in english(always.reasons)[0]
-        bound = float(english(always.reasons)[0].split("upper bound ")[1].split()[0])
-        assert bound > fixed.candidate.ci_high
+        assert always.verdict == PASS and always.reasons[0].code == FollowUpRateCode.BAR_CLEARS
+        assert always.reasons[0].params["what"] == reason(FollowUpRateCode.RATE_ALWAYS_VALID_BOUND)
+        assert always.reasons[0].params["judged"] > fixed.candidate.ci_high
 
     def test_a_bound_not_clear_yet_is_insufficient_with_no_answers_named(self):
         result = follow_up_rate_judge(
             candidate=counts(40, 250), baseline=counts(42, 250), sequential_tau=0.02
         )
         assert result.verdict == INSUFFICIENT
-        assert english(result.reasons)[-1] == (
-            "not shown yet: the estimates clear the bar and the margin, the always-valid bounds not yet"
-        )
+        assert result.reasons[-1] == reason(FollowUpRateCode.NOT_SHOWN_YET)
         assert (
             follow_up_rate_judge(
                 candidate=counts(60, 250), baseline=counts(42, 250), sequential_tau=0.02

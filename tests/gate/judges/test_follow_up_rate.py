@@ -18,6 +18,34 @@ def approx(value):
     return pytest.approx(value, abs=5e-6)
 
 
+def observed(*, rate, low, high, follow_ups, answered, level=95.0):
+    """The candidate's rate as the bar's reason describes it."""
+    return reason(
+        Code.OBSERVED, rate=rate, level=level, low=low, high=high, follow_ups=follow_ups, answered=answered
+    )
+
+
+def bar(code, *, what, judged, described, bar=0.18):
+    return reason(code, what=reason(what), judged=judged, bar=bar, described=described)
+
+
+def margin(code, *, what, judged, estimate, low, high, rate, follow_ups, answered, margin=0.01, level=95.0):
+    return reason(
+        code,
+        what=reason(what),
+        judged=judged,
+        margin=margin,
+        estimate=estimate,
+        level=level,
+        low=low,
+        high=high,
+        method=reason(Code.BY_NEWCOMBE),
+        rate=rate,
+        follow_ups=follow_ups,
+        answered=answered,
+    )
+
+
 def counts(follow_ups: int, answered: int, **report) -> FollowUpCounts:
     return FollowUpCounts(answered=answered, follow_ups=follow_ups, **report)
 
@@ -43,6 +71,36 @@ class TestVerdicts:
             "method": NEWCOMBE,
             "corrected": None,
         }
+        assert result.reasons == [
+            bar(
+                Code.BAR_CLEARS,
+                what=Code.RATE_BOUND,
+                judged=approx(0.120152),
+                described=observed(
+                    rate=approx(0.1),
+                    low=approx(0.082909),
+                    high=approx(0.120152),
+                    follow_ups=100,
+                    answered=1000,
+                ),
+            ),
+            margin(
+                Code.MARGIN_CLEARS,
+                what=Code.DIFFERENCE_BOUND,
+                judged=approx(-0.021046),
+                estimate=approx(-0.05),
+                low=approx(-0.079032),
+                high=approx(-0.021046),
+                rate=approx(0.15),
+                follow_ups=150,
+                answered=1000,
+            ),
+        ]
+        assert result.threshold == 0.18 and result.decide_on == "upper_bound"
+
+    def test_the_reasons_read_as_sentences(self):
+        # The one rendering check here: the bar's and the margin's reasons, nested, in English.
+        result = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(150, 1000))
         assert english(result.reasons) == [
             "follow-up rate upper bound 0.120 <= bar 0.18 (rate 0.100, 95 % CI [0.083, 0.120], "
             "100 follow-ups of 1000 answers)",
@@ -50,7 +108,6 @@ class TestVerdicts:
             "[-0.079, -0.021] by Newcombe's hybrid score; baseline rate 0.150, 150 follow-ups of 1000 "
             "answers)",
         ]
-        assert result.threshold == 0.18 and result.decide_on == "upper_bound"
 
     def test_bar_fails_alone(self):
         # 312/1590 = 0.196226, Wilson [0.177448, 0.216469]: the upper bound is over 0.18. Against a worse
@@ -58,9 +115,19 @@ class TestVerdicts:
         result = follow_up_rate_judge(candidate=counts(312, 1590), baseline=counts(400, 1600))
         assert result.verdict == FAIL
         assert asdict(result.checks) == {"bar": False, "non_inferiority": True}
-        assert english(result.reasons) == [
-            "follow-up rate upper bound 0.216 > bar 0.18 (rate 0.196, 95 % CI [0.177, 0.216], "
-            "312 follow-ups of 1590 answers)"
+        assert result.reasons == [
+            bar(
+                Code.BAR_EXCEEDED,
+                what=Code.RATE_BOUND,
+                judged=approx(0.216469),
+                described=observed(
+                    rate=approx(312 / 1590),
+                    low=approx(0.177448),
+                    high=approx(0.216469),
+                    follow_ups=312,
+                    answered=1590,
+                ),
+            )
         ]
         assert result.difference.ci_high == approx(-0.024891)
 
@@ -72,9 +139,18 @@ class TestVerdicts:
         assert asdict(result.checks) == {"bar": True, "non_inferiority": False}
         assert result.difference.ci_low == approx(0.016264)
         assert result.difference.ci_high == approx(0.064038)
-        assert english(result.reasons) == [
-            "difference from the baseline upper bound +0.064 > margin 0.01 (difference +0.040, 95 % CI "
-            "[+0.016, +0.064] by Newcombe's hybrid score; baseline rate 0.060, 60 follow-ups of 1000 answers)"
+        assert result.reasons == [
+            margin(
+                Code.MARGIN_EXCEEDED,
+                what=Code.DIFFERENCE_BOUND,
+                judged=approx(0.064038),
+                estimate=approx(0.04),
+                low=approx(0.016264),
+                high=approx(0.064038),
+                rate=approx(0.06),
+                follow_ups=60,
+                answered=1000,
+            )
         ]
 
     def test_both_fail_one_reason_each(self):
@@ -102,17 +178,28 @@ class TestVerdicts:
         assert bound.difference.ci_high == approx(0.046139)
         assert [r.code for r in bound.reasons] == [Code.BAR_EXCEEDED, Code.MARGIN_EXCEEDED]
         assert point.verdict == PASS and asdict(point.checks) == {"bar": True, "non_inferiority": True}
-        assert english(point.reasons)[0].startswith(
-            "follow-up rate 0.160 <= bar 0.18 (rate 0.160, 95 % CI [0.120, 0.211]"
+        # On its point the bar judges the rate itself, and the margin the difference's estimate.
+        assert point.reasons[0] == bar(
+            Code.BAR_CLEARS,
+            what=Code.RATE,
+            judged=approx(0.16),
+            described=observed(
+                rate=approx(0.16), low=approx(0.119754), high=approx(0.210537), follow_ups=40, answered=250
+            ),
         )
-        assert english(point.reasons)[1].startswith("difference from the baseline -0.020 <= margin 0.01")
+        assert (point.reasons[1].code, point.reasons[1].params["what"]) == (
+            Code.MARGIN_CLEARS,
+            reason(Code.DIFFERENCE),
+        )
+        assert (point.reasons[1].params["judged"], point.reasons[1].params["margin"]) == (approx(-0.02), 0.01)
 
     def test_a_bound_over_the_bar_is_a_fail_with_no_advice_to_wait(self):
         # 40/250 under the bar on its point (0.16) but not on its bound: no "about 1291 answered questions
         # would show it" any more.
         result = follow_up_rate_judge(candidate=counts(40, 250), baseline=counts(4500, 25000))
         assert result.verdict == FAIL
-        assert not any("answered questions on the candidate" in reason for reason in english(result.reasons))
+        # Only the two failed checks: no reason of more answers to come.
+        assert [r.code for r in result.reasons] == [Code.BAR_EXCEEDED, Code.MARGIN_EXCEEDED]
 
     def test_a_point_over_the_bar_is_a_fail_however_few_the_answers(self):
         result = follow_up_rate_judge(candidate=counts(50, 250), baseline=counts(4500, 25000))
@@ -142,9 +229,19 @@ class TestVerdicts:
         assert follow_up.verdict == FAIL
         assert asdict(follow_up.checks) == {"bar": False, "non_inferiority": True}
         assert follow_up.difference.ci_high == approx(-0.012814)
-        assert english(follow_up.reasons) == [
-            "follow-up rate upper bound 0.259 > bar 0.18 (rate 0.240, 95 % CI [0.222, 0.259], "
-            "480 follow-ups of 2000 answers)"
+        assert follow_up.reasons == [
+            bar(
+                Code.BAR_EXCEEDED,
+                what=Code.RATE_BOUND,
+                judged=approx(0.259205),
+                described=observed(
+                    rate=approx(0.24),
+                    low=approx(0.221792),
+                    high=approx(0.259205),
+                    follow_ups=480,
+                    answered=2000,
+                ),
+            )
         ]
         verdict, reasons = gate_verdict(
             required_layers=required,
@@ -162,16 +259,17 @@ class TestWithoutBaseline:
         assert result.verdict == PASS
         assert result.baseline is None and result.difference is None
         assert asdict(result.checks) == {"bar": True, "non_inferiority": None}
-        assert english(result.reasons)[-1] == (
-            "no baseline arm: non-inferiority not checked, the verdict rests on the bar alone"
-        )
+        assert result.reasons[-1] == reason(Code.NO_BASELINE)
 
     def test_fail_still_says_non_inferiority_was_not_checked(self):
         result = follow_up_rate_judge(candidate=counts(312, 1590), baseline=None)
         assert result.verdict == FAIL
-        assert len(english(result.reasons)) == 2
-        assert english(result.reasons)[0].startswith("follow-up rate upper bound 0.216 > bar 0.18")
-        assert "non-inferiority not checked" in english(result.reasons)[1]
+        assert [r.code for r in result.reasons] == [Code.BAR_EXCEEDED, Code.NO_BASELINE]
+        assert result.reasons[0].params["what"] == reason(Code.RATE_BOUND)
+        assert (result.reasons[0].params["judged"], result.reasons[0].params["bar"]) == (
+            approx(0.216469),
+            0.18,
+        )
 
 
 class TestInsufficientData:
@@ -265,7 +363,8 @@ class TestReport:
         wide = follow_up_rate_judge(candidate=counts(100, 1000), baseline=counts(150, 1000), confidence=0.99)
         assert wide.candidate.ci_high > narrow.candidate.ci_high
         assert wide.difference.ci_high > narrow.difference.ci_high
-        assert "99 % CI" in english(wide.reasons)[0] and "90 % CI" in english(narrow.reasons)[0]
+        assert wide.reasons[0].params["described"].params["level"] == pytest.approx(99)
+        assert narrow.reasons[0].params["described"].params["level"] == pytest.approx(90)
 
 
 class TestValidation:
@@ -339,10 +438,13 @@ class TestCorrected:
         assert result.candidate.rate == approx(0.2)  # observed, still reported
         assert result.correction == "rogan_gladen" and result.detector_version == "follow-up-test-1"
         assert result.verdict == PASS and result.checks.bar is True and corrected.ci_high <= 0.18
-        assert (
-            "corrected rate 0.067" in english(result.reasons)[0]
-            and "follow-up-test-1" in english(result.reasons)[0]
+        described = result.reasons[0].params["described"]
+        assert described.code == Code.CORRECTED
+        assert (described.params["rate"], described.params["detector"]) == (
+            approx(0.05 / 0.75),
+            "follow-up-test-1",
         )
+        assert described.params["observed"] == approx(0.2)
 
     def test_the_bar_is_judged_on_the_corrected_upper_bound(self):
         # Observed 0.10 passes by itself; corrected (0.10 + 0.95 - 1) / 0.8 = 0.0625 ... rates of a
@@ -384,8 +486,9 @@ class TestCorrected:
             detector=coin,
         )
         assert result.verdict == INSUFFICIENT
-        assert [r for r in english(result.reasons) if "'en'" in r] and [
-            r for r in english(result.reasons) if "'zh'" in r
+        assert result.reasons == [
+            reason(Code.UNINFORMATIVE_LANGUAGE, detector="coin", language="en"),
+            reason(Code.UNINFORMATIVE_LANGUAGE, detector="coin", language="zh"),
         ]
         assert result.candidate.corrected is None and result.correction == "none"
 
@@ -398,4 +501,4 @@ class TestCorrected:
             detector=DETECTOR,
         )
         assert result.verdict == FAIL and result.checks.bar is False
-        assert not any("not shown yet" in reason for reason in english(result.reasons))
+        assert [r.code for r in result.reasons] == [Code.BAR_EXCEEDED, Code.NO_BASELINE]

@@ -243,17 +243,16 @@ def upstream_of(*, version: ModelVersion) -> Upstream:
     )
 
 
-def http_client() -> httpx.Client:
-    """The process's pooled client, every connection checked by the outbound policy."""
-    return _http()
-
-
-def _ask(*, version: ModelVersion, body: dict) -> dict:
+def upstream_send(*, version: ModelVersion, body: dict, stream: bool = False) -> httpx.Response:
+    """POST `body` to the version's chat completions (its model named); a 2xx response, open for
+    reading when `stream`. Anything else is an UpstreamError saying what failed."""
     upstream = upstream_of(version=version)
+    client = _http()
+    request = client.build_request(
+        "POST", upstream.url, json={**body, "model": upstream.model}, headers=upstream.headers
+    )
     try:
-        response = _http().post(
-            upstream.url, json={**body, "model": upstream.model}, headers=upstream.headers
-        )
+        response = client.send(request, stream=stream)
     except OutboundRefusedError as exc:
         raise UpstreamError(f"{version.ref} refused: {exc}") from None
     except httpx.TimeoutException:
@@ -261,7 +260,13 @@ def _ask(*, version: ModelVersion, body: dict) -> dict:
     except httpx.HTTPError as exc:
         raise UpstreamError(f"{version.ref} unreachable: {type(exc).__name__}") from None
     if response.status_code >= 300:
+        response.close()
         raise UpstreamError(f"{version.ref} answered HTTP {response.status_code}")
+    return response
+
+
+def _ask(*, version: ModelVersion, body: dict) -> dict:
+    response = upstream_send(version=version, body=body)
     try:
         answer = response.json()
         content = answer["choices"][0]["message"]["content"]

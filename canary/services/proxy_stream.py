@@ -27,13 +27,11 @@ from canary.models import Experiment
 from canary.services.proxy import (
     StreamFacts,
     UpstreamError,
-    http_client,
     proxy_route,
     turn_pair_record,
-    upstream_of,
     upstream_or_fallback,
+    upstream_send,
 )
-from engines.outbound import OutboundRefusedError
 from registry.models import ModelVersion
 
 DONE = b"data: [DONE]\n\n"
@@ -93,23 +91,9 @@ class _Open:
 
 
 def _stream_open(*, version: ModelVersion, body: dict) -> _Open:
-    upstream = upstream_of(version=version)
-    payload = {**body, "model": upstream.model, "stream": True, "stream_options": {"include_usage": True}}
-    client = http_client()
-    try:
-        response = client.send(
-            client.build_request("POST", upstream.url, json=payload, headers=upstream.headers), stream=True
-        )
-    except OutboundRefusedError as exc:
-        raise UpstreamError(f"{version.ref} refused: {exc}") from None
-    except httpx.TimeoutException:
-        raise UpstreamError(f"{version.ref} timed out") from None
-    except httpx.HTTPError as exc:
-        raise UpstreamError(f"{version.ref} unreachable: {type(exc).__name__}") from None
-    if response.status_code >= 300:
-        response.close()
-        raise UpstreamError(f"{version.ref} answered HTTP {response.status_code}")
-    return _Open(response=response, version=version)
+    # Always asked for its usage: the turn event's token count (the client gets it only if it asked).
+    payload = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    return _Open(response=upstream_send(version=version, body=payload, stream=True), version=version)
 
 
 def chat_completion_stream(*, experiment: Experiment, body: object, **who: str | None) -> ProxyStream:

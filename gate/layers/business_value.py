@@ -391,7 +391,6 @@ class BusinessValueLayer(GateLayer[BusinessValueDetails]):
         )
         result, look, taken_now = look_keep(
             layer=self.name,
-            plan=experiment.business_horizon or {},
             run=ctx.run,
             experiment=experiment,
             assessment=assessment,

@@ -516,7 +516,6 @@ class FollowUpRateLayer(GateLayer[FollowUpRateDetails]):
         )
         result, look, taken_now = look_keep(
             layer=self.name,
-            plan=experiment.follow_up_horizon or {},
             run=ctx.run,
             experiment=experiment,
             assessment=assessment,

@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import TypeAdapter
 
 from canary.models import Experiment
-from canary.services.plans import experiment_look_store
+from canary.services.plans import PLAN_FIELDS, experiment_look_store
 from engines.reasons import gettext_noop, reason, wordings_register
 from gate.judges.business_value import BusinessValueResult
 from gate.judges.follow_up_rate import FollowUpRateResult
@@ -80,14 +80,13 @@ def look_returned(result: R, record: LookRecord) -> R:
 def look_keep(
     *,
     layer: str,
-    plan: Mapping[str, Any],
     run: GateRun,
     experiment: Experiment,
     assessment: Assessment[R],
     blind: Callable[[R], R],
     counted_answers: bool,
 ) -> tuple[R, LookRecord | None, bool]:
-    """The result, the look and whether `run` took it now. A look taken now is stored in `plan` once
+    """The result, the look and whether `run` took it now. A look taken now is stored in the layer's plan once
     (`counted_answers`: it counted answers, not outcome data; for the reason): another run's look when
     that one was stored first, a blind `insufficient_data` when the plan was registered again meanwhile."""
     result: R = assessment.result
@@ -97,7 +96,7 @@ def look_keep(
     kept = experiment_look_store(
         experiment=experiment,
         layer=layer,
-        sequence=int(plan.get("sequence", 1)),
+        sequence=int((getattr(experiment, PLAN_FIELDS[layer]) or {}).get("sequence", 1)),
         look={"record": to_json(look), "result": to_json(result)},
         actor=SystemActor(f"gate run {run.pk}"),
     )

@@ -3,8 +3,9 @@
 The answer's content is "[<label>] <text>", which the `openai` backend's default
 `label_regex` reads back. With `stream: true` it is sent as OpenAI's server-sent chunks, a token (a
 word and the space after it) per chunk, `token_delay` seconds apart (0: as fast as it can; a demo or
-a test sets a delay to look like a chat model), then a usage chunk when `stream_options.include_usage`
-asks for one, then `data: [DONE]`.
+a test sets a delay to look like a chat model), the first one `first_token_delay` seconds later still
+(a slow prefill: what a chat user waits for before any text), then a usage chunk when
+`stream_options.include_usage` asks for one, then `data: [DONE]`.
 
 It holds the concurrency a canary puts on it: each connection has its own (daemon) thread, the
 listen backlog is as deep as the kernel allows (the standard library's 5 made a burst of new
@@ -103,6 +104,7 @@ def model_server_create(
     host: str = "127.0.0.1",
     port: int = 0,
     token_delay: float = 0.0,
+    first_token_delay: float = 0.0,
 ) -> ModelHTTPServer:
     """`backend` behind the chat API on host:port (0: a free port), answering as `model_name`.
     `config_hash` (`engines.backends.config.backend_config_hash` of the version served) is announced on
@@ -233,8 +235,12 @@ def model_server_create(
                     {**completion, "object": "chat.completion.chunk", "choices": [], "usage": usage}
                 )
             for index, event in enumerate(events):
-                if token_delay and 0 < index < len(events) - 1:
-                    time.sleep(token_delay)
+                # The role chunk goes at once, as a server's headers do; the text waits for the prefill.
+                pause = (token_delay if 0 < index < len(events) - 1 else 0) + (
+                    first_token_delay if index == 1 else 0
+                )
+                if pause:
+                    time.sleep(pause)
                 self._write_chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
             self._write_chunk(b"data: [DONE]\n\n")
             self._write_chunk(b"")  # the last, empty chunk ends the body

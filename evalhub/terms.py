@@ -94,6 +94,10 @@ TERMS = {
     "error_rate": pgettext_lazy("code", "error_rate"),
     "fallback_rate": pgettext_lazy("code", "fallback_rate"),
     "latency": pgettext_lazy("code", "latency"),
+    "latency_p95": pgettext_lazy("code", "latency_p95"),
+    "first_token_p50": pgettext_lazy("code", "first_token_p50"),
+    "first_token_p95": pgettext_lazy("code", "first_token_p95"),
+    "tokens_per_second": pgettext_lazy("code", "tokens_per_second"),
     "turns_per_session": pgettext_lazy("code", "turns_per_session"),
     "probes": pgettext_lazy("code", "probes"),
     # Columns of the attribution's tables, units of the analysis's counts

@@ -118,10 +118,17 @@ def small_bow(test_model_dir) -> Path:
 def serve_versions():
     """Registers versions behind real model servers (threads in this process) and points their
     serving_url at them: `serve_versions({"v3": checkpoint, "v4": checkpoint})` -> [v3, v4].
-    `serve_versions.servers[label]` is the server, e.g. to stop a candidate mid-test."""
+    `serve_versions.servers[label]` is the server, e.g. to stop a candidate mid-test;
+    `first_token_delay={"v4": 0.05}` gives a version a slow prefill (seconds)."""
     servers = {}
 
-    def serve(checkpoints: dict, *, family: str = "contract-assistant", token_delay: float = 0.0) -> list:
+    def serve(
+        checkpoints: dict,
+        *,
+        family: str = "contract-assistant",
+        token_delay: float = 0.0,
+        first_token_delay: dict[str, float] | None = None,
+    ) -> list:
         versions = []
         for label, path in checkpoints.items():
             version = model_version_register(
@@ -137,6 +144,7 @@ def serve_versions():
                 config_hash=model_version_config_hash(version=version),
                 port=0,
                 token_delay=token_delay,
+                first_token_delay=(first_token_delay or {}).get(label, 0.0),
             )
             threading.Thread(target=server.serve_forever, daemon=True).start()
             url = f"http://127.0.0.1:{server.server_port}/v1"

@@ -3,7 +3,10 @@
 Per metric (guardrails and minimum samples from the experiment):
 - error rate (answers with an error, fallbacks included): two-proportion test;
 - fallback rate (candidate answers the baseline had to give): two-proportion test;
-- latency of answers (the last 10 000 per arm): Mann-Whitney U on the medians' ratio;
+- latency of answers (the last 10 000 per arm): Mann-Whitney U on the medians' ratio, and the p95's
+  ratio with a percentile-bootstrap interval;
+- where the traffic streams: time to first token (p50 and p95) and tokens per second (median), each
+  as a ratio candidate ÷ baseline with a percentile-bootstrap interval (`canary.selectors.latency`);
 - user turns per session: Welch's t-test on sufficient statistics;
 - stress probes (the latest probe run): exact McNemar on the paired results.
 Each metric fails when it is worse than its guardrail and its test is significant at alpha after Holm's
@@ -26,6 +29,7 @@ from django.db.models import Count, Q
 
 from canary.models import CanaryAnalysis, Experiment, TurnEvent
 from canary.selectors.experiments import probe_run_latest
+from canary.selectors.latency import LatencySamples, latency_samples
 from canary.services.experiments import (
     GUARDRAIL_DEFAULTS,
     LIFECYCLE_ROLES,
@@ -38,19 +42,20 @@ from engines.routing import BASELINE, CANDIDATE
 from engines.stats.comparisons import (
     FAIL,
     ComparisonResult,
+    RatioStatistic,
     analysis_combine,
     error_rate_compare,
     guardrails_holm,
     latency_compare,
     mean_compare,
     probes_compare,
+    quantile_ratio_compare,
     rate_compare,
 )
 from engines.stats.sufficient import MeanStats, Proportion
 from registry.actors import Actor, SystemActor, actor_require_role
 from registry.errors import ENGLISH, ApplicationError
 
-LATENCY_SAMPLE = 10_000
 # Turns per session may grow by this much (relative) before it counts against the candidate.
 MAX_TURNS_INCREASE = 0.2
 ANALYSIS = SystemActor("canary-analysis")
@@ -83,15 +88,6 @@ def _counts(experiment: Experiment) -> dict[str, dict[str, int]]:
     for row in rows:
         counts[row.pop("arm")] = row
     return counts
-
-
-def _latencies(experiment: Experiment, arm: str) -> list[float]:
-    return list(
-        _user_answers(experiment)
-        .filter(arm=arm, latency_ms__isnull=False, error="")
-        .order_by("-occurred_at")
-        .values_list("latency_ms", flat=True)[:LATENCY_SAMPLE]
-    )
 
 
 def _turns_per_session(experiment: Experiment) -> dict[str, MeanStats]:
@@ -127,12 +123,57 @@ def _probe_result(experiment: Experiment, min_probes: int):
     )
 
 
+P50 = RatioStatistic(name="p50", quantile=0.5)
+P95 = RatioStatistic(name="p95", quantile=0.95)
+SPEED = RatioStatistic(name="median", quantile=0.5, higher_is_worse=False)
+
+
+def _speed_results(
+    *, samples: dict[str, LatencySamples], guardrails: dict[str, float], min_n: int
+) -> list[ComparisonResult]:
+    """The p95 of the total time, and, once either arm has streamed, time to first token and tokens
+    per second (an experiment whose clients never stream is not held back by metrics it cannot have)."""
+    candidate, baseline = samples[CANDIDATE], samples[BASELINE]
+    watched = [("latency_p95", P95, "max_latency_p95_ratio", candidate.total_ms, baseline.total_ms)]
+    if candidate.streamed or baseline.streamed:
+        watched += [
+            (
+                "first_token_p50",
+                P50,
+                "max_first_token_ratio",
+                candidate.first_token_ms,
+                baseline.first_token_ms,
+            ),
+            (
+                "first_token_p95",
+                P95,
+                "max_first_token_p95_ratio",
+                candidate.first_token_ms,
+                baseline.first_token_ms,
+            ),
+            (
+                "tokens_per_second",
+                SPEED,
+                "min_tokens_per_second_ratio",
+                candidate.tokens_per_second,
+                baseline.tokens_per_second,
+            ),
+        ]
+    return [
+        quantile_ratio_compare(
+            candidate=c, baseline=b, statistic=statistic, bar=guardrails[bar], min_n=min_n, metric=metric
+        )
+        for metric, statistic, bar, c, b in watched
+    ]
+
+
 def _guardrail_results(*, experiment: Experiment) -> list[ComparisonResult]:
     """Every guardrail metric compared, Holm-adjusted as one family."""
     guardrails = {**GUARDRAIL_DEFAULTS, **experiment.guardrails}
     min_requests, min_sessions = int(guardrails["min_requests"]), int(guardrails["min_sessions"])
     counts = _counts(experiment)
     turns = _turns_per_session(experiment)
+    samples = {arm: latency_samples(experiment=experiment, arm=arm) for arm in (BASELINE, CANDIDATE)}
     return guardrails_holm(
         [
             error_rate_compare(
@@ -149,11 +190,12 @@ def _guardrail_results(*, experiment: Experiment) -> list[ComparisonResult]:
                 min_n=min_requests,
             ),
             latency_compare(
-                candidate=_latencies(experiment, CANDIDATE),
-                baseline=_latencies(experiment, BASELINE),
+                candidate=samples[CANDIDATE].total_ms,
+                baseline=samples[BASELINE].total_ms,
                 max_ratio=guardrails["max_latency_ratio"],
                 min_n=min_requests,
             ),
+            *_speed_results(samples=samples, guardrails=guardrails, min_n=min_requests),
             mean_compare(
                 candidate=turns[CANDIDATE],
                 baseline=turns[BASELINE],

@@ -45,6 +45,7 @@ ROLES = tuple(TurnEvent.Role.values)
 MAX_TEXT = 100_000
 MAX_ID = 200
 MAX_TURN_INDEX = 2**31 - 1  # turn_index's column: a PostgreSQL integer
+MAX_TOKENS = 2**31 - 1  # output_tokens' column too
 
 
 class EventsCode(StrEnum):
@@ -61,6 +62,8 @@ class EventsCode(StrEnum):
     ARM_VERSION = "events.arm_version"
     NO_EXPERIMENT = "events.no_experiment"
     REPEATS = "events.repeats"
+    ANSWERS_ONLY = "events.answers_only"
+    WITHIN_LATENCY = "events.within_latency"
 
 
 wordings_register(
@@ -78,6 +81,8 @@ wordings_register(
             "must lie within the experiment's life, {start} to its end {end}, give or take {skew} s"
         ),
         EventsCode.NOT_ALLOWED: gettext_noop("not on the experiment's allow-list"),
+        EventsCode.ANSWERS_ONLY: gettext_noop("only on an assistant's answer"),
+        EventsCode.WITHIN_LATENCY: gettext_noop("must be ≥ 0 and at most latency_ms (given with it)"),
         EventsCode.ROUTER_ARM: gettext_noop(
             "the router had {unit} on the {arms} arm then (an arm forced by QA needs the qa_token that "
             "forced it)"
@@ -244,6 +249,7 @@ def _turn(event: dict, where: str, errors: _Errors, **fields: object) -> TurnEve
     latency = _number(event, "latency_ms", where, errors, required=False)
     if latency is not None and latency < 0:
         errors.add(f"{where}.latency_ms", reason(FieldCode.NON_NEGATIVE))
+    stream = _stream_facts(event, where, errors, latency=latency, answer=role == TurnEvent.Role.ASSISTANT)
     return TurnEvent(
         **fields,
         turn_index=turn_index,
@@ -252,7 +258,28 @@ def _turn(event: dict, where: str, errors: _Errors, **fields: object) -> TurnEve
         latency_ms=latency,
         error=_string(event, "error", where, errors, required=False, limit=MAX_TEXT),
         source=TurnEvent.Source.CLIENT,
+        **stream,
     )
+
+
+def _stream_facts(event: dict, where: str, errors: _Errors, *, latency: float | None, answer: bool) -> dict:
+    """A streamed answer's time to first token and output tokens, as a chat app that streams
+    measures them (the proxy records its own): optional, on answers only."""
+    first_token = _number(event, "first_token_ms", where, errors, required=False)
+    tokens = event.get("output_tokens")
+    for key, given in (("first_token_ms", first_token), ("output_tokens", tokens)):
+        if given is not None and not answer:
+            errors.add(f"{where}.{key}", reason(EventsCode.ANSWERS_ONLY))
+    if first_token is not None and (latency is None or not 0 <= first_token <= latency):
+        errors.add(f"{where}.first_token_ms", reason(EventsCode.WITHIN_LATENCY))
+    if tokens is not None and (
+        isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_TOKENS
+    ):
+        errors.add(f"{where}.output_tokens", reason(FieldCode.INTEGER_BETWEEN, low=0, high=MAX_TOKENS))
+        tokens = None
+    if first_token is None and tokens is None:
+        return {}
+    return {"streamed": first_token is not None, "first_token_ms": first_token, "output_tokens": tokens}
 
 
 def _parse(event: object, index: int, checks: _Checks, errors: _Errors):

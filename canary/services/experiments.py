@@ -42,6 +42,11 @@ LIFECYCLE_ROLES = frozenset({RELEASE_MANAGER})
 GUARDRAIL_DEFAULTS: dict[str, float] = {
     "max_error_rate_increase": 0.02,  # candidate error rate − baseline, absolute
     "max_latency_ratio": 1.5,  # candidate median latency / baseline
+    "max_latency_p95_ratio": 2.0,  # candidate p95 latency / baseline (tails are noisier: more room)
+    # Streamed answers (what a chat user feels first, then how fast the text comes).
+    "max_first_token_ratio": 1.5,  # candidate median time to first token / baseline
+    "max_first_token_p95_ratio": 2.0,  # the same at p95
+    "min_tokens_per_second_ratio": 0.67,  # candidate median tokens per second / baseline, at least
     "max_fallback_rate": 0.05,  # share of candidate requests answered by the baseline
     "min_requests": 200,  # per arm, before errors and latency are judged
     "min_sessions": 100,  # per arm, before turns per session are judged
@@ -87,6 +92,10 @@ class ExperimentsCode(StrEnum):
     KNOWN = "experiments.known"
     GUARDRAIL_NOT_FINITE = "experiments.guardrail_not_finite"
     FINITE_NOTE = "experiments.finite_note"
+    GUARDRAIL_NOT_POSITIVE = "experiments.guardrail_not_positive"
+    POSITIVE_NOTE = "experiments.positive_note"
+    GUARDRAIL_NOT_COUNT = "experiments.guardrail_not_count"
+    COUNT_NOTE = "experiments.count_note"
     SAME_VERSIONS = "experiments.same_versions"
     SAME_NOTE = "experiments.same_note"
     OTHER_FAMILIES = "experiments.other_families"
@@ -135,6 +144,10 @@ wordings_register(
         ExperimentsCode.KNOWN: gettext_noop("known: {known}"),
         ExperimentsCode.GUARDRAIL_NOT_FINITE: gettext_noop("{field} must be a finite number ≥ 0."),
         ExperimentsCode.FINITE_NOTE: gettext_noop("must be a finite number ≥ 0"),
+        ExperimentsCode.GUARDRAIL_NOT_POSITIVE: gettext_noop("{field} must be a ratio above 0."),
+        ExperimentsCode.POSITIVE_NOTE: gettext_noop("must be more than 0 (1 = as fast as the baseline)"),
+        ExperimentsCode.GUARDRAIL_NOT_COUNT: gettext_noop("{field} must be a whole number ≥ 1."),
+        ExperimentsCode.COUNT_NOTE: gettext_noop("must be a whole number ≥ 1 (a minimum of samples)"),
         ExperimentsCode.SAME_VERSIONS: gettext_noop("The candidate must differ from the baseline."),
         ExperimentsCode.SAME_NOTE: gettext_noop("same as the baseline"),
         ExperimentsCode.OTHER_FAMILIES: gettext_noop(
@@ -256,8 +269,27 @@ def _guardrails_parse(guardrails: object) -> dict[str, float]:
                 reason_of(ExperimentsCode.GUARDRAIL_NOT_FINITE, field=field),
                 fields={field: [reason_of(ExperimentsCode.FINITE_NOTE)]},
             )
+        _guardrail_kind_check(key=key, value=value, field=field)
         result[key] = value
     return result
+
+
+# Minimums of samples: a test needs at least one of each.
+GUARDRAIL_COUNTS = ("min_requests", "min_sessions", "min_probes")
+
+
+def _guardrail_kind_check(*, key: str, value: float, field: str) -> None:
+    """A ratio bar above 0 (a ratio is never 0 or below), a minimum of samples a whole number ≥ 1."""
+    if key.endswith("_ratio") and value <= 0:
+        raise ApplicationError(
+            reason_of(ExperimentsCode.GUARDRAIL_NOT_POSITIVE, field=field),
+            fields={field: [reason_of(ExperimentsCode.POSITIVE_NOTE)]},
+        )
+    if key in GUARDRAIL_COUNTS and (value < 1 or value != int(value)):
+        raise ApplicationError(
+            reason_of(ExperimentsCode.GUARDRAIL_NOT_COUNT, field=field),
+            fields={field: [reason_of(ExperimentsCode.COUNT_NOTE)]},
+        )
 
 
 def _arms_check(*, baseline: ModelVersion, candidate: ModelVersion) -> None:

@@ -65,6 +65,7 @@ class SimulationConfig:
     hours_if_wrong: float = 1.5
     hours_noise: float = 0.3
     seed: int = 0
+    stream: bool = False  # ask for streamed answers (`stream: true`), as most chat UIs do
 
 
 @dataclass
@@ -134,24 +135,29 @@ class Simulation:
         """(answer, arm, fallback), or None when the request failed."""
         with self.lock:
             self.report.requests += 1
+        # One key per question, kept by the client's retries: a retry is recorded once.
+        headers = {"X-EvalHub-Session": session_id, "Idempotency-Key": uuid.uuid4().hex}
+        create = self.client.chat.completions.with_raw_response.create
         try:
-            raw = self.client.chat.completions.with_raw_response.create(
-                model="demo",
-                messages=messages,
-                user=user_id,
-                # One key per question, kept by the client's retries: a retry is recorded once.
-                extra_headers={"X-EvalHub-Session": session_id, "Idempotency-Key": uuid.uuid4().hex},
-            )
-        except openai.OpenAIError:
+            if self.config.stream:
+                streamed = create(
+                    model="demo", messages=messages, user=user_id, extra_headers=headers, stream=True
+                )
+                answer = "".join(c.choices[0].delta.content or "" for c in streamed.parse() if c.choices)
+                answered_by = streamed.headers
+            else:
+                raw = create(model="demo", messages=messages, user=user_id, extra_headers=headers)
+                answer = raw.parse().choices[0].message.content or ""
+                answered_by = raw.headers
+        except openai.OpenAIError:  # a stream that breaks off raises here too
             with self.lock:
                 self.report.failed += 1
             return None
-        answer = raw.parse().choices[0].message.content or ""
-        fallback = raw.headers.get("X-EvalHub-Fallback") == "1"
+        fallback = answered_by.get("X-EvalHub-Fallback") == "1"
         with self.lock:
             self.report.answered += 1
             self.report.fallbacks += fallback
-        return answer, raw.headers["X-EvalHub-Arm"], fallback
+        return answer, answered_by["X-EvalHub-Arm"], fallback
 
     def _user(self, index: int) -> None:
         if time.perf_counter() > self.deadline:

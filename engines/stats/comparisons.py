@@ -55,6 +55,9 @@ class ComparisonCode(StrEnum):
     LATENCY_UNDEFINED = "comparisons.latency_undefined"
     LATENCY_SUMMARY = "comparisons.latency_summary"
     U_TEST = "comparisons.u_test"
+    QUANTILE_UNDEFINED = "comparisons.quantile_undefined"
+    QUANTILE_SUMMARY = "comparisons.quantile_summary"
+    BOOTSTRAP = "comparisons.bootstrap"
     MEAN_UNDEFINED = "comparisons.mean_undefined"
     MEAN_NO_VARIANCE = "comparisons.mean_no_variance"
     T_TEST = "comparisons.t_test"
@@ -106,6 +109,16 @@ wordings_register(
             "{ratio:.4f}, limit {limit:.4f}"
         ),
         ComparisonCode.U_TEST: gettext_noop("U={u:.1f}"),
+        ComparisonCode.QUANTILE_UNDEFINED: gettext_noop(
+            "insufficient data: the baseline's {statistic} is {value:g}, the ratio is undefined"
+        ),
+        ComparisonCode.QUANTILE_SUMMARY: gettext_noop(
+            "candidate {statistic} {candidate:.4g} (n={c_n}) vs baseline {baseline:.4g} (n={b_n}), ratio "
+            "{ratio:.4f} ({confidence:.0%} interval {low:.4f}–{high:.4f}), bar {limit:.4f}"
+        ),
+        ComparisonCode.BOOTSTRAP: gettext_noop(
+            "percentile bootstrap, {resamples} resamples of each arm, seed {seed}"
+        ),
         ComparisonCode.MEAN_UNDEFINED: gettext_noop(
             "insufficient data: baseline mean is {mean:g}, the relative difference is undefined"
         ),
@@ -173,6 +186,10 @@ class ComparisonResult:
     # The p-value after Holm across the analysis's tested metrics (`guardrails_holm`); the verdict
     # was decided on it.
     adjusted_p_value: float | None = None
+    # An interval on `difference` where the comparison gives one (`quantile_ratio_compare`).
+    ci_low: float | None = None
+    ci_high: float | None = None
+    confidence: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (reasons as a list of codes and parameters)."""
@@ -403,6 +420,135 @@ def latency_compare(
     )
     return ComparisonResult(
         verdict=verdict, reasons=reasons, difference=ratio, p_value=p_value, exceeds=exceeds, **common
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RatioStatistic:
+    """What `quantile_ratio_compare` compares: a quantile of each arm (0.5 the median), and which way
+    is worse (latencies: higher; speeds such as tokens per second: lower)."""
+
+    name: str  # as the reasons name it: "p50", "p95"
+    quantile: float
+    higher_is_worse: bool = True
+
+
+def quantile_ratio_compare(
+    *,
+    candidate: Sequence[float],
+    baseline: Sequence[float],
+    statistic: RatioStatistic,
+    bar: float,
+    min_n: int,
+    metric: str,
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> ComparisonResult:
+    """The ratio candidate ÷ baseline of a quantile of each arm (bounded samples of values, as for
+    `latency_compare`), with a percentile-bootstrap interval (Efron & Tibshirani 1993, ch. 13:
+    `scipy.stats.bootstrap`, each arm resampled on its own) and a one-sided bootstrap p for "the
+    candidate is worse": the share of resampled ratios on the not-worse side of 1, i.e. the
+    smallest alpha at which the one-sided percentile interval excludes 1 (plus one in numerator and
+    denominator, so p is never 0). `bar` is the worst ratio allowed: fail when the ratio is past it
+    (above it where higher is worse, below it where lower is) and p < alpha. The seed is fixed, so the
+    same samples always give the same verdict: an analysis cannot be re-rolled."""
+    import numpy as np
+    from scipy import stats as scipy_stats
+
+    if not bar > 0:
+        raise ValueError(f"bar={bar} must be positive")
+    if not 0 < statistic.quantile < 1 or not 0 < confidence < 1 or resamples < 1:
+        raise ValueError("quantile and confidence must lie in (0, 1), resamples be at least 1")
+    _settings_check(alpha=alpha, min_n=min_n, threshold=bar, threshold_name="bar")
+    arrays = {
+        arm: np.asarray(values, dtype=float)
+        for arm, values in (("candidate", candidate), ("baseline", baseline))
+    }
+    for arm, values in arrays.items():
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"{arm} values contain a non-finite value")
+    estimates = {
+        arm: float(np.quantile(values, statistic.quantile)) if values.size else None
+        for arm, values in arrays.items()
+    }
+    common: _Common = dict(
+        metric=metric,
+        candidate_estimate=estimates["candidate"],
+        baseline_estimate=estimates["baseline"],
+        difference_kind=RATIO,
+        candidate_n=int(arrays["candidate"].size),
+        baseline_n=int(arrays["baseline"].size),
+        threshold=bar,
+        alpha=alpha,
+        min_n=min_n,
+        test=f"percentile bootstrap of the {statistic.name} ratio",
+    )
+    too_few = _too_few_reasons(
+        min_n=min_n,
+        counts={arm: int(values.size) for arm, values in arrays.items()},
+        code=ComparisonCode.TOO_FEW_SAMPLES,
+    )
+    baseline_value = estimates["baseline"]
+    if not too_few and baseline_value is not None and baseline_value <= 0:
+        too_few = [reason(ComparisonCode.QUANTILE_UNDEFINED, statistic=statistic.name, value=baseline_value)]
+    if too_few:
+        return ComparisonResult(
+            verdict=INSUFFICIENT_DATA, reasons=tuple(too_few), difference=None, p_value=None, **common
+        )
+    assert estimates["candidate"] is not None and baseline_value is not None
+    ratio = estimates["candidate"] / baseline_value
+
+    def ratio_of(c, b, axis=-1):
+        low = np.quantile(b, statistic.quantile, axis=axis)
+        # A resample whose baseline quantile is 0 has no ratio; infinity keeps it on the worse side.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(low > 0, np.quantile(c, statistic.quantile, axis=axis) / low, np.inf)
+
+    boot = scipy_stats.bootstrap(
+        (arrays["candidate"], arrays["baseline"]),
+        ratio_of,
+        n_resamples=resamples,
+        confidence_level=confidence,
+        method="percentile",
+        vectorized=True,
+        batch=100,
+        random_state=np.random.default_rng(seed),
+    )
+    ratios = boot.bootstrap_distribution
+    not_worse = np.count_nonzero(ratios <= 1 if statistic.higher_is_worse else ratios >= 1)
+    p_value = float((not_worse + 1) / (ratios.size + 1))
+    exceeds = ratio > bar if statistic.higher_is_worse else ratio < bar
+    verdict = _verdict_decide(exceeds=exceeds, significant=p_value < alpha)
+    low, high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
+    reasons = (
+        reason(
+            ComparisonCode.QUANTILE_SUMMARY,
+            statistic=statistic.name,
+            candidate=estimates["candidate"],
+            c_n=common["candidate_n"],
+            baseline=baseline_value,
+            b_n=common["baseline_n"],
+            ratio=ratio,
+            confidence=confidence,
+            low=low,
+            high=high,
+            limit=bar,
+        ),
+        reason(ComparisonCode.BOOTSTRAP, resamples=resamples, seed=seed),
+        _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha),
+    )
+    return ComparisonResult(
+        verdict=verdict,
+        reasons=reasons,
+        difference=ratio,
+        p_value=p_value,
+        exceeds=exceeds,
+        ci_low=low,
+        ci_high=high,
+        confidence=confidence,
+        **common,
     )
 
 

@@ -15,8 +15,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--token-delay-ms", type=float, default=0.0, help="pause between a stream's tokens (demos, tests)"
         )
+        parser.add_argument(
+            "--first-token-delay-ms",
+            type=float,
+            default=0.0,
+            help="pause before a stream's first token, a slow prefill (demos, tests)",
+        )
 
-    def handle(self, *args, version, host, port, token_delay_ms, **options):
+    def handle(self, *args, version, host, port, token_delay_ms, first_token_delay_ms, **options):
         from engines.model_server import model_server_create
 
         try:
@@ -31,6 +37,7 @@ class Command(BaseCommand):
             host=host,
             port=port,
             token_delay=token_delay_ms / 1000,
+            first_token_delay=first_token_delay_ms / 1000,
         )
         self.stdout.write(
             f"serving {model_version.ref} on http://{host}:{server.server_port}/v1 "

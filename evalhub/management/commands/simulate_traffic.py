@@ -30,6 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("--follow-up-if-wrong", type=float, default=0.6)
         parser.add_argument("--follow-up-base", type=float, default=0.05)
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--stream", action="store_true", help="ask for streamed answers (stream: true)")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def handle(self, *args, **options):
@@ -54,6 +55,7 @@ class Command(BaseCommand):
             follow_up_if_wrong=options["follow_up_if_wrong"],
             follow_up_base=options["follow_up_base"],
             seed=options["seed"],
+            stream=options["stream"],
         )
         before = TurnEvent.objects.filter(experiment=experiment, source=TurnEvent.Source.PROXY).count()
         report = traffic_simulate(config=config)

@@ -26,9 +26,18 @@ def versions():
     return v3, v4
 
 
-def traffic(*, sessions: int, arm: str, error_rate: float = 0.0, latency: float = 100.0, seed: int = 0):
+def traffic(
+    *,
+    sessions: int,
+    arm: str,
+    error_rate: float = 0.0,
+    latency: float = 100.0,
+    seed: int = 0,
+    first_token: float | None = None,
+):
     """Sessions of one question and one answer (sometimes a second question), as chat-app events
-    of users the router puts on `arm`, half an hour ago."""
+    of users the router puts on `arm`, half an hour ago. With `first_token` (ms) the answers were
+    streamed: their first token came then, and 20 tokens in `latency` ms after it."""
     experiment = Experiment.objects.get(name="exp")
     rng = random.Random(f"{arm}{seed}")
     stamp = (timezone.now() - timedelta(minutes=30)).isoformat()
@@ -42,9 +51,22 @@ def traffic(*, sessions: int, arm: str, error_rate: float = 0.0, latency: float 
                 {**common, "type": "turn", "event_id": f"{arm}-{seed}-{s}-{t}-q", "turn_index": 2 * t}
                 | {"role": "user", "text": "q", "timestamp": stamp}
             )
+            answer = {
+                "role": "assistant",
+                "text": "a",
+                "timestamp": stamp,
+                "latency_ms": rng.gauss(latency, 10),
+            }
+            if first_token is not None:
+                ttft = rng.gauss(first_token, first_token / 10)
+                answer |= {
+                    "first_token_ms": ttft,
+                    "latency_ms": ttft + answer["latency_ms"],
+                    "output_tokens": 20,
+                }
             events.append(
                 {**common, "type": "turn", "event_id": f"{arm}-{seed}-{s}-{t}-a", "turn_index": 2 * t + 1}
-                | {"role": "assistant", "text": "a", "timestamp": stamp, "latency_ms": rng.gauss(latency, 10)}
+                | answer
                 | {"error": "timeout" if rng.random() < error_rate else ""}
             )
     for start in range(0, len(events), 4000):
@@ -187,3 +209,77 @@ def test_stopping_the_candidates_server_rolls_back_while_users_keep_answers(
     assert (analysis.verdict, analysis.action) == ("fail", "rolled_back")
     experiment.refresh_from_db()
     assert experiment.status == "rolled_back" and "fallback_rate [fail]" in experiment.end_reason
+
+
+@pytest.mark.django_db
+def test_a_candidate_whose_first_token_comes_late_is_rolled_back_on_that_metric(experiment):
+    # Same decode speed and the same time after the first token: only the prefill is slower (3x).
+    traffic(sessions=400, arm="baseline", first_token=200.0)
+    traffic(sessions=400, arm="candidate", first_token=600.0, seed=1)
+    probe_report(experiment)
+    analysis = experiment_analyze(experiment=experiment)
+    metrics = {m["metric"]: m for m in analysis.metrics}
+    first = metrics["first_token_p50"]
+    assert first["verdict"] == "fail" and first["difference"] == pytest.approx(3.0, rel=0.05)
+    assert first["ci_low"] > 2.5 and first["ci_high"] < 3.5 and first["adjusted_p_value"] < 0.01
+    assert metrics["tokens_per_second"]["verdict"] == "pass"
+    assert metrics["tokens_per_second"]["difference"] == pytest.approx(1.0, rel=0.05)
+    assert (analysis.verdict, analysis.action) == ("fail", "rolled_back")
+    experiment.refresh_from_db()
+    assert experiment.status == "rolled_back" and "first_token_p50 [fail]" in experiment.end_reason
+
+
+@pytest.mark.django_db
+def test_a_like_streaming_candidate_passes_every_speed_metric(experiment):
+    traffic(sessions=400, arm="baseline", first_token=200.0)
+    traffic(sessions=400, arm="candidate", first_token=200.0, seed=1)
+    probe_report(experiment)
+    analysis = experiment_analyze(experiment=experiment, act=False)
+    verdicts = {m["metric"]: m["verdict"] for m in analysis.metrics}
+    speed = ("latency_p95", "first_token_p50", "first_token_p95", "tokens_per_second")
+    assert {verdicts[metric] for metric in speed} == {"pass"}, analysis.reasons
+    assert analysis.verdict == "pass"
+
+
+@pytest.mark.django_db
+def test_traffic_that_never_streams_is_not_held_back_by_streaming_metrics(experiment):
+    traffic(sessions=400, arm="baseline")
+    traffic(sessions=400, arm="candidate", seed=1)
+    probe_report(experiment)
+    analysis = experiment_analyze(experiment=experiment, act=False)
+    metrics = [m["metric"] for m in analysis.metrics]
+    assert "latency_p95" in metrics and not {"first_token_p50", "tokens_per_second"} & set(metrics)
+    assert analysis.verdict == "pass"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slow_prefill_through_the_streaming_proxy_is_rolled_back(live_server, serve_versions, small_bow):
+    """End to end: the official client streams through the proxy; the candidate's server waits 60 ms
+    before its first token (the baseline's does not); the analysis rolls it back on time to first token."""
+    v3, v4 = serve_versions({"v3": small_bow, "v4": small_bow}, first_token_delay={"v4": 0.06})
+    created = experiment_create(
+        name="sim",
+        baseline=v3,
+        candidate=v4,
+        traffic_percent=50,
+        actor=SYSTEM,
+        guardrails={"min_requests": 40},
+    )
+    experiment = experiment_start(experiment=created, actor=SYSTEM)
+    call_command(
+        "simulate_traffic",
+        experiment="sim",
+        server=live_server.url,
+        users=120,
+        concurrency=4,
+        stream=True,
+        json=True,
+    )
+    answers = TurnEvent.objects.filter(role="assistant", streamed=True, error="")
+    assert answers.filter(arm="candidate").count() >= 40 and answers.filter(arm="baseline").count() >= 40
+    analysis = experiment_analyze(experiment=experiment)
+    first = next(m for m in analysis.metrics if m["metric"] == "first_token_p50")
+    assert first["verdict"] == "fail" and first["candidate_estimate"] > 60 > first["baseline_estimate"]
+    assert (analysis.verdict, analysis.action) == ("fail", "rolled_back")
+    experiment.refresh_from_db()
+    assert experiment.status == "rolled_back" and "first_token_p50 [fail]" in experiment.end_reason

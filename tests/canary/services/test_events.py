@@ -261,3 +261,39 @@ def test_only_the_app_role_sends_events(running, role):
     assert (
         events_ingest(events=[turn(user_on(running, "baseline", "u"), "baseline")], actor=app).accepted == 1
     )
+
+
+class TestStreamedAnswers:
+    """A chat app that streams reports its answers' time to first token and tokens, as the proxy does."""
+
+    def answer(self, running, **overrides) -> dict:
+        user = user_on(running, "candidate", "u")
+        return turn(
+            user, "candidate", index=1, **{"role": "assistant", "text": "a", "latency_ms": 900.0, **overrides}
+        )
+
+    def test_accepted_and_stored_as_streamed(self, running):
+        accepted([self.answer(running, first_token_ms=120.5, output_tokens=42)])
+        row = TurnEvent.objects.get()
+        assert (row.streamed, row.first_token_ms, row.output_tokens) == (True, 120.5, 42)
+
+    def test_tokens_alone_are_an_answer_that_did_not_stream(self, running):
+        accepted([self.answer(running, output_tokens=42)])
+        row = TurnEvent.objects.get()
+        assert (row.streamed, row.first_token_ms, row.output_tokens) == (False, None, 42)
+
+    @pytest.mark.parametrize(
+        ("overrides", "field", "code"),
+        [
+            ({"first_token_ms": 901.0}, "first_token_ms", EventsCode.WITHIN_LATENCY),
+            ({"first_token_ms": -1.0}, "first_token_ms", EventsCode.WITHIN_LATENCY),
+            ({"first_token_ms": 5.0, "latency_ms": None}, "first_token_ms", EventsCode.WITHIN_LATENCY),
+            ({"output_tokens": -3}, "output_tokens", "field.integer_between"),
+            ({"output_tokens": 2.5}, "output_tokens", "field.integer_between"),
+            ({"output_tokens": True}, "output_tokens", "field.integer_between"),
+            ({"role": "user", "first_token_ms": 5.0}, "first_token_ms", EventsCode.ANSWERS_ONLY),
+        ],
+    )
+    def test_refused_naming_the_field(self, running, overrides, field, code):
+        fields = refused([self.answer(running, **overrides)])
+        assert list(fields) == [f"events[0].{field}"] and fields[f"events[0].{field}"][0].code == code

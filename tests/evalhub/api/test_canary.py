@@ -140,6 +140,10 @@ class TestExperiments:
             ({"ramp": [1, 5], "traffic_percent": 5}, "traffic_percent"),
             ({"guardrails": {"max_vibes": 1}}, "guardrails.max_vibes"),
             ({"guardrails": {"max_latency_ratio": -1}}, "guardrails.max_latency_ratio"),
+            # A ratio bar of 0 and a minimum below one sample would make every analysis a bug.
+            ({"guardrails": {"max_first_token_ratio": 0}}, "guardrails.max_first_token_ratio"),
+            ({"guardrails": {"min_requests": 0}}, "guardrails.min_requests"),
+            ({"guardrails": {"min_probes": 2.5}}, "guardrails.min_probes"),
             ({"candidate": "ca:v3"}, "candidate"),
             ({"name": "Not A Slug"}, "name"),
             ({"bogus": 1}, "bogus"),

@@ -80,6 +80,26 @@ def share_windows(*, experiment: Experiment, now: datetime | None = None) -> lis
 
 
 @dataclass(frozen=True, kw_only=True)
+class SharePoint:
+    at: datetime
+    percent: float
+
+
+def share_history(*, experiment: Experiment, now: datetime | None = None) -> list[SharePoint]:
+    """The candidate's share from each change on (a step each), the last one held to the experiment's
+    end, or to now while it runs or is paused: a rollback drops to 0 and a promotion rises to 100
+    where they happened."""
+    points = [
+        SharePoint(at=change.at, percent=change.percent)
+        for change in TrafficShareChange.objects.filter(experiment=experiment).order_by("at", "id")
+    ]
+    if points:
+        end = experiment.ended_at or now or timezone.now()
+        points.append(SharePoint(at=max(end, points[-1].at), percent=points[-1].percent))
+    return points
+
+
+@dataclass(frozen=True, kw_only=True)
 class ArmFigures:
     """One arm's user traffic in a window (probe traffic apart)."""
 

@@ -30,7 +30,9 @@ from enum import StrEnum
 from typing import Any, TypedDict
 
 from engines.reasons import Reason, Term, gettext_noop, reason, wordings_register
+from engines.stats.effects import mean_effect
 from engines.stats.hypothesis import holm_adjust, mcnemar_exact, welch_t
+from engines.stats.intervals import newcombe_interval
 from engines.stats.sufficient import MeanStats, Proportion
 
 PASS, MARGINAL, FAIL, INSUFFICIENT_DATA = "pass", "marginal", "fail", "insufficient_data"
@@ -186,7 +188,10 @@ class ComparisonResult:
     # The p-value after Holm across the analysis's tested metrics (`guardrails_holm`); the verdict
     # was decided on it.
     adjusted_p_value: float | None = None
-    # An interval on `difference` where the comparison gives one (`quantile_ratio_compare`).
+    # Which way of `difference` is worse for the candidate (latencies, rates: up; speeds, accuracy: down).
+    higher_is_worse: bool = True
+    # An interval on `difference` where the comparison gives one (rates: Newcombe; turns: delta
+    # method; quantile ratios: percentile bootstrap).
     ci_low: float | None = None
     ci_high: float | None = None
     confidence: float | None = None
@@ -323,7 +328,20 @@ def rate_compare(
     exceeds = difference > max_increase
     verdict = _verdict_decide(exceeds=exceeds, significant=p_value < alpha)
     reasons = (summary, test_reason, _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha))
-    return ComparisonResult(verdict=verdict, reasons=reasons, p_value=p_value, exceeds=exceeds, **common)
+    # The difference's Newcombe (hybrid score) interval, for the readout: the verdict is the test's.
+    _, ci_low, ci_high = newcombe_interval(
+        successes_1=candidate.successes, n_1=candidate.n, successes_2=baseline.successes, n_2=baseline.n
+    )
+    return ComparisonResult(
+        verdict=verdict,
+        reasons=reasons,
+        p_value=p_value,
+        exceeds=exceeds,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        confidence=0.95,
+        **common,
+    )
 
 
 def error_rate_compare(
@@ -495,12 +513,17 @@ def quantile_ratio_compare(
         too_few = [reason(ComparisonCode.QUANTILE_UNDEFINED, statistic=statistic.name, value=baseline_value)]
     if too_few:
         return ComparisonResult(
-            verdict=INSUFFICIENT_DATA, reasons=tuple(too_few), difference=None, p_value=None, **common
+            verdict=INSUFFICIENT_DATA,
+            reasons=tuple(too_few),
+            difference=None,
+            p_value=None,
+            higher_is_worse=statistic.higher_is_worse,
+            **common,
         )
     assert estimates["candidate"] is not None and baseline_value is not None
     ratio = estimates["candidate"] / baseline_value
 
-    def ratio_of(c, b, axis=-1):
+    def ratio_of(c: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
         low = np.quantile(b, statistic.quantile, axis=axis)
         # A resample whose baseline quantile is 0 has no ratio; infinity keeps it on the worse side.
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -545,6 +568,7 @@ def quantile_ratio_compare(
         difference=ratio,
         p_value=p_value,
         exceeds=exceeds,
+        higher_is_worse=statistic.higher_is_worse,
         ci_low=low,
         ci_high=high,
         confidence=confidence,
@@ -628,8 +652,18 @@ def mean_compare(
         test_reason,
         _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha),
     )
+    # The relative difference's delta-method interval, for the readout: the verdict is the test's.
+    effect = mean_effect(control=baseline, treatment=candidate)
     return ComparisonResult(
-        verdict=verdict, reasons=reasons, difference=relative, p_value=p_value, exceeds=exceeds, **common
+        verdict=verdict,
+        reasons=reasons,
+        difference=relative,
+        p_value=p_value,
+        exceeds=exceeds,
+        ci_low=effect.relative_ci_low,
+        ci_high=effect.relative_ci_high,
+        confidence=0.95 if effect.relative_ci_low is not None else None,
+        **common,
     )
 
 
@@ -672,7 +706,9 @@ def probes_compare(
     )
     if pairs < min_pairs:
         too_few = reason(ComparisonCode.PROBES_TOO_FEW, pairs=pairs, min_pairs=min_pairs)
-        return ComparisonResult(verdict=INSUFFICIENT_DATA, reasons=(too_few,), p_value=None, **common)
+        return ComparisonResult(
+            verdict=INSUFFICIENT_DATA, reasons=(too_few,), p_value=None, higher_is_worse=False, **common
+        )
 
     assert candidate_accuracy is not None and baseline_accuracy is not None
     p_value = mcnemar_exact(only_first=only_candidate_correct, only_second=only_baseline_correct)
@@ -695,7 +731,13 @@ def probes_compare(
         reason(code, p=p_value, op=_op(p_value, alpha), alpha=alpha),
     )
     return ComparisonResult(
-        verdict=verdict, reasons=reasons, p_value=p_value, exceeds=worse, partial=PASS, **common
+        verdict=verdict,
+        reasons=reasons,
+        p_value=p_value,
+        exceeds=worse,
+        partial=PASS,
+        higher_is_worse=False,
+        **common,
     )
 
 

@@ -31,12 +31,15 @@ from canary.selectors.attribution import ProbeFinding, outcome_metrics, probe_fi
 from canary.selectors.experiments import TrafficWindow, analyses_latest, probe_run_latest, traffic_window_get
 from canary.selectors.history import (
     ArmFigures,
+    SharePoint,
     ShareWindow,
     arm_figures,
     experiment_action_name,
     experiment_audit_rows,
+    share_history,
     share_windows,
 )
+from canary.selectors.readout import Readout, readout_get
 from canary.selectors.stats import assigned_units_by_arm
 from canary.services.experiments import GUARDRAIL_DEFAULTS, experiment_actions_allowed
 from engines.follow_up.correction import ErrorRates
@@ -62,6 +65,7 @@ from gate.policy import GatePolicyConfig
 from gate.selectors.gate_runs import gate_run_list
 from gate.selectors.policies import gate_policy_get
 from gate.services.policies import gate_policy_resolve
+from gate.services.speed_panel import SpeedPanel, speed_charts, speed_panel
 from registry.errors import ApplicationError
 
 DAY = timedelta(days=1)
@@ -232,6 +236,8 @@ class ExperimentDashboard:
     ramp: list[RampStep]
     next_step: float | None
     guardrails: dict[str, float]
+    readout: Readout  # the latest canary analysis: what decided, kept after a rollback or promotion
+    speed: SpeedPanel
     follow_up: FollowUpPanel
     business: BusinessPanel
     analyses: list[CanaryAnalysis]
@@ -291,6 +297,8 @@ def experiment_dashboard(
     probe_run = probe_run_latest(experiment=experiment)
     windows = share_windows(experiment=experiment, now=now)
     probe_rows = probe_findings(run=probe_run) if probe_run else []
+    guardrails = {**GUARDRAIL_DEFAULTS, **experiment.guardrails}
+    speed = speed_panel(window=window, guardrails=guardrails)
     follow_up = _follow_up(window=window, policy=policy)
     business_panel = _business(window=window, policy=business, direction=direction)
     figures = [
@@ -309,7 +317,9 @@ def experiment_dashboard(
         is_demo=experiment.is_demo,
         ramp=[RampStep(percent=p, current=i == experiment.ramp_step) for i, p in enumerate(experiment.ramp)],
         next_step=next_step,
-        guardrails={**GUARDRAIL_DEFAULTS, **experiment.guardrails},
+        guardrails=guardrails,
+        readout=readout_get(experiment=experiment),
+        speed=speed,
         follow_up=follow_up,
         business=business_panel,
         analyses=analyses_latest(experiment=experiment),
@@ -324,10 +334,14 @@ def experiment_dashboard(
             policy=policy,
             follow_up=follow_up,
             business=business_panel,
-            windows=windows,
             probe_rows=probe_rows,
             now=now,
-        ),
+        )
+        + [
+            c
+            for c in speed_charts(window=window, guardrails=guardrails, streamed=speed.streamed)
+            if c.has_data
+        ],
     )
 
 
@@ -721,11 +735,10 @@ def _business_charts(*, window: TrafficWindow, policy: GatePolicyConfig, panel: 
     ]
 
 
-def _share_chart(*, windows: list[ShareWindow]) -> Chart:
-    points: list[tuple[str, float | None]] = []
-    for share in windows:
-        points.append((share.window.start.isoformat(), share.traffic_percent))
-        points.append((share.window.end.isoformat(), share.traffic_percent))
+def _share_chart(*, history: list[SharePoint]) -> Chart:
+    """Every share the candidate had, from each change to the next: down to 0 at a pause or a
+    rollback, up to 100 at a promotion, held to the experiment's end (or now)."""
+    points: list[tuple[str, float | None]] = [(point.at.isoformat(), point.percent) for point in history]
     return Chart(
         id="traffic-share",
         title=_("Candidate's traffic share and ramp history"),
@@ -763,7 +776,6 @@ def experiment_charts(
     policy: GatePolicyConfig,
     follow_up: FollowUpPanel,
     business: BusinessPanel,
-    windows: list[ShareWindow],
     probe_rows: list[ProbeFinding],
     now: datetime | None,
 ) -> list[Chart]:
@@ -774,5 +786,8 @@ def experiment_charts(
     for panel in sorted(business.metrics, key=lambda panel: not panel.gated):
         if not panel.blind:
             charts += _business_charts(window=window, policy=policy, panel=panel)
-    charts += [_share_chart(windows=windows), _probe_chart(rows=probe_rows)]
+    charts += [
+        _share_chart(history=share_history(experiment=window.experiment, now=now)),
+        _probe_chart(rows=probe_rows),
+    ]
     return [chart for chart in charts if chart.has_data]

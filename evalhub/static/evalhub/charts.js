@@ -104,7 +104,9 @@
       legend: { top: 24, right: 0, data: chart.lines.map(function (s) { return s.name; }) },
       grid: { left: 56, right: 16, top: 72, bottom: 40 },
       xAxis: { type: "time" },
-      yAxis: { type: "value", name: chart.y_name, min: chart.rate_axis ? 0 : undefined, scale: !chart.rate_axis },
+      // Zero stays on the axis (ECharts' scale: false): a zoomed axis makes a 0.006 h difference look
+      // dramatic. Differences and ratios read against 0 and 1, and their bar is drawn as a line.
+      yAxis: { type: "value", name: chart.y_name, min: chart.rate_axis ? 0 : undefined, scale: false },
       series: series
     };
   }

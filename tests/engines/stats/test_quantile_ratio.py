@@ -141,3 +141,19 @@ def test_impossible_input_is_a_bug_not_a_verdict(candidate, bar, statistic):
         quantile_ratio_compare(
             candidate=candidate, baseline=[1.0, 2.0], statistic=statistic, bar=bar, min_n=1, metric="m"
         )
+
+
+def test_a_rates_interval_is_statsmodels_newcombe():
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    from engines.stats.comparisons import error_rate_compare
+    from engines.stats.sufficient import Proportion
+
+    result = error_rate_compare(
+        candidate=Proportion(successes=37, n=400),
+        baseline=Proportion(successes=21, n=410),
+        max_increase=0.02,
+        min_n=50,
+    )
+    low, high = confint_proportions_2indep(37, 400, 21, 410, method="newcomb", compare="diff")
+    assert (result.ci_low, result.ci_high) == (pytest.approx(low, abs=1e-13), pytest.approx(high, abs=1e-13))

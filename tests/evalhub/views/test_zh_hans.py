@@ -49,6 +49,7 @@ ALLOWED = {
     "Rogan", "Gladen", "Cohen", "CUPED", "JSONL",
     "viewer", "ci",  # role names, as `--role` takes them
     "CSV", "URL",
+    "Holm", "ms",  # Holm's adjustment; milliseconds, as SI symbols are written in Chinese too
 }  # fmt: skip
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]+")
 READ_ATTRIBUTES = ("title", "placeholder", "aria-label", "alt")

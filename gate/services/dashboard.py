@@ -62,6 +62,7 @@ from gate.policy import GatePolicyConfig
 from gate.selectors.gate_runs import gate_run_list
 from gate.selectors.policies import gate_policy_get
 from gate.services.policies import gate_policy_resolve
+from gate.services.shadow_panel import ShadowPanel, shadow_panel_build
 from registry.errors import ApplicationError
 
 DAY = timedelta(days=1)
@@ -242,6 +243,7 @@ class ExperimentDashboard:
     windows: list[WindowFigures]
     history: list[HistoryRow]
     charts: list[Chart]
+    shadow: ShadowPanel | None = None  # the shadow window (gate.services.shadow_panel)
 
     @property
     def follow_up_policy(self) -> FollowUpRatePolicy:
@@ -328,6 +330,7 @@ def experiment_dashboard(
             probe_rows=probe_rows,
             now=now,
         ),
+        shadow=shadow_panel_build(experiment=experiment),
     )
 
 

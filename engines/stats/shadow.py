@@ -178,7 +178,7 @@ def shadow_compare(*, pairs: Sequence[ShadowPair], dropped: int, bars: ShadowBar
     n = len(pairs)
     error_interval = None
     if n:
-        low, high, _ = newcombe_interval(successes_1=c_errors, n_1=n, successes_2=b_errors, n_2=n)
+        _, low, high = newcombe_interval(successes_1=c_errors, n_1=n, successes_2=b_errors, n_2=n)
         error_interval = (low, high)
     latency_n, c_latency, b_latency, latency_ratio, latency_interval = _latency(pairs)
     figures = dict(

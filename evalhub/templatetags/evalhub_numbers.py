@@ -13,7 +13,7 @@ def percent(value: object, signed: str = "") -> str:
     """0.1234 → "12.3 %" ("+12.3 %" with `signed`); empty for None and non-numbers."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return ""
-    text = number_format(value * 100, decimal_pos=1)
+    text = number_format(round(value * 100, 1), decimal_pos=1)  # number_format cuts, not rounds
     if signed and value > 0:
         text = f"+{text}"
     return f"{text} %"

@@ -91,13 +91,14 @@ def test_users_get_the_baseline_answer_unchanged_and_the_mirror_is_not_user_traf
     )
     users = [user_on(plain, "baseline", f"u{i}") for i in range(len(QUESTIONS))]
     before = [
-        ask(client_for(live_server, token, "plain"), u, q, stream=stream)[0] for u, q in zip(users, QUESTIONS)
+        ask(client_for(live_server, token, "plain"), u, q, stream=stream)[0]
+        for u, q in zip(users, QUESTIONS, strict=True)
     ]
     experiment_rollback(experiment=plain, actor=SYSTEM, reason="next: the shadowed one")
 
     shadowed = shadowing(versions)
     client = client_for(live_server, token, "shadowed")
-    answers = [ask(client, u, q, stream=stream) for u, q in zip(users, QUESTIONS)]
+    answers = [ask(client, u, q, stream=stream) for u, q in zip(users, QUESTIONS, strict=True)]
     assert [text for text, _, _ in answers] == before
     if not stream:
         assert {arm for _, arm, _ in answers} == {"baseline"}

@@ -40,6 +40,9 @@ def test_four_pairs_by_hand():
     # chrF: identical texts 1, "abc" vs "abd" (orders 1-3: 2/3, 1/2, 0 for precision and recall) 7/18.
     assert c.similarity == pytest.approx((1 + 1 + 7 / 18) / 3) and c.similarity_n == 3
     assert (c.candidate_errors, c.baseline_errors, c.error_difference) == (1, 0, 0.25)
+    # Newcombe from Wilson (1/4): [0.04559, 0.69936] and (0/4): [0, 0.48989]:
+    # 0.25 − √(0.20441² + 0.48989²), 0.25 + √(0.44936² + 0²).
+    assert c.error_interval == pytest.approx((-0.28083, 0.69936), abs=1e-5)
     # Latency over the pairs both answered: medians 300 and 200.
     assert (c.latency_n, c.candidate_latency_ms, c.baseline_latency_ms, c.latency_ratio) == (3, 300, 200, 1.5)
     low, high = c.latency_interval

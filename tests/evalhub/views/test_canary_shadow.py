@@ -157,7 +157,8 @@ class TestApi:
         assert manager.post(f"{url}/start", {"reason": "go"}, format="json").status_code == 200
         refused = manager.post(f"{url}/ramp", {"reason": "now"}, format="json")
         error = assert_error(refused, 409, "ramp_step")
-        assert error["code"] == "shadow_required" and error["params"]["verdict"] == {"term": "insufficient_data"}
+        assert error["code"] == "shadow_required"
+        assert error["params"]["verdict"] == {"term": "insufficient_data"}
         assert AuditLog.objects.filter(action="experiment.ramp_refused").count() == 1
         detail = manager.get(f"{url}/").json()
         assert detail["shadow"]["verdict"] == "insufficient_data" and detail["shadow"]["active"] is True

@@ -179,3 +179,19 @@ class TestApi:
         ramped = manager.post(f"{url}/ramp", {"reason": "clean window"}, format="json")
         assert ramped.status_code == 200, ramped.content
         assert (ramped.json()["traffic_percent"], ramped.json()["ramp_step"]) == (1.0, 1)
+
+
+def test_the_demo_runs_a_shadow_experiment_on_request(demo):
+    from evalhub.demo import DEMO_EXPERIMENT, DEMO_SHADOW_EXPERIMENT, demo_shadow_start
+
+    shadow = demo_shadow_start(log=lambda *args: None)
+    assert (shadow.name, shadow.status, shadow.ramp, shadow.in_shadow) == (
+        DEMO_SHADOW_EXPERIMENT,
+        "running",
+        ["shadow", 1, 10, 100],
+        True,
+    )
+    assert Experiment.objects.get(name=DEMO_EXPERIMENT).status == "rolled_back"
+    assert demo_shadow_start(log=lambda *args: None).pk == shadow.pk  # again: nothing changes
+    html = login("viewer").get(f"/canary/{DEMO_SHADOW_EXPERIMENT}/").content.decode()
+    assert "0 pairs, 0 mirrors dropped" in panel(html)

@@ -65,8 +65,8 @@ class JSONObjectField(forms.CharField):
 
 
 class RampPlanField(forms.CharField):
-    """A ramp plan: shares in percent separated by commas or spaces, the first may be "shadow"
-    (shadow, 1, 10, 100)."""
+    """A ramp plan: shares in percent separated by commas or spaces, the first may be "shadow" (or the
+    word in the reader's language: 影子): shadow, 1, 10, 100."""
 
     def to_python(self, value: Any) -> list[float | str] | None:
         text = super().to_python(value)
@@ -74,7 +74,7 @@ class RampPlanField(forms.CharField):
             return None
         steps: list[float | str] = []
         for part in (p for p in re.split(r"[,\s→>]+", text.strip()) if p):
-            if part.casefold() == SHADOW_STEP:
+            if part.casefold() in (SHADOW_STEP, str(_("shadow")).casefold()):  # the word, or the reader's
                 steps.append(SHADOW_STEP)
                 continue
             try:

@@ -116,6 +116,11 @@ def test_the_form_takes_a_plan_with_a_shadow_step(versions):  # noqa: F811
         25,
     )
     assert experiment.require_clean_shadow
+    # In Chinese the form takes the word as the page shows it.
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "zh-hans"
+    Experiment.objects.all().delete()
+    assert client.post("/new/experiment/", {**typed, "ramp": "影子, 1, 10"}).status_code == 302
+    assert Experiment.objects.get().ramp == ["shadow", 1, 10]
 
 
 class TestApi:

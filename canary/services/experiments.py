@@ -623,7 +623,9 @@ def experiment_rollback(*, experiment: Experiment, actor: Actor, reason: str) ->
 def experiment_promote(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
     """The candidate takes all traffic and the experiment ends, in one transaction with the registry:
     the candidate becomes `promoted`, the version it replaces `retired`. Only an approved candidate
-    (an approval decision, or a confirmed two-person override) is promoted: 409 otherwise."""
+    (an approval decision, or a confirmed two-person override) is promoted: 409 otherwise. From the shadow
+    step of an experiment that requires a clean shadow window, only with one (as a ramp)."""
+    _clean_shadow_check(experiment=experiment, actor=actor)
     now = timezone.now()
     with transaction.atomic():
         promoted = _status_set(
@@ -652,6 +654,12 @@ def experiment_promote(*, experiment: Experiment, actor: Actor, reason: str = ""
             },
         )
     return promoted
+
+
+def _step_at(*, ramp: list, buckets: int, default: int) -> int:
+    """Where the plan has this share (or passed it), it now stands at that step."""
+    steps = [i for i, p in enumerate(ramp) if p != SHADOW_STEP and share_to_buckets(p) <= buckets]
+    return max(steps, default=default)
 
 
 def experiment_ramp(
@@ -686,11 +694,7 @@ def experiment_ramp(
             buckets = share_to_buckets(locked.ramp[step])
         else:
             buckets = _share_buckets(traffic_percent, "traffic_percent")
-            # Where the plan has this share (or passed it), it now stands at that step.
-            step = max(
-                [i for i, p in enumerate(locked.ramp) if p != SHADOW_STEP and share_to_buckets(p) <= buckets],
-                default=step,
-            )
+            step = _step_at(ramp=locked.ramp, buckets=buckets, default=step)
         if buckets <= locked.traffic_buckets:
             raise ApplicationError(
                 reason_of(ExperimentsCode.RAMP_LOWERS),
@@ -731,8 +735,9 @@ def experiment_shadow_bars(*, experiment: Experiment) -> ShadowBars:
 
 
 def _clean_shadow_check(*, experiment: Experiment, actor: Actor) -> None:
-    """Leaving the shadow step when the experiment requires a clean shadow window: a window that does
-    not pass refuses the ramp (409), and the refusal is audited (its own row, kept)."""
+    """Leaving the shadow step (a ramp or a promotion) when the experiment requires a clean shadow
+    window: a window that does not pass refuses it (409), and the refusal is audited (its own row,
+    kept)."""
     current = Experiment.objects.select_related("candidate").get(pk=experiment.pk)
     if not (current.in_shadow and current.require_clean_shadow):
         return

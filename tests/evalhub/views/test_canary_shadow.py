@@ -165,6 +165,11 @@ class TestApi:
         assert error["code"] == "shadow_required"
         assert error["params"]["verdict"] == {"term": "insufficient_data"}
         assert AuditLog.objects.filter(action="experiment.ramp_refused").count() == 1
+        # Nor straight to everyone.
+        assert (
+            assert_error(manager.post(f"{url}/promote", {}, format="json"), 409)["code"] == "shadow_required"
+        )
+        assert AuditLog.objects.filter(action="experiment.ramp_refused").count() == 2
         detail = manager.get(f"{url}/").json()
         assert detail["shadow"]["verdict"] == "insufficient_data" and detail["shadow"]["active"] is True
         assert detail["shadow"]["reason_codes"][0]["code"] == "shadow.too_few_pairs"

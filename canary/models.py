@@ -21,6 +21,10 @@ from registry.models import ModelVersion, slug_validator
 ARM_CHOICES = [(arm, arm) for arm in ARMS]
 
 
+# The ramp plan's shadow step (its first, if any): see `Experiment.ramp`.
+SHADOW_STEP = "shadow"
+
+
 def _salt() -> str:
     return secrets.token_hex(8)
 
@@ -43,9 +47,14 @@ class Experiment(models.Model):
     traffic_buckets = models.PositiveIntegerField(default=100)
     salt = models.CharField(max_length=64, default=_salt)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
-    # Ramp plan: shares in percent, increasing; `ramp_step` is the index of the current one.
+    # Ramp plan: shares in percent, increasing; `ramp_step` is the index of the current one. The first
+    # step may be "shadow" (`SHADOW_STEP`): every user on the baseline, `shadow_percent` of the
+    # questions mirrored to the candidate (canary.services.shadow).
     ramp = models.JSONField(default=list, blank=True)
     ramp_step = models.PositiveIntegerField(default=0)
+    shadow_percent = models.FloatField(default=100.0)
+    # Whether leaving the shadow step for the first user step needs a passing shadow window.
+    require_clean_shadow = models.BooleanField(default=False)
     # Whether a passing analysis may move to the next ramp step without a release manager.
     ramp_auto = models.BooleanField(default=False)
     guardrails = models.JSONField(default=dict, blank=True)
@@ -103,6 +112,15 @@ class Experiment(models.Model):
     @property
     def traffic_percent(self) -> float:
         return self.traffic_buckets * 100 / BUCKETS
+
+    @property
+    def has_shadow_step(self) -> bool:
+        return bool(self.ramp) and self.ramp[0] == SHADOW_STEP
+
+    @property
+    def in_shadow(self) -> bool:
+        """At the plan's shadow step: users on the baseline, questions mirrored to the candidate."""
+        return self.has_shadow_step and self.ramp_step == 0 and self.traffic_buckets == 0
 
 
 class TrafficShareChange(models.Model):
@@ -399,3 +417,36 @@ class FollowUpReview(models.Model):
 
     def __str__(self) -> str:
         return f"{self.turn_id}:{self.label} by {self.reviewer_name}"
+
+
+class ShadowAnswer(models.Model):
+    """The candidate's answer to a question mirrored from a baseline answer during the shadow step.
+    Never user traffic: it lives in its own table, which no user-traffic query reads. The baseline's
+    answer is its turn event `baseline_event_id` (an id, not a foreign key: turn events may reach the
+    store later, through the telemetry stream). A mirror dropped because the queue was full is a row
+    with `dropped` and nothing else, so the window counts its drops."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="shadow_answers")
+    baseline_event_id = models.CharField(max_length=100)
+    version = models.ForeignKey(ModelVersion, on_delete=models.PROTECT, related_name="+")
+    streamed = models.BooleanField(default=False)
+    text = models.TextField(blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    first_token_ms = models.FloatField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    dropped = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("shadow answer")
+        verbose_name_plural = _("shadow answers")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["experiment", "baseline_event_id"], name="canary_shadow_answer_once"
+            )
+        ]
+        indexes = [models.Index(fields=["experiment", "created_at"], name="canary_shadow_window")]
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id}:shadow:{self.baseline_event_id}"

@@ -37,6 +37,7 @@ DEMO = SystemActor("demo")  # who installs the demo, in the audit log
 # sign every declaration); accounts without a password.
 DEMO_RELEASE_MANAGERS = ("demo-release-manager-1", "demo-release-manager-2")
 DEMO_EXPERIMENT = "contract-assistant-canary"
+DEMO_SHADOW_EXPERIMENT = "contract-assistant-shadow"
 DEMO_PROBE_SET = "contract-assistant-weaknesses"
 # Ports of the demo's model servers (bin/run-local starts them: `manage.py serve_model`).
 DEMO_SERVE_PORTS = tuple(int(p) for p in os.environ.get("EVALHUB_DEMO_SERVE_PORTS", "8101,8102").split(","))
@@ -255,6 +256,46 @@ def _demo_canary_install(*, v3: ModelVersion, v4: ModelVersion):
         and not Experiment.objects.filter(family=FAMILY, status__in=Experiment.ACTIVE).exists()
     ):
         experiment = experiment_start_registered(experiment=experiment, actor=DEMO, reason="demo set-up")
+    return experiment
+
+
+def demo_shadow_start(*, log=print):
+    """The demo's shadow experiment (`demo_setup --shadow`): V3 → V4 with the plan shadow → 1 % → 10 %
+    → 100 %, half the questions mirrored, a clean shadow window required before the 1 %. One experiment
+    per family runs, so the running demo experiment is rolled back first (audited, with a reason). Its
+    shadow window fills as traffic comes: `simulate_traffic --experiment contract-assistant-shadow`."""
+    from canary.models import Experiment
+    from canary.services.experiments import experiment_create, experiment_rollback
+    from gate.services.horizons import experiment_start_registered
+
+    experiment = Experiment.objects.filter(name=DEMO_SHADOW_EXPERIMENT).first()
+    if experiment is not None:
+        log(f"shadow experiment {experiment.name}: {experiment.status} (already there)")
+        return experiment
+    v3, v4 = (ModelVersion.objects.get(family=FAMILY, label=label) for label in ("v3", "v4"))
+    for running in Experiment.objects.filter(family=FAMILY, status__in=Experiment.ACTIVE):
+        experiment_rollback(
+            experiment=running, actor=DEMO, reason=f"demo: {DEMO_SHADOW_EXPERIMENT} mirrors V4 instead"
+        )
+    experiment = experiment_create(
+        name=DEMO_SHADOW_EXPERIMENT,
+        baseline=v3,
+        candidate=v4,
+        ramp=["shadow", 1, 10, 100],
+        shadow_percent=50,
+        require_clean_shadow=True,
+        guardrails={
+            # V4 (a transformer on the CPU) answers ~35 times as slowly as V3 (a bag of words), and
+            # disagrees with V3 where it fixes V3's mistakes: 72 % label agreement measured (152 pairs).
+            "max_latency_ratio": 100,
+            "max_shadow_latency_ratio": 100,
+            "min_shadow_agreement": 0.6,
+        },
+        is_demo=True,
+        actor=DEMO,
+    )
+    experiment = experiment_start_registered(experiment=experiment, actor=DEMO, reason="demo: shadow traffic")
+    log(f"shadow experiment {experiment.name}: {experiment.status}, plan {experiment.ramp}")
     return experiment
 
 

@@ -10,7 +10,7 @@ from django import forms
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
-from canary.models import ProbeSet
+from canary.models import SHADOW_STEP, ProbeSet
 from engines.input_checks import JSONInputError, json_parse_storable
 from evalhub.permissions import error_fields_words
 from evalhub.wordings import reason_words
@@ -64,17 +64,26 @@ class JSONObjectField(forms.CharField):
         return parsed
 
 
-class NumberListField(forms.CharField):
-    """Numbers separated by commas or spaces (a ramp plan: 1, 5, 25, 50)."""
+class RampPlanField(forms.CharField):
+    """A ramp plan: shares in percent separated by commas or spaces, the first may be "shadow" (or the
+    word in the reader's language: 影子): shadow, 1, 10, 100."""
 
-    def to_python(self, value: Any) -> list[float] | None:
+    def to_python(self, value: Any) -> list[float | str] | None:
         text = super().to_python(value)
         if not text:
             return None
-        try:
-            return [float(part) for part in re.split(r"[,\s]+", text.strip()) if part]
-        except ValueError:
-            raise forms.ValidationError(_("Numbers separated by commas, such as 1, 5, 25.")) from None
+        steps: list[float | str] = []
+        for part in (p for p in re.split(r"[,\s→>]+", text.strip()) if p):
+            if part.casefold() in (SHADOW_STEP, str(_("shadow")).casefold()):  # the word, or the reader's
+                steps.append(SHADOW_STEP)
+                continue
+            try:
+                steps.append(float(part))
+            except ValueError:
+                raise forms.ValidationError(
+                    _("Shares separated by commas, the first may be shadow: shadow, 1, 10, 100.")
+                ) from None
+        return steps
 
 
 def _version_choices(blank: str | None = None) -> list[tuple[str, str]]:
@@ -169,10 +178,22 @@ class ExperimentCreateForm(forms.Form):
         required=False,
         help_text=_("default 1 %, or the ramp plan's first step"),
     )
-    ramp = NumberListField(
-        label=_("Ramp plan (%)"), required=False, help_text=_("increasing steps, e.g. 1, 5, 25, 50")
+    ramp = RampPlanField(
+        label=_("Ramp plan (%)"),
+        required=False,
+        help_text=_(
+            "increasing steps, e.g. 1, 5, 25, 50; start with shadow to mirror first: shadow, 1, 10, 100"
+        ),
     )
     ramp_auto = forms.BooleanField(label=_("Ramp automatically when the analysis passes"), required=False)
+    shadow_percent = forms.FloatField(
+        label=_("Questions mirrored at the shadow step (%)"),
+        required=False,
+        help_text=_("default 100"),
+    )
+    require_clean_shadow = forms.BooleanField(
+        label=_("The first user step needs a passing shadow window"), required=False
+    )
     guardrails = JSONObjectField(
         label=_("Guardrails (JSON)"),
         required=False,

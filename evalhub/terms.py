@@ -40,6 +40,7 @@ TERMS = {
     "pause": pgettext_lazy("code", "pause"),
     "resume": pgettext_lazy("code", "resume"),
     "ramp": pgettext_lazy("code", "ramp"),
+    "ramp_refused": pgettext_lazy("code", "ramp_refused"),  # leaving the shadow step without a clean window
     "rollback": pgettext_lazy("code", "rollback"),
     "promote": pgettext_lazy("code", "promote"),
     "ramped": pgettext_lazy("code", "ramped"),

@@ -132,6 +132,8 @@ class AuditAction(StrEnum):
     EXPERIMENT_PLAN_REPLACE = "experiment.plan_replace"
     EXPERIMENT_PROMOTED = "experiment.promoted"
     EXPERIMENT_RAMP = "experiment.ramp"
+    # A ramp the lifecycle refused and keeps a record of (leaving the shadow step without a clean window).
+    EXPERIMENT_RAMP_REFUSED = "experiment.ramp_refused"
     EXPERIMENT_ROLLED_BACK = "experiment.rolled_back"
     # A start (from draft) or a resume (from paused): the row's `before` status tells which.
     EXPERIMENT_RUNNING = "experiment.running"

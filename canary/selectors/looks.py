@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db import connection
 from django.utils import timezone
@@ -55,7 +55,7 @@ def _when(value: object) -> datetime | None:
     if value is None or isinstance(value, datetime):
         return value
     parsed = datetime.fromisoformat(str(value))
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, timezone.utc)
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
 
 
 def _look_ctes(

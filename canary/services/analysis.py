@@ -36,6 +36,7 @@ from canary.services.experiments import (
     experiment_ramp,
     experiment_rollback,
 )
+from canary.services.shadow_analysis import shadow_analyze
 from engines.reasons import Reason, Term, gettext_noop, reason_render, wordings_register
 from engines.reasons import reason as reason_of
 from engines.routing import BASELINE, CANDIDATE
@@ -213,6 +214,8 @@ def experiment_analyze(
     """Compare the arms now; with `act`, roll back on fail and ramp on pass where the plan allows.
     A person may ask for it (a release manager); what it does is done as the canary analysis."""
     actor_require_role(actor, LIFECYCLE_ROLES, action="analyse an experiment now")
+    if experiment.in_shadow:  # no user on the candidate: the shadow window is judged
+        return shadow_analyze(experiment=experiment, act=act, actor=ANALYSIS)
     results = _guardrail_results(experiment=experiment)
     verdict, reasons = analysis_combine(results)
     action = ""

@@ -19,13 +19,16 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from canary.models import Experiment, TrafficShareChange
+from canary.models import SHADOW_STEP, Experiment, TrafficShareChange
+from canary.selectors.shadow import shadow_window_compare
 from engines.input_checks import text_problem
-from engines.reasons import Term, gettext_noop, wordings_register
+from engines.reasons import Term, gettext_noop, reason_render, wordings_register
 from engines.reasons import reason as reason_of
 from engines.routing import BUCKETS, share_to_buckets
+from engines.stats.comparisons import PASS
+from engines.stats.shadow import ShadowBars
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
-from registry.errors import ApplicationError, CommonCode
+from registry.errors import ENGLISH, ApplicationError, CommonCode
 from registry.models import AuditAction, ModelVersion
 from registry.roles import RELEASE_MANAGER
 from registry.services.audit import audit_record
@@ -51,7 +54,16 @@ GUARDRAIL_DEFAULTS: dict[str, float] = {
     "min_requests": 200,  # per arm, before errors and latency are judged
     "min_sessions": 100,  # per arm, before turns per session are judged
     "min_probes": 20,  # paired probe results, before probes are judged
+    # The shadow window (canary.selectors.shadow): pairs before it is judged, the bars it is held to.
+    "min_shadow_pairs": 50,
+    "min_shadow_agreement": 0.9,  # label agreement with the baseline's answers, 0..1
+    "min_shadow_similarity": 0.3,  # mean chrF with the baseline's text, 0..1 (answers without labels)
+    "max_shadow_error_increase": 0.02,  # candidate error rate − baseline, absolute
+    "max_shadow_latency_ratio": 1.5,  # candidate median latency / baseline
 }
+
+# The shadow guardrails that are fractions (0..1).
+SHADOW_FRACTIONS = frozenset({"min_shadow_agreement", "min_shadow_similarity", "max_shadow_error_increase"})
 
 TRANSITIONS = {
     Status.DRAFT: {Status.RUNNING, Status.ROLLED_BACK},
@@ -125,6 +137,18 @@ class ExperimentsCode(StrEnum):
     HORIZON_ONCE = "experiments.horizon_once"
     HORIZON_NOT_RUNNING = "experiments.horizon_not_running"
     MUST_BE_RUNNING = "experiments.must_be_running"
+    SHADOW_NOT_FIRST = "experiments.shadow_not_first"
+    SHADOW_FIRST_NOTE = "experiments.shadow_first_note"
+    SHADOW_NO_SHARE = "experiments.shadow_no_share"
+    SHADOW_NO_SHARE_NOTE = "experiments.shadow_no_share_note"
+    SHADOW_ALONE = "experiments.shadow_alone"
+    SHADOW_ALONE_NOTE = "experiments.shadow_alone_note"
+    SHADOW_PERCENT = "experiments.shadow_percent"
+    SHADOW_PERCENT_NOTE = "experiments.shadow_percent_note"
+    GUARDRAIL_FRACTION = "experiments.guardrail_fraction"
+    FRACTION_NOTE = "experiments.fraction_note"
+    SHADOW_REQUIRED = "experiments.shadow_required"
+    SHADOW_REQUIRED_NOTE = "experiments.shadow_required_note"
 
 
 wordings_register(
@@ -193,6 +217,26 @@ wordings_register(
             "Experiment {name} is {status}: a horizon is registered when it starts."
         ),
         ExperimentsCode.MUST_BE_RUNNING: gettext_noop("must be running"),
+        ExperimentsCode.SHADOW_NOT_FIRST: gettext_noop(
+            "A shadow step may only be the ramp plan's first step."
+        ),
+        ExperimentsCode.SHADOW_FIRST_NOTE: gettext_noop('"shadow" only as the first step'),
+        ExperimentsCode.SHADOW_NO_SHARE: gettext_noop(
+            "The plan starts with a shadow step (no user on the candidate): leave traffic_percent out."
+        ),
+        ExperimentsCode.SHADOW_NO_SHARE_NOTE: gettext_noop("leave it out: the shadow step sends no user"),
+        ExperimentsCode.SHADOW_ALONE: gettext_noop("A shadow step needs a user step after it."),
+        ExperimentsCode.SHADOW_ALONE_NOTE: gettext_noop('add the first share, e.g. ["shadow", 1, 10, 100]'),
+        ExperimentsCode.SHADOW_PERCENT: gettext_noop("shadow_percent must be a number in (0, 100]."),
+        ExperimentsCode.SHADOW_PERCENT_NOTE: gettext_noop(
+            "the share of questions mirrored, more than 0, at most 100"
+        ),
+        ExperimentsCode.GUARDRAIL_FRACTION: gettext_noop("{field} must be a fraction between 0 and 1."),
+        ExperimentsCode.FRACTION_NOTE: gettext_noop("between 0 and 1"),
+        ExperimentsCode.SHADOW_REQUIRED: gettext_noop(
+            "Experiment {name} needs a clean shadow window before users see {ref}; the window is {verdict}."
+        ),
+        ExperimentsCode.SHADOW_REQUIRED_NOTE: gettext_noop("a passing shadow window first"),
     }
 )
 
@@ -269,13 +313,18 @@ def _guardrails_parse(guardrails: object) -> dict[str, float]:
                 reason_of(ExperimentsCode.GUARDRAIL_NOT_FINITE, field=field),
                 fields={field: [reason_of(ExperimentsCode.FINITE_NOTE)]},
             )
+        if key in SHADOW_FRACTIONS and value > 1:
+            raise ApplicationError(
+                reason_of(ExperimentsCode.GUARDRAIL_FRACTION, field=field),
+                fields={field: [reason_of(ExperimentsCode.FRACTION_NOTE)]},
+            )
         _guardrail_kind_check(key=key, value=value, field=field)
         result[key] = value
     return result
 
 
 # Minimums of samples: a test needs at least one of each.
-GUARDRAIL_COUNTS = ("min_requests", "min_sessions", "min_probes")
+GUARDRAIL_COUNTS = ("min_requests", "min_sessions", "min_probes", "min_shadow_pairs")
 
 
 def _guardrail_kind_check(*, key: str, value: float, field: str) -> None:
@@ -306,17 +355,42 @@ def _arms_check(*, baseline: ModelVersion, candidate: ModelVersion) -> None:
         )
 
 
-def _share_plan(*, traffic_percent: float | None, ramp: Sequence[float] | None) -> tuple[int, list[int]]:
-    """The starting share and the ramp plan's steps, in buckets: the plan increases and starts at the
-    share (which defaults to its first step, else 1 %)."""
-    steps = [_share_buckets(step, f"ramp[{i}]") for i, step in enumerate(ramp or [])]
+def _share_plan(
+    *, traffic_percent: float | None, ramp: Sequence[float | str] | None
+) -> tuple[int, list[float | str]]:
+    """The starting share (in buckets) and the ramp plan as stored: the plan increases and starts at
+    the share (which defaults to its first step, else 1 %). A first step "shadow" starts at 0 % of
+    users, questions mirrored to the candidate (canary.services.shadow), and needs a user step after."""
+    plan = list(ramp or [])
+    shadow = bool(plan) and plan[0] == SHADOW_STEP
+    for index, step in enumerate(plan[1:], start=1):
+        if step == SHADOW_STEP:
+            raise ApplicationError(
+                reason_of(ExperimentsCode.SHADOW_NOT_FIRST),
+                fields={f"ramp[{index}]": [reason_of(ExperimentsCode.SHADOW_FIRST_NOTE)]},
+            )
+    offset = 1 if shadow else 0
+    steps = [_share_buckets(step, f"ramp[{i + offset}]") for i, step in enumerate(plan[offset:])]
     if any(b <= a for a, b in pairwise(steps)):
         raise ApplicationError(
             reason_of(ExperimentsCode.RAMP_NOT_INCREASING),
             fields={"ramp": [reason_of(ExperimentsCode.RAMP_NOTE)]},
         )
+    stored: list[float | str] = [*([SHADOW_STEP] if shadow else []), *(b * 100 / BUCKETS for b in steps)]
+    if shadow:
+        if not steps:
+            raise ApplicationError(
+                reason_of(ExperimentsCode.SHADOW_ALONE),
+                fields={"ramp": [reason_of(ExperimentsCode.SHADOW_ALONE_NOTE)]},
+            )
+        if traffic_percent is not None:
+            raise ApplicationError(
+                reason_of(ExperimentsCode.SHADOW_NO_SHARE),
+                fields={"traffic_percent": [reason_of(ExperimentsCode.SHADOW_NO_SHARE_NOTE)]},
+            )
+        return 0, stored
     if traffic_percent is None:
-        return (steps[0] if steps else 100), steps
+        return (steps[0] if steps else 100), stored
     buckets = _share_buckets(traffic_percent, "traffic_percent")
     if steps and buckets != steps[0]:
         raise ApplicationError(
@@ -327,7 +401,21 @@ def _share_plan(*, traffic_percent: float | None, ramp: Sequence[float] | None) 
                 ]
             },
         )
-    return buckets, steps
+    return buckets, stored
+
+
+def _shadow_percent_check(shadow_percent: object) -> float:
+    if (
+        isinstance(shadow_percent, bool)
+        or not isinstance(shadow_percent, (int, float))
+        or not 0 < shadow_percent <= 100
+        or share_to_buckets(float(shadow_percent)) == 0
+    ):
+        raise ApplicationError(
+            reason_of(ExperimentsCode.SHADOW_PERCENT),
+            fields={"shadow_percent": [reason_of(ExperimentsCode.SHADOW_PERCENT_NOTE)]},
+        )
+    return float(shadow_percent)
 
 
 def experiment_create(
@@ -337,17 +425,22 @@ def experiment_create(
     candidate: ModelVersion,
     actor: Actor,
     traffic_percent: float | None = None,
-    ramp: Sequence[float] | None = None,
+    ramp: Sequence[float | str] | None = None,
     ramp_auto: bool = False,
     guardrails: dict | None = None,
     qa_tokens: Sequence[str] = (),
     is_demo: bool = False,
+    shadow_percent: float = 100.0,
+    require_clean_shadow: bool = False,
 ) -> Experiment:
-    """A draft experiment. With a ramp plan, the share starts at its first step. `is_demo` marks
+    """A draft experiment. With a ramp plan, the share starts at its first step; a plan that starts
+    with "shadow" mirrors `shadow_percent` of the questions to the candidate first, and with
+    `require_clean_shadow` its first user step waits for a passing shadow window. `is_demo` marks
     the bundled demo's own experiment (its pages say its traffic is synthetic)."""
     actor_require_role(actor, LIFECYCLE_ROLES, action="create an experiment")
     _arms_check(baseline=baseline, candidate=candidate)
-    buckets, steps = _share_plan(traffic_percent=traffic_percent, ramp=ramp)
+    buckets, plan = _share_plan(traffic_percent=traffic_percent, ramp=ramp)
+    shadow_percent = _shadow_percent_check(shadow_percent)
     if Experiment.objects.filter(name=name).exists():
         raise ApplicationError(
             reason_of(ExperimentsCode.NAME_TAKEN, name=name),
@@ -362,8 +455,10 @@ def experiment_create(
             baseline=baseline,
             candidate=candidate,
             traffic_buckets=buckets,
-            ramp=[b * 100 / BUCKETS for b in steps],
+            ramp=plan,
             ramp_auto=ramp_auto,
+            shadow_percent=shadow_percent,
+            require_clean_shadow=require_clean_shadow,
             guardrails=_guardrails_parse(guardrails),
             qa_token_hashes=[qa_token_hash(t) for t in qa_tokens],
             is_demo=is_demo,
@@ -378,6 +473,8 @@ def experiment_create(
                 "candidate": candidate.ref,
                 "traffic_percent": experiment.traffic_percent,
                 "ramp": experiment.ramp,
+                **({"shadow_percent": shadow_percent} if experiment.has_shadow_step else {}),
+                **({"require_clean_shadow": True} if require_clean_shadow else {}),
             },
         )
     return experiment
@@ -558,7 +655,9 @@ def experiment_rollback(*, experiment: Experiment, actor: Actor, reason: str) ->
 def experiment_promote(*, experiment: Experiment, actor: Actor, reason: str = "") -> Experiment:
     """The candidate takes all traffic and the experiment ends, in one transaction with the registry:
     the candidate becomes `promoted`, the version it replaces `retired`. Only an approved candidate
-    (an approval decision, or a confirmed two-person override) is promoted: 409 otherwise."""
+    (an approval decision, or a confirmed two-person override) is promoted: 409 otherwise. From the shadow
+    step of an experiment that requires a clean shadow window, only with one (as a ramp)."""
+    _clean_shadow_check(experiment=experiment, actor=actor)
     now = timezone.now()
     with transaction.atomic():
         promoted = _status_set(
@@ -589,6 +688,12 @@ def experiment_promote(*, experiment: Experiment, actor: Actor, reason: str = ""
     return promoted
 
 
+def _step_at(*, ramp: list, buckets: int, default: int) -> int:
+    """Where the plan has this share (or passed it), it now stands at that step."""
+    steps = [i for i, p in enumerate(ramp) if p != SHADOW_STEP and share_to_buckets(p) <= buckets]
+    return max(steps, default=default)
+
+
 def experiment_ramp(
     *,
     experiment: Experiment,
@@ -600,6 +705,7 @@ def experiment_ramp(
     ungated share it needs an offline gate pass; to 100 % it is a promotion (`experiment_promote`)."""
     actor_require_role(actor, LIFECYCLE_ROLES, action="ramp an experiment")
     _reason_check(reason)
+    _clean_shadow_check(experiment=experiment, actor=actor)
     with transaction.atomic():
         locked = _locked(experiment)
         if locked.status not in Experiment.ACTIVE:
@@ -620,8 +726,7 @@ def experiment_ramp(
             buckets = share_to_buckets(locked.ramp[step])
         else:
             buckets = _share_buckets(traffic_percent, "traffic_percent")
-            # Where the plan has this share (or passed it), it now stands at that step.
-            step = max([i for i, p in enumerate(locked.ramp) if share_to_buckets(p) <= buckets], default=step)
+            step = _step_at(ramp=locked.ramp, buckets=buckets, default=step)
         if buckets <= locked.traffic_buckets:
             raise ApplicationError(
                 reason_of(ExperimentsCode.RAMP_LOWERS),
@@ -647,6 +752,50 @@ def experiment_ramp(
         )
         _share_change_record(experiment=locked, cause=Cause.RAMP, actor=actor, at=now)
     return locked
+
+
+def experiment_shadow_bars(*, experiment: Experiment) -> ShadowBars:
+    """The experiment's shadow guardrails (its own, else the defaults)."""
+    guardrails = {**GUARDRAIL_DEFAULTS, **experiment.guardrails}
+    return ShadowBars(
+        min_pairs=int(guardrails["min_shadow_pairs"]),
+        min_agreement=guardrails["min_shadow_agreement"],
+        min_similarity=guardrails["min_shadow_similarity"],
+        max_error_increase=guardrails["max_shadow_error_increase"],
+        max_latency_ratio=guardrails["max_shadow_latency_ratio"],
+    )
+
+
+def _clean_shadow_check(*, experiment: Experiment, actor: Actor) -> None:
+    """Leaving the shadow step (a ramp or a promotion) when the experiment requires a clean shadow
+    window: a window that does not pass refuses it (409), and the refusal is audited (its own row,
+    kept)."""
+    current = Experiment.objects.select_related("candidate").get(pk=experiment.pk)
+    if not (current.in_shadow and current.require_clean_shadow):
+        return
+    bars = experiment_shadow_bars(experiment=current)
+    window = shadow_window_compare(experiment=current, bars=bars).comparison
+    if window.verdict == PASS:
+        return
+    audit_record(
+        actor=actor,
+        action=AuditAction.EXPERIMENT_RAMP_REFUSED,
+        target=current,
+        before={"ramp_step": current.ramp_step, "traffic_percent": current.traffic_percent},
+        after={"refused": "shadow_required", "shadow_verdict": window.verdict, "pairs": window.pairs},
+        reason="; ".join(reason_render(item, words=ENGLISH) for item in window.reasons),
+    )
+    raise ApplicationError(
+        reason_of(
+            ExperimentsCode.SHADOW_REQUIRED,
+            name=current.name,
+            ref=current.candidate.ref,
+            verdict=Term(window.verdict),
+        ),
+        code="shadow_required",
+        fields={"ramp_step": [reason_of(ExperimentsCode.SHADOW_REQUIRED_NOTE), *window.reasons]},
+        status_code=409,
+    )
 
 
 def experiment_horizon_register(

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from canary.models import Experiment, TurnEvent
 from canary.services.assignment import experiment_assign
+from canary.services.shadow import MirrorResult, shadow_offer
 from canary.services.telemetry import ProxiedTurn, turn_events_record
 from engines.backends.base import BackendError
 from engines.input_checks import FieldCode, json_problem, text_problem, text_storable
@@ -375,12 +376,35 @@ def chat_completion_proxy(*, experiment: Experiment, body: object, **who: str | 
         error=answered.error,
         fallback=answered.fallback,
     )
+    # At the shadow step: the same question to the candidate, in the background, once answered.
+    shadow_offer(
+        experiment=experiment,
+        arm=routed.arm,
+        event=routed.event,
+        ask=lambda: _mirror_ask(version=experiment.candidate, body=body),
+    )
     return ProxyAnswer(
         body=answered.value,
         arm=routed.arm,
         version=answered.version,
         fallback=answered.fallback,
         latency_ms=latency_ms,
+    )
+
+
+def _mirror_ask(*, version: ModelVersion, body: dict) -> MirrorResult:
+    """The candidate's answer to a mirrored plain request (on a shadow thread)."""
+    started = time.perf_counter()
+    try:
+        answer = _ask(version=version, body=body)
+    except UpstreamError as exc:
+        return MirrorResult(text="", latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
+    usage = answer.get("usage")
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return MirrorResult(
+        text=answer["choices"][0]["message"]["content"],
+        latency_ms=(time.perf_counter() - started) * 1000,
+        output_tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
     )
 
 

@@ -32,6 +32,7 @@ from canary.services.proxy import (
     upstream_or_fallback,
     upstream_send,
 )
+from canary.services.shadow import MirrorResult, shadow_offer
 from registry.models import ModelVersion
 
 DONE = b"data: [DONE]\n\n"
@@ -118,6 +119,13 @@ def chat_completion_stream(*, experiment: Experiment, body: object, **who: str |
             fallback=answered.fallback,
             stream=facts,
         )
+        if not facts.abandoned:  # at the shadow step: the question to the candidate, in the background
+            shadow_offer(
+                experiment=experiment,
+                arm=routed.arm,
+                event=routed.event,
+                ask=lambda: _mirror_stream(version=experiment.candidate, body=body),
+            )
 
     chunks = _relay(
         upstream=answered.value,
@@ -126,6 +134,41 @@ def chat_completion_stream(*, experiment: Experiment, body: object, **who: str |
         record=record,
     )
     return ProxyStream(arm=routed.arm, version=answered.version, fallback=answered.fallback, chunks=chunks)
+
+
+def _mirror_stream(*, version: ModelVersion, body: dict) -> MirrorResult:
+    """The candidate's answer to a mirrored streamed request, read to its end (on a shadow thread)."""
+    started = time.perf_counter()
+    parts: list[str] = []
+    first_token_ms: float | None = None
+    tokens: int | None = None
+    error = ""
+    try:
+        upstream = _stream_open(version=version, body=body)
+    except UpstreamError as exc:
+        return MirrorResult(text="", latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
+    try:
+        for _, chunk in upstream.events():
+            text = _delta_text(chunk)
+            if text:
+                parts.append(text)
+                if first_token_ms is None:
+                    first_token_ms = (time.perf_counter() - started) * 1000
+            usage = chunk.get("usage")
+            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                tokens = usage["completion_tokens"]
+    except UpstreamError as exc:
+        error = str(exc)
+    finally:
+        upstream.close()
+    return MirrorResult(
+        text="".join(parts),
+        latency_ms=(time.perf_counter() - started) * 1000,
+        error=error,
+        streamed=True,
+        first_token_ms=first_token_ms,
+        output_tokens=tokens if tokens is not None else len(parts),
+    )
 
 
 def _delta_text(chunk: dict) -> str:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import unicodedata
 
 
@@ -13,3 +14,12 @@ def answer_correct(*, expected_label: str, reference: str, label: str | None, te
     if expected_label:
         return label is not None and _normalize(label) == _normalize(expected_label)
     return _normalize(text) == _normalize(reference)
+
+
+def answer_label_split(*, content: str, pattern: re.Pattern[str]) -> tuple[str | None, str]:
+    """A chat answer's label and the rest of its text, as the `openai` backend reads them (`label_regex`,
+    whose group `label`); (None, content) when it carries none."""
+    match = pattern.search(content)
+    if not match:
+        return None, content
+    return match.group("label").strip(), (content[: match.start()] + content[match.end() :]).strip()

@@ -7,6 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.http import StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
@@ -14,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from canary.models import CanaryAnalysis, Experiment, ProbeRun
+from canary.models import SHADOW_STEP, CanaryAnalysis, Experiment, ProbeRun
 from canary.selectors.experiments import analyses_latest, experiment_get, experiment_get_live, experiment_list
 from canary.selectors.listings import experiments_live, probe_runs_list, probe_sets_list
 from canary.services import experiments as lifecycle
@@ -31,6 +32,7 @@ from evalhub.api.errors import ApiCode
 from evalhub.api.schema import ErrorSerializer, ReasonSerializer
 from evalhub.wordings import reasons_words
 from gate.services.horizons import experiment_plans_register_again, experiment_start_registered
+from gate.services.shadow_panel import shadow_panel_build
 from registry.errors import ApplicationError
 from registry.roles import APP, CI, READ_ROLES, RELEASE_MANAGER
 
@@ -62,6 +64,75 @@ class ProbeRunOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = ProbeRun
         fields = ["id", "probe_set", "status", "report", "error", "started_at", "finished_at"]
+
+
+@extend_schema_field({"oneOf": [{"type": "number"}, {"type": "string", "enum": [SHADOW_STEP]}]})
+class RampStepField(serializers.Field):
+    """A ramp plan's step: a share in percent, or "shadow" (the first step only: every user on the
+    baseline, questions mirrored to the candidate)."""
+
+    default_error_messages = {"invalid": _('a number, or "shadow" as the first step')}
+
+    def to_internal_value(self, data: object) -> float | str:
+        if data == SHADOW_STEP:
+            return SHADOW_STEP
+        if not isinstance(data, bool) and isinstance(data, int | float | str):
+            try:
+                return float(data)
+            except ValueError:
+                pass
+        raise serializers.ValidationError(self.error_messages["invalid"], code="invalid")
+
+    def to_representation(self, value: object) -> float | str:
+        return SHADOW_STEP if value == SHADOW_STEP else float(value)  # type: ignore[arg-type]
+
+
+class ShadowSummarySerializer(serializers.Serializer):
+    """The shadow window (`gate.services.shadow_panel.ShadowPanel`): mirrored questions, each the
+    baseline's answer and the candidate's; rates are fractions, latency in ms."""
+
+    active = serializers.BooleanField(help_text="at the shadow step now")
+    shadow_percent = serializers.FloatField()
+    require_clean = serializers.BooleanField()
+    first_at = serializers.DateTimeField(allow_null=True)
+    last_at = serializers.DateTimeField(allow_null=True)
+    verdict = serializers.CharField(source="comparison.verdict")
+    reasons = serializers.SerializerMethodField(help_text="Each reason in the request's language.")
+    reason_codes = serializers.SerializerMethodField()
+    pairs = serializers.IntegerField(source="comparison.pairs")
+    dropped = serializers.IntegerField(source="comparison.dropped")
+    labelled = serializers.IntegerField(source="comparison.labelled")
+    agree = serializers.IntegerField(source="comparison.agree")
+    agreement = serializers.FloatField(source="comparison.agreement", allow_null=True)
+    agreement_interval = serializers.ListField(
+        child=serializers.FloatField(), source="comparison.agreement_interval", allow_null=True
+    )
+    similarity = serializers.FloatField(
+        source="comparison.similarity", allow_null=True, help_text="mean chrF"
+    )
+    candidate_errors = serializers.IntegerField(source="comparison.candidate_errors")
+    baseline_errors = serializers.IntegerField(source="comparison.baseline_errors")
+    error_difference = serializers.FloatField(source="comparison.error_difference", allow_null=True)
+    error_interval = serializers.ListField(
+        child=serializers.FloatField(), source="comparison.error_interval", allow_null=True
+    )
+    candidate_latency_ms = serializers.FloatField(source="comparison.candidate_latency_ms", allow_null=True)
+    baseline_latency_ms = serializers.FloatField(source="comparison.baseline_latency_ms", allow_null=True)
+    latency_ratio = serializers.FloatField(source="comparison.latency_ratio", allow_null=True)
+    latency_interval = serializers.ListField(
+        child=serializers.FloatField(), source="comparison.latency_interval", allow_null=True
+    )
+    candidate_first_token_ms = serializers.FloatField(allow_null=True)
+
+    class Meta:
+        ref_name = "ShadowSummary"
+
+    def get_reasons(self, panel: Any) -> list[str]:
+        return reasons_words([item.to_json() for item in panel.comparison.reasons])
+
+    @extend_schema_field(ReasonSerializer(many=True))
+    def get_reason_codes(self, panel: Any) -> list[dict[str, Any]]:
+        return [item.to_json() for item in panel.comparison.reasons]
 
 
 class ArmLiveSerializer(serializers.Serializer):
@@ -101,8 +172,10 @@ class ExperimentOutputSerializer(serializers.Serializer):
     candidate = serializers.CharField(source="experiment.candidate.ref")
     status = serializers.CharField(source="experiment.status")
     traffic_percent = serializers.FloatField(source="experiment.traffic_percent")
-    ramp = serializers.ListField(child=serializers.FloatField(), source="experiment.ramp")
+    ramp = serializers.ListField(child=RampStepField(), source="experiment.ramp")
     ramp_step = serializers.IntegerField(source="experiment.ramp_step")
+    shadow_percent = serializers.FloatField(source="experiment.shadow_percent")
+    require_clean_shadow = serializers.BooleanField(source="experiment.require_clean_shadow")
     ramp_auto = serializers.BooleanField(source="experiment.ramp_auto")
     guardrails = serializers.DictField(source="experiment.guardrails")
     end_reason = serializers.CharField(source="experiment.end_reason")
@@ -137,8 +210,17 @@ class ExperimentListApi(APIView):
         baseline = VersionRefField()
         candidate = VersionRefField()
         traffic_percent = serializers.FloatField(required=False)
-        ramp = serializers.ListField(child=serializers.FloatField(), required=False, max_length=20)
+        ramp = serializers.ListField(
+            child=RampStepField(),
+            required=False,
+            max_length=20,
+            help_text='increasing shares in percent; the first may be "shadow", e.g. ["shadow", 1, 10, 100]',
+        )
         ramp_auto = serializers.BooleanField(required=False, default=False)
+        shadow_percent = serializers.FloatField(
+            required=False, default=100.0, help_text="the share of questions mirrored at the shadow step"
+        )
+        require_clean_shadow = serializers.BooleanField(required=False, default=False)
         guardrails = serializers.DictField(required=False)
         qa_tokens = serializers.ListField(
             child=serializers.CharField(min_length=16, max_length=200), required=False, max_length=20
@@ -166,15 +248,34 @@ class ExperimentListApi(APIView):
             ramp_auto=data["ramp_auto"],
             guardrails=data.get("guardrails"),
             qa_tokens=data.get("qa_tokens", ()),
+            shadow_percent=data["shadow_percent"],
+            require_clean_shadow=data["require_clean_shadow"],
             actor=request.user,
         )
         return Response(experiment_output(experiment), status=status.HTTP_201_CREATED)
 
 
+class ExperimentDetailOutputSerializer(ExperimentOutputSerializer):
+    """An experiment as `ExperimentOutputSerializer` has it, with its shadow window (null: no shadow
+    step and no shadow answers)."""
+
+    shadow = ShadowSummarySerializer(allow_null=True)
+
+    class Meta:
+        ref_name = "ExperimentDetail"
+
+
 class ExperimentDetailApi(APIView):
-    @extend_schema(operation_id="experiment_get", responses=ExperimentOutputSerializer)
+    @extend_schema(operation_id="experiment_get", responses=ExperimentDetailOutputSerializer)
     def get(self, request: Request, name: str) -> Response:
-        return Response(experiment_output(experiment_get(name=name)))
+        experiment = experiment_get(name=name)
+        shadow = shadow_panel_build(experiment=experiment)
+        return Response(
+            {
+                **experiment_output(experiment),
+                "shadow": None if shadow is None else ShadowSummarySerializer(shadow).data,
+            }
+        )
 
 
 class ExperimentActionApi(APIView):

@@ -282,6 +282,10 @@ EVALHUB_CANARY_UNGATED_MAX_PERCENT = float(os.environ.get("EVALHUB_CANARY_UNGATE
 EVALHUB_EVENTS_CLOCK_SKEW_SECONDS = float(os.environ.get("EVALHUB_EVENTS_CLOCK_SKEW_SECONDS", 300))
 # Canary proxy: seconds to wait for a version's answer before the baseline stands in.
 EVALHUB_PROXY_TIMEOUT_SECONDS = float(os.environ.get("EVALHUB_PROXY_TIMEOUT_SECONDS", 30))
+# Canary shadow traffic (canary.services.shadow): background threads per web process that send the
+# mirrored questions, and how many mirrors may wait for them (one more is dropped, and counted).
+EVALHUB_SHADOW_WORKERS = int(os.environ.get("EVALHUB_SHADOW_WORKERS", 4))
+EVALHUB_SHADOW_QUEUE = int(os.environ.get("EVALHUB_SHADOW_QUEUE", 200))
 
 # ---------------------------------------------------------------------------------------------
 # Celery: CELERY_BROKER_URL, else kombu's filesystem transport under var/ (no server)

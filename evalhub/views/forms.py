@@ -145,6 +145,8 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
                 ramp=data["ramp"],
                 ramp_auto=data["ramp_auto"],
                 guardrails=data["guardrails"],
+                shadow_percent=100.0 if data["shadow_percent"] is None else data["shadow_percent"],
+                require_clean_shadow=data["require_clean_shadow"],
                 actor=request.user,
             )
         except ApplicationError as exc:

@@ -65,6 +65,7 @@ from gate.policy import GatePolicyConfig
 from gate.selectors.gate_runs import gate_run_list
 from gate.selectors.policies import gate_policy_get
 from gate.services.policies import gate_policy_resolve
+from gate.services.shadow_panel import ShadowPanel, shadow_panel_build
 from gate.services.speed_panel import SpeedPanel, speed_charts, speed_panel
 from registry.errors import ApplicationError
 
@@ -248,6 +249,7 @@ class ExperimentDashboard:
     windows: list[WindowFigures]
     history: list[HistoryRow]
     charts: list[Chart]
+    shadow: ShadowPanel | None = None  # the shadow window (gate.services.shadow_panel)
 
     @property
     def follow_up_policy(self) -> FollowUpRatePolicy:
@@ -342,6 +344,7 @@ def experiment_dashboard(
             for c in speed_charts(window=window, guardrails=guardrails, streamed=speed.streamed)
             if c.has_data
         ],
+        shadow=shadow_panel_build(experiment=experiment),
     )
 
 

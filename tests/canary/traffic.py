@@ -103,3 +103,47 @@ def probe_run_finished(*, experiment: Experiment) -> ProbeRun:
         report={"all": cell, "long_context": cell},
         finished_at=timezone.now(),
     )
+
+
+def shadow_window_fill(experiment: Experiment, pairs: list[tuple[str, float, str, float, str]]) -> None:
+    """A shadow window as the proxy leaves one, without model servers: per pair (baseline answer, its
+    latency, candidate answer, its latency, candidate error), the baseline's question and answer turn
+    events and the candidate's `ShadowAnswer`."""
+    from canary.models import ShadowAnswer, TurnEvent
+
+    now = timezone.now()
+    for index, (answer, answer_ms, mirrored, mirrored_ms, error) in enumerate(pairs):
+        common = {
+            "experiment": experiment,
+            "session_id": f"s{index}",
+            "user_id": f"u{index}",
+            "arm": "baseline",
+        }
+        TurnEvent.objects.create(
+            **common,
+            event_id=f"px-e{index}-q",
+            turn_index=0,
+            role="user",
+            text="q",
+            occurred_at=now,
+            source="proxy",
+        )
+        TurnEvent.objects.create(
+            **common,
+            event_id=f"px-e{index}-a",
+            turn_index=1,
+            role="assistant",
+            text=answer,
+            version=experiment.baseline,
+            latency_ms=answer_ms,
+            occurred_at=now,
+            source="proxy",
+        )
+        ShadowAnswer.objects.create(
+            experiment=experiment,
+            baseline_event_id=f"px-e{index}-a",
+            version=experiment.candidate,
+            text=mirrored,
+            latency_ms=mirrored_ms,
+            error=error,
+        )

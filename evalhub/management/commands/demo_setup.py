@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from evalhub.demo import demo_install
+from evalhub.demo import demo_install, demo_shadow_start
 from registry.roles import APP, CI
 from registry.services.tokens import api_token_create, user_role_grant
 
@@ -18,8 +18,17 @@ class Command(BaseCommand):
         "var/demo-credentials.txt. Safe to run again."
     )
 
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--shadow",
+            action="store_true",
+            help="then run contract-assistant-shadow (plan shadow → 1 → 10 → 100) instead of the 1 % canary",
+        )
+
     def handle(self, *args, **options):
         demo_install(log=self.stdout.write)
+        if options["shadow"]:
+            demo_shadow_start(log=self.stdout.write)
         credentials = Path(settings.VAR_DIR) / "demo-credentials.txt"
         User = get_user_model()
         username = os.environ.get("EVALHUB_ADMIN_USER", "admin")

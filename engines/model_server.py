@@ -227,16 +227,18 @@ def model_server_create(
                 choice = {"index": 0, "delta": delta, "finish_reason": finish}
                 return {**completion, "object": "chat.completion.chunk", "choices": [choice], **extra}
 
+            tokens = answer_tokens(content)
             events = [chunk({"role": "assistant", "content": ""})]
-            events += [chunk({"content": token}) for token in answer_tokens(content)]
+            events += [chunk({"content": token}) for token in tokens]
             events.append(chunk({}, "stop"))
             if usage is not None:
                 events.append(
                     {**completion, "object": "chat.completion.chunk", "choices": [], "usage": usage}
                 )
             for index, event in enumerate(events):
-                # The role chunk goes at once, as a server's headers do; the text waits for the prefill.
-                pause = (token_delay if 0 < index < len(events) - 1 else 0) + (
+                # The role chunk goes at once, as a server's headers do; the text waits for the prefill,
+                # each token for the one before; the stop and usage chunks follow the last at once.
+                pause = (token_delay if 1 <= index <= len(tokens) else 0) + (
                     first_token_delay if index == 1 else 0
                 )
                 if pause:

@@ -2,6 +2,7 @@
 stream token by token, the official `openai` client; an upstream that breaks off mid-stream, a client
 that goes away."""
 
+import itertools
 import json
 import socket
 import threading
@@ -231,3 +232,35 @@ def test_a_client_that_goes_away_is_recorded_as_abandoned_and_the_upstream_is_cl
         time.sleep(0.05)
     answer = answer_of("u3")
     assert answer.abandoned and answer.streamed and answer.text.startswith("w0 ") and not answer.error
+
+
+def test_chunks_arrive_through_the_proxy_when_they_arrive_direct(live_server, served, token, capsys):
+    """A recording of each chunk's arrival, the same question straight to the baseline's server and
+    through the proxy (official client both ways): the proxy adds its routing before the first chunk
+    and relays every later one as it comes, so the gaps between chunks are the model's."""
+    experiment = running(served)
+    user = user_on(experiment, "baseline", "recorder")
+    direct = openai.OpenAI(base_url=served[0].serving_url, api_key="unused", max_retries=0)
+
+    def arrivals(client) -> list[float]:
+        started, times = time.perf_counter(), []
+        stream = client.chat.completions.create(
+            model="exp", messages=[{"role": "user", "content": QUESTION}], user=user, stream=True
+        )
+        for _chunk in stream:
+            times.append((time.perf_counter() - started) * 1000)
+        return times
+
+    proxy = client_for(live_server, token)
+    arrivals(proxy)  # the first call also checks what model the baseline's address serves
+    straight, proxied = arrivals(direct), arrivals(proxy)
+    answer = TurnEvent.objects.filter(user_id=user, role="assistant").latest("id")
+    assert len(straight) == len(proxied) == len(answer_tokens(answer.text)) + 2  # role and stop
+    with capsys.disabled():
+        print("\nchunk  direct ms  proxy ms  proxy − direct")
+        for index, (a, b) in enumerate(zip(straight, proxied, strict=True)):
+            print(f"{index:5d}  {a:9.1f}  {b:8.1f}  {b - a:+8.1f}")
+    gaps = [b - a for a, b in itertools.pairwise(proxied[1:-1])]
+    # Not buffered: the text chunks come a token delay apart through the proxy too.
+    assert sorted(gaps)[len(gaps) // 2] >= 0.8 * DELAY * 1000
+    assert proxied[-1] - proxied[1] >= 0.8 * (straight[-1] - straight[1])

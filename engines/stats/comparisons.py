@@ -451,6 +451,63 @@ class RatioStatistic:
     higher_is_worse: bool = True
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Bootstrap:
+    low: float
+    high: float
+    p_value: float  # one-sided, for "the candidate is worse"
+
+
+def _ratio_bootstrap(
+    *,
+    candidate: Any,
+    baseline: Any,
+    statistic: RatioStatistic,
+    confidence: float,
+    resamples: int,
+    seed: int,
+) -> _Bootstrap:
+    """scipy's percentile bootstrap of the quantiles' ratio (each arm resampled on its own), and the
+    share of its resampled ratios on the not-worse side of 1 as p (plus one above and below)."""
+    import numpy as np
+    from scipy import stats as scipy_stats
+
+    def ratio_of(c: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+        low = np.quantile(b, statistic.quantile, axis=axis)
+        # A resample whose baseline quantile is 0 has no ratio; infinity keeps it on the worse side.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(low > 0, np.quantile(c, statistic.quantile, axis=axis) / low, np.inf)
+
+    boot = scipy_stats.bootstrap(
+        (candidate, baseline),
+        ratio_of,
+        n_resamples=resamples,
+        confidence_level=confidence,
+        method="percentile",
+        vectorized=True,
+        batch=100,
+        random_state=np.random.default_rng(seed),
+    )
+    ratios = boot.bootstrap_distribution
+    not_worse = np.count_nonzero(ratios <= 1 if statistic.higher_is_worse else ratios >= 1)
+    return _Bootstrap(
+        low=float(boot.confidence_interval.low),
+        high=float(boot.confidence_interval.high),
+        p_value=float((not_worse + 1) / (ratios.size + 1)),
+    )
+
+
+def _values_check(**arms: Sequence[float]) -> dict[str, Any]:
+    """Each arm's values as a float array; a non-finite value is a bug, not data."""
+    import numpy as np
+
+    arrays = {arm: np.asarray(values, dtype=float) for arm, values in arms.items()}
+    for arm, values in arrays.items():
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"{arm} values contain a non-finite value")
+    return arrays
+
+
 def quantile_ratio_compare(
     *,
     candidate: Sequence[float],
@@ -473,28 +530,21 @@ def quantile_ratio_compare(
     (above it where higher is worse, below it where lower is) and p < alpha. The seed is fixed, so the
     same samples always give the same verdict: an analysis cannot be re-rolled."""
     import numpy as np
-    from scipy import stats as scipy_stats
 
     if not bar > 0:
         raise ValueError(f"bar={bar} must be positive")
     if not 0 < statistic.quantile < 1 or not 0 < confidence < 1 or resamples < 1:
         raise ValueError("quantile and confidence must lie in (0, 1), resamples be at least 1")
     _settings_check(alpha=alpha, min_n=min_n, threshold=bar, threshold_name="bar")
-    arrays = {
-        arm: np.asarray(values, dtype=float)
-        for arm, values in (("candidate", candidate), ("baseline", baseline))
-    }
-    for arm, values in arrays.items():
-        if not np.all(np.isfinite(values)):
-            raise ValueError(f"{arm} values contain a non-finite value")
-    estimates = {
-        arm: float(np.quantile(values, statistic.quantile)) if values.size else None
-        for arm, values in arrays.items()
-    }
+    arrays = _values_check(candidate=candidate, baseline=baseline)
+    mine, theirs = (
+        float(np.quantile(arrays[arm], statistic.quantile)) if arrays[arm].size else None
+        for arm in ("candidate", "baseline")
+    )
     common: _Common = dict(
         metric=metric,
-        candidate_estimate=estimates["candidate"],
-        baseline_estimate=estimates["baseline"],
+        candidate_estimate=mine,
+        baseline_estimate=theirs,
         difference_kind=RATIO,
         candidate_n=int(arrays["candidate"].size),
         baseline_n=int(arrays["baseline"].size),
@@ -508,9 +558,8 @@ def quantile_ratio_compare(
         counts={arm: int(values.size) for arm, values in arrays.items()},
         code=ComparisonCode.TOO_FEW_SAMPLES,
     )
-    baseline_value = estimates["baseline"]
-    if not too_few and baseline_value is not None and baseline_value <= 0:
-        too_few = [reason(ComparisonCode.QUANTILE_UNDEFINED, statistic=statistic.name, value=baseline_value)]
+    if not too_few and theirs is not None and theirs <= 0:
+        too_few = [reason(ComparisonCode.QUANTILE_UNDEFINED, statistic=statistic.name, value=theirs)]
     if too_few:
         return ComparisonResult(
             verdict=INSUFFICIENT_DATA,
@@ -520,57 +569,44 @@ def quantile_ratio_compare(
             higher_is_worse=statistic.higher_is_worse,
             **common,
         )
-    assert estimates["candidate"] is not None and baseline_value is not None
-    ratio = estimates["candidate"] / baseline_value
-
-    def ratio_of(c: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-        low = np.quantile(b, statistic.quantile, axis=axis)
-        # A resample whose baseline quantile is 0 has no ratio; infinity keeps it on the worse side.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(low > 0, np.quantile(c, statistic.quantile, axis=axis) / low, np.inf)
-
-    boot = scipy_stats.bootstrap(
-        (arrays["candidate"], arrays["baseline"]),
-        ratio_of,
-        n_resamples=resamples,
-        confidence_level=confidence,
-        method="percentile",
-        vectorized=True,
-        batch=100,
-        random_state=np.random.default_rng(seed),
+    assert mine is not None and theirs is not None
+    ratio = mine / theirs
+    boot = _ratio_bootstrap(
+        candidate=arrays["candidate"],
+        baseline=arrays["baseline"],
+        statistic=statistic,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
     )
-    ratios = boot.bootstrap_distribution
-    not_worse = np.count_nonzero(ratios <= 1 if statistic.higher_is_worse else ratios >= 1)
-    p_value = float((not_worse + 1) / (ratios.size + 1))
     exceeds = ratio > bar if statistic.higher_is_worse else ratio < bar
-    verdict = _verdict_decide(exceeds=exceeds, significant=p_value < alpha)
-    low, high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
-    reasons = (
-        reason(
-            ComparisonCode.QUANTILE_SUMMARY,
-            statistic=statistic.name,
-            candidate=estimates["candidate"],
-            c_n=common["candidate_n"],
-            baseline=baseline_value,
-            b_n=common["baseline_n"],
-            ratio=ratio,
-            confidence=confidence,
-            low=low,
-            high=high,
-            limit=bar,
-        ),
-        reason(ComparisonCode.BOOTSTRAP, resamples=resamples, seed=seed),
-        _verdict_reason(verdict=verdict, p_value=p_value, alpha=alpha),
+    verdict = _verdict_decide(exceeds=exceeds, significant=boot.p_value < alpha)
+    summary = reason(
+        ComparisonCode.QUANTILE_SUMMARY,
+        statistic=statistic.name,
+        candidate=mine,
+        c_n=common["candidate_n"],
+        baseline=theirs,
+        b_n=common["baseline_n"],
+        ratio=ratio,
+        confidence=confidence,
+        low=boot.low,
+        high=boot.high,
+        limit=bar,
     )
     return ComparisonResult(
         verdict=verdict,
-        reasons=reasons,
+        reasons=(
+            summary,
+            reason(ComparisonCode.BOOTSTRAP, resamples=resamples, seed=seed),
+            _verdict_reason(verdict=verdict, p_value=boot.p_value, alpha=alpha),
+        ),
         difference=ratio,
-        p_value=p_value,
+        p_value=boot.p_value,
         exceeds=exceeds,
         higher_is_worse=statistic.higher_is_worse,
-        ci_low=low,
-        ci_high=high,
+        ci_low=boot.low,
+        ci_high=boot.high,
         confidence=confidence,
         **common,
     )

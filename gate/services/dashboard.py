@@ -297,19 +297,14 @@ def experiment_dashboard(
         experiment.ramp[experiment.ramp_step + 1] if experiment.ramp_step + 1 < len(experiment.ramp) else None
     )
     probe_run = probe_run_latest(experiment=experiment)
-    windows = share_windows(experiment=experiment, now=now)
     probe_rows = probe_findings(run=probe_run) if probe_run else []
     guardrails = {**GUARDRAIL_DEFAULTS, **experiment.guardrails}
     speed = speed_panel(window=window, guardrails=guardrails)
     follow_up = _follow_up(window=window, policy=policy)
     business_panel = _business(window=window, policy=business, direction=direction)
-    figures = [
-        WindowFigures(share=share, arms=arm_figures(window=share.window)) for share in reversed(windows)
+    speed_shown = [
+        c for c in speed_charts(window=window, guardrails=guardrails, streamed=speed.streamed) if c.has_data
     ]
-    if follow_up.blind:  # "first answer accepted" is read from the follow-ups: blind with them
-        figures = [
-            replace(w, arms=[replace(arm, first_answer_accepted=None) for arm in w.arms]) for w in figures
-        ]
     return ExperimentDashboard(
         window=window,
         hours=(window.end - window.start).total_seconds() / 3600,
@@ -329,7 +324,7 @@ def experiment_dashboard(
         probe_rows=probe_rows,
         gate_runs=list(gate_run_list().filter(experiment=experiment)[:20]),
         actions=experiment_actions_allowed(experiment=experiment),
-        windows=figures,
+        windows=_window_figures(experiment=experiment, now=now, blind=follow_up.blind),
         history=experiment_history(experiment=experiment),
         charts=experiment_charts(
             window=window,
@@ -339,13 +334,23 @@ def experiment_dashboard(
             probe_rows=probe_rows,
             now=now,
         )
-        + [
-            c
-            for c in speed_charts(window=window, guardrails=guardrails, streamed=speed.streamed)
-            if c.has_data
-        ],
+        + speed_shown,
         shadow=shadow_panel_build(experiment=experiment),
     )
+
+
+def _window_figures(*, experiment: Experiment, now: datetime | None, blind: bool) -> list[WindowFigures]:
+    """Each traffic window's figures per arm, newest first; "first answer accepted" is read from the
+    follow-ups, so it is blind while they are."""
+    figures = [
+        WindowFigures(share=share, arms=arm_figures(window=share.window))
+        for share in reversed(share_windows(experiment=experiment, now=now))
+    ]
+    if blind:
+        figures = [
+            replace(w, arms=[replace(arm, first_answer_accepted=None) for arm in w.arms]) for w in figures
+        ]
+    return figures
 
 
 # ---------------------------------------------------------------------------------------------

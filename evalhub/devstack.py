@@ -21,6 +21,10 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+# gunicorn's gthread workers x threads, as bin/run-local and docker-compose.yml run it: a streamed
+# answer holds its thread until the last chunk, so 2 x 32 holds 64 streams at once on two cores
+# (bench/stream_load.py measures it); a request beyond that waits for a thread to free.
+WEB_WORKERS, WEB_THREADS = 2, 32
 
 
 def port_free() -> int:
@@ -88,7 +92,9 @@ def worker_start(
     return Process(name=name, argv=argv, env=env, log_dir=log_dir)
 
 
-def web_start(*, env: dict, log_dir: Path, port: int, workers: int = 2) -> Process:
+def web_start(
+    *, env: dict, log_dir: Path, port: int, workers: int = WEB_WORKERS, threads: int = WEB_THREADS
+) -> Process:
     argv = [
         str(BIN / "gunicorn"),
         "evalhub.wsgi:application",
@@ -97,7 +103,7 @@ def web_start(*, env: dict, log_dir: Path, port: int, workers: int = 2) -> Proce
         "--workers",
         str(workers),
         "--threads",
-        "4",
+        str(threads),
     ]
     process = Process(name="web", argv=argv, env=env, log_dir=log_dir)
     url_wait(f"http://127.0.0.1:{port}/api/schema/", process=process)

@@ -56,9 +56,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from router import percentile, scratch_database_create, scratch_database_drop, setup_django  # noqa: E402
+from router import (  # noqa: E402
+    bow_checkpoint,
+    percentile,
+    scratch_database_create,
+    scratch_database_drop,
+    setup_django,
+)
 
-from evalhub.devstack import BIN, Process, url_wait  # noqa: E402
+from evalhub.devstack import BIN, Process, RedisServer, url_wait  # noqa: E402
 
 FAMILY = "bench-stream"
 EXPERIMENT = "bench-stream"
@@ -152,44 +158,6 @@ def sdk_stream(client, body: dict) -> Outcome:
 # ---------------------------------------------------------------------------------------------
 # The stack
 # ---------------------------------------------------------------------------------------------
-class RedisServer:
-    """A redis-server of the bench's own, append-only as in docker-compose.yml, restartable."""
-
-    def __init__(self, *, port: int, scratch: Path):
-        self.port, self.dir = port, scratch / "redis"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.process: Process | None = None
-
-    def start(self) -> None:
-        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir)]
-        argv += ["--appendonly", "yes", "--save", ""]
-        self.process = Process(name="redis", argv=argv, env=dict(os.environ), log_dir=self.dir)
-        import redis
-
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                redis.Redis(port=self.port).ping()
-                return
-            except redis.RedisError:
-                if time.monotonic() > deadline or not self.process.alive():
-                    raise RuntimeError(f"redis-server did not start:\n{self.process.tail()}") from None
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.stop()  # SIGTERM: redis writes its append-only file and exits
-
-
-def models_train(*, out_dir: Path) -> Path:
-    """A bag-of-words checkpoint (~1 s on part of the demo training split), both arms serve it."""
-    from engines.demo.dataset import demo_dataset_build
-    from engines.training import bow_train
-
-    bow_train(items=demo_dataset_build(seed=0).train[::3], out_dir=out_dir, seed=0, epochs=10)
-    return out_dir
-
-
 def fixtures_create(*, checkpoint: Path, ports: dict[str, int]) -> dict:
     """Migrate; two versions served at `ports`; an `app` token; the experiment running at 10 %."""
     from django.contrib.auth import get_user_model
@@ -307,16 +275,13 @@ class Stack:
 
 def user_ids(*, stack: Stack, prefix: str, arm: str | None):
     """Fresh user ids, one per request, on `arm` when given (the router's own assignment)."""
-    from engines.routing import arm_assign
+    from canary.services.assignment import experiment_assign
 
-    experiment, n = stack.experiment, 0
+    n = 0
     while True:
         n += 1
         unit = f"{prefix}-{n}"
-        on = arm_assign(
-            salt=experiment.salt, unit_id=f"user:{unit}", candidate_buckets=experiment.traffic_buckets
-        )
-        if arm is None or on.arm == arm:
+        if arm is None or experiment_assign(experiment=stack.experiment, user_id=unit).assignment.arm == arm:
             yield unit
 
 
@@ -593,7 +558,9 @@ def main() -> int:
         setup_django(env=env)
         logging.getLogger("httpx2").setLevel(logging.WARNING)  # the openai SDK's own httpx: a line a request
         ports = {"web": args.port_base, "baseline": args.port_base + 1, "candidate": args.port_base + 2}
-        fixtures = fixtures_create(checkpoint=models_train(out_dir=scratch / "models" / "bow"), ports=ports)
+        fixtures = fixtures_create(
+            checkpoint=bow_checkpoint(out_dir=scratch / "models" / "bow", every=3), ports=ports
+        )
         for arm in ("baseline", "candidate"):
             processes.append(
                 model_server_start(

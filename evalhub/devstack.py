@@ -68,6 +68,36 @@ class Process:
             os.killpg(self.popen.pid, sig)
 
 
+class RedisServer:
+    """A redis-server of one's own on `port` (a bench's, a test's: never the shared one), append-only
+    as in docker-compose.yml, so that it can be stopped and started again with its data."""
+
+    def __init__(self, *, port: int, scratch: Path):
+        self.port, self.dir = port, scratch / "redis"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.process: Process | None = None
+
+    def start(self) -> None:
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir)]
+        argv += ["--appendonly", "yes", "--save", ""]
+        self.process = Process(name="redis", argv=argv, env=dict(os.environ), log_dir=self.dir)
+        import redis
+
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                redis.Redis(port=self.port).ping()
+                return
+            except redis.RedisError:
+                if time.monotonic() > deadline or not self.process.alive():
+                    raise RuntimeError(f"redis-server did not start:\n{self.process.tail()}") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()  # SIGTERM: redis writes its append-only file and exits
+
+
 def worker_start(
     *, env: dict, log_dir: Path, queues: str = "gpu,cpu", beat: bool = False, name: str = "worker"
 ) -> Process:

@@ -64,7 +64,7 @@ from router import (  # noqa: E402
     setup_django,
 )
 
-from evalhub.devstack import BIN, Process, RedisServer, url_wait  # noqa: E402
+from evalhub.devstack import BIN, Process, RedisServer, port_free, url_wait  # noqa: E402
 
 FAMILY = "bench-stream"
 EXPERIMENT = "bench-stream"
@@ -511,9 +511,14 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=32, help="gunicorn threads per worker")
     parser.add_argument(
-        "--port-base", type=int, default=8730, help="web, baseline, candidate: this and the next two"
+        "--port-base",
+        type=int,
+        default=8730,
+        help="web, baseline, candidate: this and the next two (0: free ones)",
     )
-    parser.add_argument("--redis-port", type=int, default=6391, help="the bench's own redis-server")
+    parser.add_argument(
+        "--redis-port", type=int, default=6391, help="the bench's own redis-server (0: a free port)"
+    )
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432", help="server URL")
     parser.add_argument("--database", default="bench_load_stream", help="scratch database (dropped)")
     parser.add_argument(
@@ -527,7 +532,7 @@ def arguments() -> argparse.Namespace:
     return args
 
 
-def stack_env(args, *, scratch: Path) -> dict:
+def stack_env(args, *, scratch: Path, redis_port: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "EVALHUB_WEBHOOK_URL")}
     env.update(
         DJANGO_SETTINGS_MODULE="evalhub.settings.local",
@@ -537,7 +542,7 @@ def stack_env(args, *, scratch: Path) -> dict:
         ),
         EVALHUB_VAR_DIR=str(scratch),
         EVALHUB_MODEL_DIR=str(scratch / "models"),
-        EVALHUB_TELEMETRY_REDIS_URL=f"redis://127.0.0.1:{args.redis_port}/0",
+        EVALHUB_TELEMETRY_REDIS_URL=f"redis://127.0.0.1:{redis_port}/0",
         EVALHUB_TELEMETRY_STREAM=f"evalhub:bench-stream:{secrets.token_hex(6)}",
         PYTHONUNBUFFERED="1",
     )
@@ -548,16 +553,20 @@ def main() -> int:
     args = arguments()
     print(f"stream load and faults: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start")
     scratch = Path(tempfile.mkdtemp(prefix="bench-load-stream-"))
-    env = stack_env(args, scratch=scratch)
+    redis_port = args.redis_port or port_free()
+    env = stack_env(args, scratch=scratch, redis_port=redis_port)
     admin_url = f"{args.postgres.rstrip('/')}/postgres"
     scratch_database_create(admin_url=admin_url, name=args.database)
     processes: list[Process] = []
-    redis = RedisServer(port=args.redis_port, scratch=scratch)
+    redis = RedisServer(port=redis_port, scratch=scratch)
     try:
         redis.start()
         setup_django(env=env)
         logging.getLogger("httpx2").setLevel(logging.WARNING)  # the openai SDK's own httpx: a line a request
-        ports = {"web": args.port_base, "baseline": args.port_base + 1, "candidate": args.port_base + 2}
+        base = args.port_base
+        ports = {
+            name: base + i if base else port_free() for i, name in enumerate(("web", "baseline", "candidate"))
+        }
         fixtures = fixtures_create(
             checkpoint=bow_checkpoint(out_dir=scratch / "models" / "bow", every=3), ports=ports
         )
@@ -589,7 +598,7 @@ def main() -> int:
             else f"uvicorn {args.workers} workers"
         )
         print(
-            f"web: {server}; PostgreSQL {args.database}; telemetry redis-server :{args.redis_port}; "
+            f"web: {server}; PostgreSQL {args.database}; telemetry redis-server :{redis_port}; "
             f"model servers {args.token_delay_ms:g} ms a token; experiment at 10 %; logs in {scratch}\n"
         )
         return phases_report(args, stack=stack, redis=redis, candidate=[processes[1]], web=web)

@@ -77,6 +77,7 @@ bench: install
 	$(PY) bench/record.py bench/robustness.py
 	$(PY) bench/record.py bench/adversarial_workers.py
 	$(PY) bench/record.py bench/router.py
+	$(PY) bench/record.py bench/stream_load.py
 	$(PY) bench/record.py bench/ab_false_positives.py
 	$(PY) bench/record.py bench/mcnemar.py
 	$(PY) bench/record.py bench/stats.py

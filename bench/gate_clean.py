@@ -96,6 +96,11 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
+        "--versions",
+        default="contract-assistant:v3,contract-assistant:v4",
+        help="comma-separated (the test suite's smoke run: v3 alone, a few seconds a run)",
+    )
+    parser.add_argument(
         "--model-dir", type=Path, default=Path(os.environ.get("EVALHUB_MODEL_DIR", ROOT / "var" / "models"))
     )
     args = parser.parse_args()
@@ -133,7 +138,7 @@ def main() -> None:
         print(f"demo suite: {n} items; median of {args.repeat} runs each, interleaved, after one warm-up\n")
         header = ("version", "pipeline s", "direct s", "pipeline/direct", "seen by polling s")
         print("{:<26}{:>12}{:>10}{:>17}{:>19}".format(*header))
-        for ref in ("contract-assistant:v3", "contract-assistant:v4"):
+        for ref in args.versions.split(","):
             times: dict[str, list[float]] = {"pipeline": [], "direct": [], "seen": []}
             for index in range(args.repeat + 1):
                 pipeline, seen = pipeline_seconds(client=client, ref=ref, watch=(worker, web))

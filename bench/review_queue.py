@@ -101,7 +101,7 @@ def _h(expression: str, modulo: int) -> str:
 TURNS_SQL = f"""
     INSERT INTO canary_turnevent (
         experiment_id, event_id, session_id, user_id, arm, turn_index, role, text, error, fallback,
-        source, follow_up_kind, occurred_at, received_at)
+        source, follow_up_kind, occurred_at, received_at, streamed, abandoned, follow_up_detector)
     SELECT %(experiment)s, 't-' || n || '-' || t, 'session-' || n, 'user-' || n,
            CASE WHEN {_h("'arm:' || n", 10)} = 0 THEN 'candidate' ELSE 'baseline' END, t,
            CASE WHEN t = 1 THEN 'assistant' ELSE 'user' END,
@@ -114,7 +114,8 @@ TURNS_SQL = f"""
                 WHEN {_h("'kind:' || n", 100)} < 15 THEN 'follow_up'
                 WHEN {_h("'kind:' || n", 100)} < 25 THEN 'deepening' ELSE 'new' END,
            now() - interval '1 hour' + make_interval(secs => 20 * t),
-           now() - interval '1 hour' + make_interval(secs => 20 * t)
+           now() - interval '1 hour' + make_interval(secs => 20 * t),
+           false, false, ''
     FROM generate_series(1, %(sessions)s) AS n CROSS JOIN generate_series(0, 2) AS t
     ORDER BY n, t  -- ids in the order turns arrive: a session's three turns one after the other
 """

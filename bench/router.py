@@ -1,16 +1,18 @@
-"""Canary router cost: assignment, the decision API, the proxy and event ingestion.
+"""Canary router cost: assignment, the decision API, the proxy (plain and streamed) and event ingestion.
 
 In one run (figures from one run on one machine, so the ratios are fair on a noisy one):
   1. assignment in-process: µs per `engines.routing.arm_assign` decision over --assign-ids ids
      (target <= 20 µs), with `bucket_of` alone and `experiment_assign` (a loaded experiment) beside it;
-  2. decision API: POST /api/v1/canary/<name>/assign under a real gunicorn (2 workers x 4 threads,
-     as bin/run-local) on loopback, --decision-threads client threads with keep-alive for
+  2. decision API: POST /api/v1/canary/<name>/assign under a real gunicorn (workers x threads as
+     bin/run-local) on loopback, --decision-threads client threads with keep-alive for
      --decision-seconds; decisions/s (target >= 1500 on 2 cores), p50/p99 latency, and where the
      CPU went (this client, gunicorn, the rest: mostly PostgreSQL);
   3. proxy overhead: the same chat completions straight to a reference model server
-     (`manage.py serve_model`, demo V3, bag of words) and through the canary proxy to it
-     (users chosen on the baseline arm, so both paths reach the same server), interleaved;
-     overhead = proxy p50 - direct p50 (target <= 5 ms);
+     (`manage.py serve_model`, a bag-of-words model) and through the canary proxy to it (users
+     chosen on the baseline arm of the 10 % experiment, so both paths reach the same server), plain
+     and streamed (`stream: true`), interleaved: total time and, streamed, the time to the first
+     content chunk (TTFB), p50/p99, and proxy / direct; overhead = proxy p50 - direct p50 (target
+     <= 5 ms);
   4. event ingestion: turn events via POST /api/v1/events in batches vs `events_ingest` called
      in-process vs a raw COPY (psycopg 3) of the same rows into the same table, one transaction
      per batch each; rows/s and API / COPY (target >= 25 %).
@@ -18,15 +20,15 @@ In one run (figures from one run on one machine, so the ratios are fair on a noi
     python bench/router.py [--decision-seconds 15] [--decision-threads 16]
                            [--proxy-requests 300] [--proxy-concurrency 1]
                            [--events-batch 1000] [--events-batches 5]
+    python bench/router.py --smoke      # tiny sizes, a few seconds: the test suite's run
 
 Runs against PostgreSQL at --postgres (default postgres@127.0.0.1:5432) in a scratch database
-(--database, dropped at the end). Models come from EVALHUB_MODEL_DIR (default
-~/.cache/evalhub/test-models; `demo_install` trains them there when missing). The web server runs
-with DEBUG off; as in production, the proxy appends its turn events to a Redis stream
-(--telemetry-redis, default redis://127.0.0.1:6379/12) under a key unique to this run, deleted at
-the end, so other stacks on that Redis never see them; the bench drains it before counting.
---telemetry-redis '' writes them to PostgreSQL inside each request instead (the embedded default).
-Default total run time: about 1 to 2 minutes plus the demo set-up.
+(--database, dropped at the end). The web server runs with DEBUG off; as in production, the proxy
+appends its turn events to a Redis stream (--telemetry-redis, default redis://127.0.0.1:6379/12)
+under a key unique to this run, deleted at the end, so other stacks on that Redis never see them;
+the bench drains it before counting. --telemetry-redis '' writes them to PostgreSQL inside each
+request instead (the embedded default). Default total run time: about 1 to 2 minutes.
+For streams under load and faults, see bench/stream_load.py.
 """
 
 from __future__ import annotations
@@ -52,12 +54,12 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evalhub.devstack import Process, port_free, url_wait, web_start  # noqa: E402
+from evalhub.devstack import WEB_THREADS, WEB_WORKERS, Process, port_free, url_wait, web_start  # noqa: E402
 from registry.actors import SYSTEM  # noqa: E402
 
 EXPERIMENT = "bench-router"
 EVENTS_EXPERIMENT = "bench-router-events"
-FAMILY = "contract-assistant"
+FAMILY = "bench-router"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,6 +328,39 @@ def baseline_users(*, experiment, n: int) -> list[str]:
     return users
 
 
+def _first_content(response: httpx.Response, started: float) -> tuple[float | None, bool]:
+    """Read a streamed answer to its end: (seconds to the first content chunk, whether it ended with
+    [DONE] and no error event)."""
+    first, done = None, False
+    for line in response.iter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            done = True
+            break
+        chunk = json.loads(data)
+        if chunk.get("error"):
+            return first, False
+        choices = chunk.get("choices") or []
+        if first is None and choices and (choices[0].get("delta") or {}).get("content"):
+            first = time.perf_counter() - started
+    return first, done
+
+
+def _timed(client: httpx.Client, path: str, body: dict) -> tuple[httpx.Response, float, float | None]:
+    """POST `body`; (response, total seconds, seconds to the first content chunk when streamed)."""
+    started = time.perf_counter()
+    if not body.get("stream"):
+        response = client.post(path, json=body)
+        return response, time.perf_counter() - started, None
+    with client.stream("POST", path, json=body) as response:
+        first, done = _first_content(response, started) if response.status_code == 200 else (None, True)
+        if not done:
+            raise RuntimeError(f"{path}: a stream ended without [DONE]")
+    return response, time.perf_counter() - started, first
+
+
 def bench_proxy(
     *,
     web_url: str,
@@ -337,19 +372,17 @@ def bench_proxy(
     concurrency: int,
     warmup: int,
 ) -> dict:
+    """Each question four ways, interleaved: plain and streamed (`stream: true`), straight to the model
+    server and through the proxy. Returns {(kind, path): {"total": [...], "ttfb": [...]}}."""
     n = len(users)
-    bodies = [
-        {
-            "model": model_name,
-            "messages": [{"role": "user", "content": questions[i % len(questions)]}],
-            "user": users[i],
-        }
-        for i in range(n)
-    ]
-    direct: list[list[float]] = [[] for _ in range(concurrency)]
-    proxied: list[list[float]] = [[] for _ in range(concurrency)]
+    times: dict[tuple[str, str], dict[str, list[float]]] = {
+        (kind, path): {"total": [], "ttfb": []}
+        for kind in ("plain", "streamed")
+        for path in ("direct", "proxy")
+    }
     problems: list[str] = []
     proxy_path = f"/api/v1/canary/{EXPERIMENT}/v1/chat/completions"
+    lock = threading.Lock()
 
     def loop(index: int) -> None:
         with (
@@ -359,24 +392,29 @@ def bench_proxy(
             for j in range(-warmup, n):
                 if j >= 0 and j % concurrency != index:
                     continue
-                body = bodies[j % n]
-                order = ("direct", "proxy") if j % 2 == 0 else ("proxy", "direct")
-                for path in order:
-                    started = time.perf_counter()
-                    if path == "direct":
-                        response = to_model.post("/chat/completions", json=body)
-                    else:
-                        response = to_web.post(proxy_path, json=body)
-                    elapsed = time.perf_counter() - started
-                    if response.status_code != 200:
-                        problems.append(f"{path} HTTP {response.status_code}: {response.text[:200]}")
-                        continue
-                    if path == "proxy" and response.headers.get("X-EvalHub-Model-Version") != model_name:
-                        problems.append(
-                            f"proxy answered by {response.headers.get('X-EvalHub-Model-Version')}"
+                for kind in ("plain", "streamed") if j % 2 == 0 else ("streamed", "plain"):
+                    body = {
+                        "model": model_name,
+                        "messages": [{"role": "user", "content": questions[j % len(questions)]}],
+                        "user": users[j % n],
+                        **({"stream": True} if kind == "streamed" else {}),
+                    }
+                    for path in ("direct", "proxy") if j % 4 < 2 else ("proxy", "direct"):
+                        client, url = (
+                            (to_model, "/chat/completions") if path == "direct" else (to_web, proxy_path)
                         )
-                    if j >= 0:
-                        (direct if path == "direct" else proxied)[index].append(elapsed)
+                        response, total, first = _timed(client, url, body)
+                        if response.status_code != 200:
+                            problems.append(f"{kind} {path} HTTP {response.status_code}")
+                            continue
+                        version = response.headers.get("X-EvalHub-Model-Version")
+                        if path == "proxy" and version != model_name:
+                            problems.append(f"proxy answered by {version}")
+                        if j >= 0:
+                            with lock:
+                                times[kind, path]["total"].append(total)
+                                if first is not None:
+                                    times[kind, path]["ttfb"].append(first)
 
     threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(concurrency)]
     for thread in threads:
@@ -385,49 +423,38 @@ def bench_proxy(
         thread.join()
     if problems:
         raise RuntimeError(f"{len(problems)} proxy bench problem(s), e.g. {problems[:3]}")
-    d = [x for per in direct for x in per]
-    p = [x for per in proxied for x in per]
-    return {
-        "n": len(d),
-        "direct_p50": percentile(d, 50) * 1000,
-        "direct_p99": percentile(d, 99) * 1000,
-        "proxy_p50": percentile(p, 50) * 1000,
-        "proxy_p99": percentile(p, 99) * 1000,
+    return times
+
+
+def proxy_report(*, times: dict, log) -> dict:
+    """The table of 3.: p50 / p99 of each way, and proxy / direct. Returns the overheads (ms)."""
+    ms = {
+        key: {m: (percentile(v, 50) * 1000, percentile(v, 99) * 1000) for m, v in d.items() if v}
+        for key, d in times.items()
     }
+    header = f"{'':20}{'total p50':>10}{'p99':>8}{'TTFB p50':>10}{'p99':>8}"
+    log(f"   {header}   (ms; TTFB: to the first content chunk)")
+    for kind in ("plain", "streamed"):
+        for path in ("direct", "proxy"):
+            row = ms[kind, path]
+            ttfb = f"{row['ttfb'][0]:>10.2f}{row['ttfb'][1]:>8.2f}" if "ttfb" in row else f"{'-':>10}{'-':>8}"
+            log(f"   {kind + ' ' + path:20}{row['total'][0]:>10.2f}{row['total'][1]:>8.2f}{ttfb}")
+    out = {}
+    for kind, measure in (("plain", "total"), ("streamed", "total"), ("streamed", "ttfb")):
+        (dp50, dp99), (pp50, pp99) = ms[kind, "direct"][measure], ms[kind, "proxy"][measure]
+        out[kind, measure] = pp50 - dp50
+        log(
+            f"   {kind} {measure:5}: proxy / direct p50 {pp50 / dp50:.2f}, p99 {pp99 / dp99:.2f}; "
+            f"overhead p50 {pp50 - dp50:.2f} ms, p99 {pp99 - dp99:.2f} ms"
+        )
+    return out
 
 
-# The reference server (http.server) writes the headers and the body of an answer in two sends
-# without TCP_NODELAY, so the body waits for the client's delayed ACK: ~40 ms on most answers on
-# Linux loopback, whatever the model. Setting the flag in the handler's base class removes that.
-NODELAY_BOOT = (
-    "import runpy, socketserver, sys; "
-    "socketserver.StreamRequestHandler.disable_nagle_algorithm = True; "
-    "sys.argv = ['manage.py', *sys.argv[1:]]; "
-    "runpy.run_path('manage.py', run_name='__main__')"
-)
-
-
-def model_server_start(*, env: dict, log_dir: Path, port: int, nodelay: bool) -> Process:
-    args = ["serve_model", f"{FAMILY}:v3", "--port", str(port)]
-    argv = [sys.executable, "-c", NODELAY_BOOT, *args] if nodelay else [sys.executable, "manage.py", *args]
-    return Process(
-        name=f"model-v3-{'nodelay' if nodelay else 'shipped'}", argv=argv, env=env, log_dir=log_dir
-    )
-
-
-def bench_direct(*, model_url: str, model_name: str, questions: list[str], n: int) -> dict:
-    latencies = []
-    with httpx.Client(base_url=model_url, timeout=30) as client:
-        for i in range(-5, n):
-            body = {
-                "model": model_name,
-                "messages": [{"role": "user", "content": questions[i % len(questions)]}],
-            }
-            started = time.perf_counter()
-            client.post("/chat/completions", json=body).raise_for_status()
-            if i >= 0:
-                latencies.append(time.perf_counter() - started)
-    return {"p50": percentile(latencies, 50) * 1000, "p99": percentile(latencies, 99) * 1000}
+def model_server_start(*, env: dict, log_dir: Path, version: str, port: int) -> Process:
+    argv = [sys.executable, "manage.py", "serve_model", version, "--port", str(port)]
+    process = Process(name=f"model-{version.replace(':', '-')}", argv=argv, env=env, log_dir=log_dir)
+    url_wait(f"http://127.0.0.1:{port}/health", process=process, timeout=120)
+    return process
 
 
 # ---------------------------------------------------------------------------------------------
@@ -561,21 +588,25 @@ def request_lookups(*, token: str, n: int = 200) -> dict:
 
 
 def proxy_record_ms(*, experiment, n: int = 50) -> float:
-    """Wall ms of the proxy's `_record` (its two turn events) with the web server's settings."""
-    from canary.services.proxy import _record
+    """Wall ms of the proxy's `turn_pair_record` (its two turn events) with the web server's settings."""
+    from canary.services.proxy import Routed, turn_pair_record
 
-    answer = {"choices": [{"message": {"content": "[termination] 30 days notice"}}]}
     messages = [{"role": "user", "content": "What notice does the termination clause need?"}]
     started = time.perf_counter()
     for i in range(n):
-        _record(
-            experiment=experiment,
+        routed = Routed(
             messages=messages,
-            answer=answer,
-            arm="baseline",
-            version=experiment.baseline,
             user_id=f"record-{i}",
             session_id=f"user:record-{i}",
+            arm="baseline",
+            version=experiment.baseline,
+            event=secrets.token_hex(16),
+        )
+        turn_pair_record(
+            experiment=experiment,
+            routed=routed,
+            text="[termination] 30 days notice",
+            version=experiment.baseline,
             latency_ms=3.0,
             error="",
             fallback=False,
@@ -599,6 +630,9 @@ COPY_COLUMNS = (
     "source",
     "occurred_at",
     "received_at",
+    "streamed",
+    "abandoned",
+    "follow_up_detector",
 )
 
 
@@ -622,6 +656,9 @@ def bench_events_copy(*, conn, experiment_id: int, batches: list[list[dict]]) ->
                 "client",
                 datetime.fromisoformat(e["timestamp"]),
                 now,
+                False,
+                False,
+                "",
             )
             for e in batch
         ]
@@ -652,41 +689,54 @@ def setup_django(*, env: dict) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request: noise and client CPU
 
 
-def fixtures_create(*, log) -> dict:
-    """Migrate, install the demo, an `app` token, a 50 % experiment and one for the events."""
+def bow_checkpoint(*, out_dir: Path, every: int = 1) -> Path:
+    """A bag-of-words checkpoint trained on the demo training split (every `every`-th item; a few s)."""
+    from engines.demo.dataset import demo_dataset_build
+    from engines.training import bow_train
+
+    bow_train(items=demo_dataset_build(seed=0).train[::every], out_dir=out_dir, seed=0, epochs=10)
+    return out_dir
+
+
+def fixtures_create(*, checkpoint: Path, ports: dict[str, int]) -> dict:
+    """Migrate; a baseline and a candidate serving `checkpoint` at `ports` (the candidate's server is
+    not started: no user is on it); an `app` token; the experiment running at 10 % (as much as an
+    ungated candidate may have) and a draft one for the events."""
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
     from canary.models import Experiment
-    from canary.services.experiments import experiment_create, experiment_rollback, experiment_start
-    from evalhub.demo import DEMO_EXPERIMENT, demo_install, demo_suite_get
-    from registry.models import ModelVersion
+    from canary.services.experiments import experiment_create, experiment_start
+    from engines.demo.dataset import demo_dataset_build
     from registry.roles import APP
     from registry.services.tokens import api_token_create, user_role_grant
+    from registry.services.versions import model_version_register
 
     call_command("migrate", verbosity=0)
-    demo_install(log=lambda line: log(f"  demo: {line}"))
+    versions = {
+        arm: model_version_register(
+            family=FAMILY,
+            label=arm,
+            backend_kind="builtin",
+            backend_config={"path": str(checkpoint)},
+            serving_url=f"http://127.0.0.1:{ports[arm]}/v1",
+            actor=SYSTEM,
+        )
+        for arm in ("baseline", "candidate")
+    }
     user = get_user_model().objects.create_user("bench-router-app")
     user_role_grant(user=user, role=APP)
     _, token = api_token_create(user=user, name="bench-router")
-    v3 = ModelVersion.objects.get(family=FAMILY, label="v3")
-    v4 = ModelVersion.objects.get(family=FAMILY, label="v4")
-    demo = Experiment.objects.filter(name=DEMO_EXPERIMENT, status__in=Experiment.ACTIVE).first()
-    if demo is not None:
-        experiment_rollback(experiment=demo, actor=SYSTEM, reason="bench")
-    experiment = experiment_create(
-        name=EXPERIMENT, baseline=v3, candidate=v4, traffic_percent=50, actor=SYSTEM
-    )
+    experiment = experiment_create(name=EXPERIMENT, traffic_percent=10, actor=SYSTEM, **versions)
     experiment = experiment_start(experiment=experiment, actor=SYSTEM, reason="bench")
-    events_experiment = experiment_create(name=EVENTS_EXPERIMENT, baseline=v3, candidate=v4, actor=SYSTEM)
+    events_experiment = experiment_create(name=EVENTS_EXPERIMENT, actor=SYSTEM, **versions)
     experiment = Experiment.objects.select_related("baseline", "candidate").get(pk=experiment.pk)
-    questions = [item.input for item in demo_suite_get().items.order_by("position")[:200]]
     return {
         "token": token,
-        "v3": v3,
+        "baseline": versions["baseline"],
         "experiment": experiment,
         "events_experiment": events_experiment,
-        "questions": questions,
+        "questions": [item.input for item in demo_dataset_build(seed=0).eval[:200]],
     }
 
 
@@ -711,11 +761,6 @@ def main() -> None:
     parser.add_argument("--proxy-concurrency", type=int, default=1, help="client threads (1: sequential)")
     parser.add_argument("--events-batch", type=int, default=1000, help="turn events per batch")
     parser.add_argument("--events-batches", type=int, default=5, help="batches per ingestion method")
-    parser.add_argument(
-        "--model-dir",
-        type=Path,
-        default=Path(os.environ.get("EVALHUB_MODEL_DIR") or Path.home() / ".cache/evalhub/test-models"),
-    )
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432", help="server URL")
     parser.add_argument("--database", default="evalhub_bench_router", help="scratch database (dropped)")
     parser.add_argument("--debug", action="store_true", help="run the web server with DEBUG on")
@@ -726,21 +771,14 @@ def main() -> None:
         "the end); '' writes the events to PostgreSQL in the request (the embedded default)",
     )
     parser.add_argument(
-        "--model-server",
-        choices=["nodelay", "shipped"],
-        default="nodelay",
-        help="the model server behind the proxy: `manage.py serve_model` with TCP_NODELAY set by the "
-        "bench (default; the shipped one stalls ~40 ms on Nagle + delayed ACK, see --shipped-probe) "
-        "or exactly as shipped",
-    )
-    parser.add_argument(
-        "--shipped-probe",
-        type=int,
-        default=50,
-        help="with --model-server nodelay: requests straight to an as-shipped server too, to show its "
-        "latency beside (0: skip)",
+        "--smoke",
+        action="store_true",
+        help="tiny sizes: a test that the bench runs (the test suite's), not a measurement",
     )
     args = parser.parse_args()
+    if args.smoke:
+        args.assign_ids, args.decision_seconds, args.decision_warmup = 2000, 1.0, 0.5
+        args.decision_threads, args.proxy_requests, args.events_batch, args.events_batches = 4, 10, 50, 1
 
     def log(line: str) -> None:
         print(line, flush=True)
@@ -758,7 +796,8 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="evalhub-bench-router-"))
     admin_url = f"{args.postgres.rstrip('/')}/postgres"
     database_url = f"{args.postgres.rstrip('/')}/{args.database}".replace("postgresql://", "postgres://", 1)
-    model_port, web_port, spare_port, shipped_port = port_free(), port_free(), port_free(), port_free()
+    ports = {"baseline": port_free(), "candidate": port_free()}
+    web_port = port_free()
     env = {
         k: v
         for k, v in os.environ.items()
@@ -770,41 +809,31 @@ def main() -> None:
         DEBUG="1" if args.debug else "0",
         DATABASE_URL=database_url,
         EVALHUB_VAR_DIR=str(scratch),
-        EVALHUB_MODEL_DIR=str(args.model_dir),
-        EVALHUB_DEMO_SERVE_PORTS=f"{model_port},{spare_port}",
+        EVALHUB_MODEL_DIR=str(scratch / "models"),
         EVALHUB_TELEMETRY_REDIS_URL=args.telemetry_redis,
         EVALHUB_TELEMETRY_STREAM=f"evalhub:bench-router:{secrets.token_hex(6)}",
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
         PYTHONUNBUFFERED="1",
     )
     processes: list[Process] = []
     scratch_database_create(admin_url=admin_url, name=args.database)
     try:
-        log(f"\nset-up: scratch database {args.database}, models in {args.model_dir}, logs in {scratch}")
+        log(f"\nset-up: scratch database {args.database}, a bag-of-words model, logs in {scratch}")
         setup_django(env=env)
-        fixtures = fixtures_create(log=log)
+        fixtures = fixtures_create(checkpoint=bow_checkpoint(out_dir=scratch / "models" / "bow"), ports=ports)
         experiment = fixtures["experiment"]
         in_service_us = bench_experiment_assign(experiment=experiment, n=min(args.assign_ids, 50_000))
         log(f"   experiment_assign (service, experiment loaded) {in_service_us:.2f} µs/decision")
 
-        nodelay = args.model_server == "nodelay"
-        model_server = model_server_start(env=env, log_dir=scratch, port=model_port, nodelay=nodelay)
-        processes.append(model_server)
-        shipped_server = None
-        if nodelay and args.shipped_probe:
-            shipped_server = model_server_start(env=env, log_dir=scratch, port=shipped_port, nodelay=False)
-            processes.append(shipped_server)
-        for process, port in ((model_server, model_port), (shipped_server, shipped_port)):
-            if process is not None:
-                url_wait(f"http://127.0.0.1:{port}/health", process=process, timeout=120)
+        baseline = fixtures["baseline"]
+        processes.append(
+            model_server_start(env=env, log_dir=scratch, version=baseline.ref, port=ports["baseline"])
+        )
         web = web_start(env=env, log_dir=scratch, port=web_port)
         processes.append(web)
         web_url = f"http://127.0.0.1:{web_port}"
         log(
-            f"   gunicorn 2 workers x 4 threads on :{web_port} (DEBUG {'on' if args.debug else 'off'}); "
-            f"model server {FAMILY}:v3 on :{model_port} "
-            f"({'TCP_NODELAY set by the bench' if nodelay else 'as shipped'}); "
+            f"   gunicorn {WEB_WORKERS} workers x {WEB_THREADS} threads on :{web_port}, as bin/run-local "
+            f"(DEBUG {'on' if args.debug else 'off'}); model server {baseline.ref} on :{ports['baseline']}; "
             + (
                 f"proxy events to the Redis stream {env['EVALHUB_TELEMETRY_STREAM']} ({args.telemetry_redis})"
                 if args.telemetry_redis
@@ -850,54 +879,38 @@ def main() -> None:
 
         # 3. Proxy overhead.
         users = baseline_users(experiment=experiment, n=args.proxy_requests)
-        proxy = bench_proxy(
+        times = bench_proxy(
             web_url=web_url,
-            model_url=f"http://127.0.0.1:{model_port}/v1",
-            model_name=fixtures["v3"].ref,
+            model_url=f"http://127.0.0.1:{ports['baseline']}/v1",
+            model_name=baseline.ref,
             token=fixtures["token"],
             questions=fixtures["questions"],
             users=users,
             concurrency=args.proxy_concurrency,
-            warmup=20,
+            warmup=min(20, args.proxy_requests),
         )
         from canary.models import TurnEvent
         from canary.services.telemetry import turn_stream_drain
 
         turn_stream_drain()  # what a cpu worker would do (nothing without Redis)
         proxy_events = TurnEvent.objects.filter(experiment=experiment, source="proxy").count()
-        overhead = proxy["proxy_p50"] - proxy["direct_p50"]
         log(
-            f"\n3. proxy overhead: {proxy['n']} chat completions per path to {fixtures['v3'].ref} "
-            f"(baseline-arm users), interleaved, concurrency {args.proxy_concurrency}"
+            f"\n3. proxy overhead: {args.proxy_requests} chat completions per way to {baseline.ref} "
+            f"(baseline-arm users), plain and streamed, straight and proxied, interleaved, "
+            f"concurrency {args.proxy_concurrency}"
         )
-        log(f"   {'':10}{'p50 ms':>10}{'p99 ms':>10}")
-        log(f"   {'direct':10}{proxy['direct_p50']:>10.2f}{proxy['direct_p99']:>10.2f}")
-        log(f"   {'proxy':10}{proxy['proxy_p50']:>10.2f}{proxy['proxy_p99']:>10.2f}")
+        overhead = proxy_report(times=times, log=log)
         log(
-            f"   overhead p50 {overhead:.2f} ms (target <= 5 ms), p99 "
-            f"{proxy['proxy_p99'] - proxy['direct_p99']:.2f} ms; proxy/direct p50 "
-            f"{proxy['proxy_p50'] / proxy['direct_p50']:.2f}; "
-            f"turn events stored by the proxy: {proxy_events}"
+            f"   plain overhead p50 {overhead['plain', 'total']:.2f} ms, streamed TTFB overhead p50 "
+            f"{overhead['streamed', 'ttfb']:.2f} ms (targets <= 5 ms); turn events stored by the proxy: "
+            f"{proxy_events}"
         )
+        write = "XADD" if args.telemetry_redis else "INSERT"
         log(
-            f"   in this process: the proxy's event write (2 rows, bulk_create + commit) "
+            f"   in this process: the proxy's event write (2 events, {write}) "
             f"{proxy_record_ms(experiment=experiment):.2f} ms; the three lookups "
             f"{sum(lookups.values()):.2f} ms CPU (see 2.)"
         )
-
-        if shipped_server is not None:
-            shipped = bench_direct(
-                model_url=f"http://127.0.0.1:{shipped_port}/v1",
-                model_name=fixtures["v3"].ref,
-                questions=fixtures["questions"],
-                n=args.shipped_probe,
-            )
-            shipped_server.stop()
-            log(
-                f"   the same model server as shipped (no TCP_NODELAY), {args.shipped_probe} requests "
-                f"straight to it: p50 {shipped['p50']:.2f} ms, p99 {shipped['p99']:.2f} ms "
-                f"({shipped['p50'] / proxy['direct_p50']:.1f} x the direct p50 above)"
-            )
 
         # 4. Event ingestion.
         import psycopg

@@ -174,7 +174,8 @@ def _turns_sql(*, users: int, t0: datetime) -> str:
         + f"""
         INSERT INTO canary_turnevent (
             experiment_id, event_id, session_id, user_id, arm, version_id, turn_index, role, text,
-            latency_ms, error, fallback, source, follow_up_kind, occurred_at, received_at)
+            latency_ms, error, fallback, source, follow_up_kind, occurred_at, received_at, streamed,
+            abandoned, follow_up_detector)
         SELECT %(experiment)s, 't-' || a.n || '-' || t, 'session-' || a.n, a.user_id, a.arm,
                CASE WHEN a.arm = 'candidate' THEN %(candidate)s ELSE %(baseline)s END,
                t,
@@ -190,7 +191,8 @@ def _turns_sql(*, users: int, t0: datetime) -> str:
                     WHEN {kind} < 25 THEN 'deepening'
                     ELSE 'new' END,
                a.started + make_interval(secs => 40 * t),
-               a.started + make_interval(secs => 40 * t + 1)
+               a.started + make_interval(secs => 40 * t + 1),
+               false, false, ''
         FROM a CROSS JOIN LATERAL generate_series(0, 2 * a.pairs - 1) AS t
         """
     )
@@ -303,7 +305,8 @@ def data_ensure(
         started = time.perf_counter()
         t0 = (datetime.now(UTC) - timedelta(days=WINDOW_DAYS + 1)).replace(minute=0, second=0, microsecond=0)
         cursor.execute(f"DELETE FROM {MARKER}")
-        cursor.execute(f"TRUNCATE {', '.join(tables)}")  # only this bench's data live in this database
+        # Only this bench's data live in this database (CASCADE: the review labels on its turns).
+        cursor.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
         _secondary_indexes_drop(cursor, tables)
         params = {
             "experiment": experiment.pk,

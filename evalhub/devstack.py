@@ -21,6 +21,10 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+# gunicorn's gthread workers x threads, as bin/run-local and docker-compose.yml run it: a streamed
+# answer holds its thread until the last chunk, so 2 x 32 holds 64 streams at once on two cores
+# (bench/stream_load.py measures it); a request beyond that waits for a thread to free.
+WEB_WORKERS, WEB_THREADS = 2, 32
 
 
 def port_free() -> int:
@@ -64,6 +68,36 @@ class Process:
             os.killpg(self.popen.pid, sig)
 
 
+class RedisServer:
+    """A redis-server of one's own on `port` (a bench's, a test's: never the shared one), append-only
+    as in docker-compose.yml, so that it can be stopped and started again with its data."""
+
+    def __init__(self, *, port: int, scratch: Path):
+        self.port, self.dir = port, scratch / "redis"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.process: Process | None = None
+
+    def start(self) -> None:
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir)]
+        argv += ["--appendonly", "yes", "--save", ""]
+        self.process = Process(name="redis", argv=argv, env=dict(os.environ), log_dir=self.dir)
+        import redis
+
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                redis.Redis(port=self.port).ping()
+                return
+            except redis.RedisError:
+                if time.monotonic() > deadline or not self.process.alive():
+                    raise RuntimeError(f"redis-server did not start:\n{self.process.tail()}") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()  # SIGTERM: redis writes its append-only file and exits
+
+
 def worker_start(
     *, env: dict, log_dir: Path, queues: str = "gpu,cpu", beat: bool = False, name: str = "worker"
 ) -> Process:
@@ -88,7 +122,9 @@ def worker_start(
     return Process(name=name, argv=argv, env=env, log_dir=log_dir)
 
 
-def web_start(*, env: dict, log_dir: Path, port: int, workers: int = 2) -> Process:
+def web_start(
+    *, env: dict, log_dir: Path, port: int, workers: int = WEB_WORKERS, threads: int = WEB_THREADS
+) -> Process:
     argv = [
         str(BIN / "gunicorn"),
         "evalhub.wsgi:application",
@@ -97,7 +133,7 @@ def web_start(*, env: dict, log_dir: Path, port: int, workers: int = 2) -> Proce
         "--workers",
         str(workers),
         "--threads",
-        "4",
+        str(threads),
     ]
     process = Process(name="web", argv=argv, env=env, log_dir=log_dir)
     url_wait(f"http://127.0.0.1:{port}/api/schema/", process=process)

@@ -26,6 +26,8 @@ from typing import IO
 
 import psutil
 
+from evalhub.devstack import WEB_THREADS, WEB_WORKERS
+
 ROOT = Path(__file__).resolve().parent.parent
 WEB = "web server"
 
@@ -185,7 +187,8 @@ def stack_specs(
                 "evalhub.wsgi:application",
                 "--bind",
                 f"127.0.0.1:{port}",
-                *("--workers", "2", "--threads", "4", "--graceful-timeout", "5"),
+                # A stream holds a thread for its whole answer: see devstack.WEB_THREADS.
+                *("--workers", str(WEB_WORKERS), "--threads", str(WEB_THREADS), "--graceful-timeout", "5"),
                 *web_log,
             ],
             log=None,

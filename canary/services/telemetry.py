@@ -18,14 +18,18 @@ import json
 import logging
 import os
 import socket
+import threading
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from functools import cache
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
 from canary.models import TurnEvent
+
+if TYPE_CHECKING:
+    import redis
 
 logger = logging.getLogger(__name__)
 
@@ -37,13 +41,24 @@ def _stream() -> str:
     return settings.EVALHUB_TELEMETRY_STREAM
 
 
-@cache
-def _redis():
-    import redis
+_clients: dict[str, redis.Redis] = {}
+_clients_lock = threading.Lock()
 
-    # RESP2: redis-py 8's RESP3 handshake (maintenance notifications) failed under concurrent
-    # connects from threaded web workers ('NoneType' object has no attribute 'readline').
-    return redis.Redis.from_url(settings.EVALHUB_TELEMETRY_REDIS_URL, protocol=2)
+
+def _redis() -> redis.Redis:
+    """The process's one client for the telemetry URL. Made under a lock: two threads that each made
+    one on a first request left one unreferenced, and redis-py closes a dropped client's connection
+    pool under the other thread's pipeline (redis/redis-py#3669: a 5 s stall, a ValueError, and the
+    answer's turn events lost; found by bench/stream_load.py)."""
+    url = settings.EVALHUB_TELEMETRY_REDIS_URL
+    with _clients_lock:
+        if url not in _clients:
+            import redis
+
+            # RESP2: redis-py 8's RESP3 handshake (maintenance notifications) failed under concurrent
+            # connects from threaded web workers ('NoneType' object has no attribute 'readline').
+            _clients[url] = redis.Redis.from_url(url, protocol=2)
+        return _clients[url]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,7 +108,10 @@ def turn_events_record(*, events: list[ProxiedTurn]) -> None:
                 pipe.xadd(_stream(), {"event": event.to_json()})
             pipe.execute()
             return
-        except redis.RedisError:  # Redis unavailable: store them now rather than lose them
+        # Redis unavailable: store them now rather than lose them (ids make a retry idempotent: an
+        # event both added before the failure and inserted here is stored once). redis-py raises
+        # ValueError, not a RedisError, on a connection closed under it.
+        except (redis.RedisError, OSError, ValueError):
             logger.warning("telemetry stream unavailable; writing %d turn events directly", len(events))
     TurnEvent.objects.bulk_create([event.row() for event in events], ignore_conflicts=True)
 

@@ -160,7 +160,6 @@ def test_an_arm_forced_by_qa_is_recorded_by_the_proxy_itself(live_server, served
 @pytest.mark.skipif(not django_settings.REDIS_UP, reason="needs Redis on 127.0.0.1:6379")
 def test_turn_events_wait_in_a_redis_stream_until_a_drain_stores_them(live_server, served, token, settings):
     settings.EVALHUB_TELEMETRY_REDIS_URL = django_settings.REDIS_URL
-    telemetry._redis.cache_clear()
     client = telemetry._redis()
     client.delete(settings.EVALHUB_TELEMETRY_STREAM)
     running(served)
@@ -177,17 +176,14 @@ def test_turn_events_wait_in_a_redis_stream_until_a_drain_stores_them(live_serve
     assert TurnEvent.objects.count() == 20 and telemetry.turn_stream_pending() == 0
     assert telemetry.turn_stream_drain(claim_idle_ms=0) == 0
     client.delete(settings.EVALHUB_TELEMETRY_STREAM)
-    telemetry._redis.cache_clear()
 
 
 def test_without_redis_the_proxy_stores_its_events_itself(live_server, served, token, settings):
     settings.EVALHUB_TELEMETRY_REDIS_URL = "redis://127.0.0.1:9/0"  # nothing listens there
-    telemetry._redis.cache_clear()
     running(served)
     client = openai.OpenAI(base_url=proxy_url(live_server), api_key=token, max_retries=0)
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": QUESTION}], user="u1")
     assert TurnEvent.objects.count() == 2
-    telemetry._redis.cache_clear()
 
 
 class FirstAnswerLost(httpx2.HTTPTransport):  # the openai client's own httpx

@@ -26,7 +26,7 @@ SMOKE = {
     "follow_up_detector.py": ("--pairs 64 --batch 32", ()),
     "gate_clean.py": ("--stack embedded --repeat 1 --versions contract-assistant:v3", ()),
     "mcnemar.py": ("--pairs 2000 --repeat 1 --reference-pairs 200", ()),
-    "record.py": ("bench/mcnemar.py --docs-dir {tmp} -- --pairs 200 --repeat 1 --reference-pairs 50", ()),
+    "record.py": ("--docs-dir {tmp} bench/mcnemar.py -- --pairs 200 --repeat 1 --reference-pairs 50", ()),
     "review_queue.py": (
         "--sessions 500 --reviewed 50 --repeat 1 --regenerate --database bench_load_smoke_review",
         (PG,),
@@ -54,7 +54,9 @@ def test_bench_script_runs_with_tiny_sizes(script, tmp_path):
     if script == "stream_load.py" and shutil.which("redis-server") is None:
         pytest.skip("needs redis-server on PATH")
     argv = arguments.format(tmp=tmp_path, redis=settings.REDIS_URL).split()
-    env = {**os.environ, "EVALHUB_MODEL_DIR": MODEL_DIR}  # the demo models the test suite trains
+    # A bench picks its own settings, as when run by hand (not the test settings pytest exported).
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env["EVALHUB_MODEL_DIR"] = MODEL_DIR  # the demo models the test suite trains
     result = subprocess.run(
         [sys.executable, f"bench/{script}", *argv],
         cwd=ROOT,

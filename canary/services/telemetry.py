@@ -21,7 +21,7 @@ import socket
 import threading
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
@@ -136,7 +136,8 @@ def turn_stream_drain(
     _, claimed, *_ = client.xautoclaim(_stream(), GROUP, consumer, min_idle_time=claim_idle_ms, count=batch)
     total += _store(client, claimed)
     for _ in range(max_batches):
-        reply = client.xreadgroup(GROUP, consumer, {_stream(): ">"}, count=batch)
+        # [[stream, [(id, fields), ...]]] under RESP2 (redis-py's types say RESP3's dict too).
+        reply: Any = client.xreadgroup(GROUP, consumer, {_stream(): ">"}, count=batch)
         messages = reply[0][1] if reply else []
         if not messages:
             break

@@ -54,16 +54,14 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from router import (  # noqa: E402
+from bench.router import (  # noqa: E402
     bow_checkpoint,
     percentile,
     scratch_database_create,
     scratch_database_drop,
     setup_django,
 )
-
 from evalhub.devstack import BIN, Process, RedisServer, port_free, url_wait  # noqa: E402
 
 FAMILY = "bench-stream"

@@ -139,35 +139,25 @@ def chat_completion_stream(*, experiment: Experiment, body: object, **who: str |
 def _mirror_stream(*, version: ModelVersion, body: dict) -> MirrorResult:
     """The candidate's answer to a mirrored streamed request, read to its end (on a shadow thread)."""
     started = time.perf_counter()
-    parts: list[str] = []
-    first_token_ms: float | None = None
-    tokens: int | None = None
-    error = ""
+    answer, error = _Answer(started), ""
     try:
         upstream = _stream_open(version=version, body=body)
     except UpstreamError as exc:
         return MirrorResult(text="", latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
     try:
         for _, chunk in upstream.events():
-            text = _delta_text(chunk)
-            if text:
-                parts.append(text)
-                if first_token_ms is None:
-                    first_token_ms = (time.perf_counter() - started) * 1000
-            usage = chunk.get("usage")
-            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-                tokens = usage["completion_tokens"]
+            answer.take(chunk)
     except UpstreamError as exc:
         error = str(exc)
     finally:
         upstream.close()
     return MirrorResult(
-        text="".join(parts),
+        text=answer.text,
         latency_ms=(time.perf_counter() - started) * 1000,
         error=error,
         streamed=True,
-        first_token_ms=first_token_ms,
-        output_tokens=tokens if tokens is not None else len(parts),
+        first_token_ms=answer.first_token_ms,
+        output_tokens=answer.tokens,
     )
 
 
@@ -176,6 +166,39 @@ def _delta_text(chunk: dict) -> str:
     delta = choices[0].get("delta") if choices and isinstance(choices[0], dict) else None
     content = delta.get("content") if isinstance(delta, dict) else None
     return content if isinstance(content, str) else ""
+
+
+class _Answer:
+    """A streamed answer assembled from its chunks: the text, when its first text came (ms after
+    `started`) and the upstream's token count from its usage chunk (else the chunks of text)."""
+
+    def __init__(self, started: float):
+        self.started = started
+        self.parts: list[str] = []
+        self.first_token_ms: float | None = None
+        self.usage_tokens: int | None = None
+
+    def take(self, chunk: dict) -> bool:
+        """Adds a chunk; True for the usage chunk (no choices, only the count)."""
+        text = _delta_text(chunk)
+        if text:
+            self.parts.append(text)
+            if self.first_token_ms is None:
+                self.first_token_ms = (time.perf_counter() - self.started) * 1000
+        usage = chunk.get("usage")
+        if not isinstance(usage, dict) or chunk.get("choices"):
+            return False
+        tokens = usage.get("completion_tokens")
+        self.usage_tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+        return True
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    @property
+    def tokens(self) -> int:
+        return self.usage_tokens if self.usage_tokens is not None else len(self.parts)
 
 
 def _error_event(message: str) -> bytes:
@@ -189,9 +212,7 @@ def _relay(
     """The upstream's events as the client's, the answer assembled on the way. The answer is recorded
     once, as it ends: done or failed (before the client's last event, so it is stored by the time the
     client has read it), or abandoned by the client."""
-    parts: list[str] = []
-    first_token_ms: float | None = None
-    usage_tokens: int | None = None
+    answer = _Answer(started)
     recorded = False
 
     def finish(*, error: str = "", abandoned: bool = False) -> None:
@@ -199,23 +220,15 @@ def _relay(
         upstream.close()  # done, or cancelling the upstream's request
         if not recorded:
             recorded = True
-            tokens = usage_tokens if usage_tokens is not None else len(parts)
-            facts = StreamFacts(first_token_ms=first_token_ms, output_tokens=tokens, abandoned=abandoned)
-            record(text="".join(parts), error=error, facts=facts)
+            facts = StreamFacts(
+                first_token_ms=answer.first_token_ms, output_tokens=answer.tokens, abandoned=abandoned
+            )
+            record(text=answer.text, error=error, facts=facts)
 
     try:
         for data, chunk in upstream.events():
-            text = _delta_text(chunk)
-            if text:
-                parts.append(text)
-                if first_token_ms is None:
-                    first_token_ms = (time.perf_counter() - started) * 1000
-            usage = chunk.get("usage")
-            if isinstance(usage, dict) and not chunk.get("choices"):
-                tokens = usage.get("completion_tokens")
-                usage_tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
-                if not include_usage:
-                    continue  # asked for the proxy's own count, not the client's
+            if answer.take(chunk) and not include_usage:
+                continue  # asked for the proxy's own count, not the client's
             yield f"data: {data}\n\n".encode()
         finish()
     except GeneratorExit:  # the client went away

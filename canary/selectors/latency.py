@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from canary.models import Experiment, TurnEvent
+from engines.stats.comparisons import RatioStatistic
 
 LATENCY_SAMPLE = 10_000  # latest answers per arm
 
@@ -61,3 +62,48 @@ def latency_samples(
         if first_token is not None and tokens is not None and tokens >= 2 and latency > first_token:
             speed.append((tokens - 1) * 1000 / (latency - first_token))
     return LatencySamples(total_ms=total, first_token_ms=first, tokens_per_second=speed)
+
+
+P50 = RatioStatistic(name="p50", quantile=0.5)
+P95 = RatioStatistic(name="p95", quantile=0.95)
+MEDIAN_SPEED = RatioStatistic(name="median", quantile=0.5, higher_is_worse=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Watched:
+    """A speed metric the canary watches: its statistic, the guardrail holding it, its unit."""
+
+    metric: str
+    statistic: RatioStatistic
+    bar: str
+    unit: str
+    streamed_only: bool = False
+
+    def values(self, samples: LatencySamples) -> list[float]:
+        if self.metric.startswith("first_token"):
+            return samples.first_token_ms
+        return samples.tokens_per_second if self.metric == "tokens_per_second" else samples.total_ms
+
+
+# The analysis judges the median's ratio with its own rank test (`latency`); the page shows it too.
+WATCHED = (
+    Watched(metric="latency", statistic=P50, bar="max_latency_ratio", unit="ms"),
+    Watched(metric="latency_p95", statistic=P95, bar="max_latency_p95_ratio", unit="ms"),
+    Watched(
+        metric="first_token_p50", statistic=P50, bar="max_first_token_ratio", unit="ms", streamed_only=True
+    ),
+    Watched(
+        metric="first_token_p95",
+        statistic=P95,
+        bar="max_first_token_p95_ratio",
+        unit="ms",
+        streamed_only=True,
+    ),
+    Watched(
+        metric="tokens_per_second",
+        statistic=MEDIAN_SPEED,
+        bar="min_tokens_per_second_ratio",
+        unit="tokens/s",
+        streamed_only=True,
+    ),
+)

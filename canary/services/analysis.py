@@ -29,7 +29,7 @@ from django.db.models import Count, Q
 
 from canary.models import CanaryAnalysis, Experiment, TurnEvent
 from canary.selectors.experiments import probe_run_latest
-from canary.selectors.latency import LatencySamples, latency_samples
+from canary.selectors.latency import WATCHED, LatencySamples, latency_samples
 from canary.services.experiments import (
     GUARDRAIL_DEFAULTS,
     LIFECYCLE_ROLES,
@@ -43,7 +43,6 @@ from engines.routing import BASELINE, CANDIDATE
 from engines.stats.comparisons import (
     FAIL,
     ComparisonResult,
-    RatioStatistic,
     analysis_combine,
     error_rate_compare,
     guardrails_holm,
@@ -124,47 +123,25 @@ def _probe_result(experiment: Experiment, min_probes: int):
     )
 
 
-P50 = RatioStatistic(name="p50", quantile=0.5)
-P95 = RatioStatistic(name="p95", quantile=0.95)
-SPEED = RatioStatistic(name="median", quantile=0.5, higher_is_worse=False)
-
-
 def _speed_results(
     *, samples: dict[str, LatencySamples], guardrails: dict[str, float], min_n: int
 ) -> list[ComparisonResult]:
     """The p95 of the total time, and, once either arm has streamed, time to first token and tokens
-    per second (an experiment whose clients never stream is not held back by metrics it cannot have)."""
+    per second (an experiment whose clients never stream is not held back by metrics it cannot have).
+    The median's ratio is `latency_compare`'s."""
     candidate, baseline = samples[CANDIDATE], samples[BASELINE]
-    watched = [("latency_p95", P95, "max_latency_p95_ratio", candidate.total_ms, baseline.total_ms)]
-    if candidate.streamed or baseline.streamed:
-        watched += [
-            (
-                "first_token_p50",
-                P50,
-                "max_first_token_ratio",
-                candidate.first_token_ms,
-                baseline.first_token_ms,
-            ),
-            (
-                "first_token_p95",
-                P95,
-                "max_first_token_p95_ratio",
-                candidate.first_token_ms,
-                baseline.first_token_ms,
-            ),
-            (
-                "tokens_per_second",
-                SPEED,
-                "min_tokens_per_second_ratio",
-                candidate.tokens_per_second,
-                baseline.tokens_per_second,
-            ),
-        ]
+    streamed = candidate.streamed or baseline.streamed
     return [
         quantile_ratio_compare(
-            candidate=c, baseline=b, statistic=statistic, bar=guardrails[bar], min_n=min_n, metric=metric
+            candidate=watched.values(candidate),
+            baseline=watched.values(baseline),
+            statistic=watched.statistic,
+            bar=guardrails[watched.bar],
+            min_n=min_n,
+            metric=watched.metric,
         )
-        for metric, statistic, bar, c, b in watched
+        for watched in WATCHED
+        if watched.metric != "latency" and (streamed or not watched.streamed_only)
     ]
 
 

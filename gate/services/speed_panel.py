@@ -13,53 +13,13 @@ import numpy as np
 from django.utils.translation import gettext as _
 
 from canary.selectors.experiments import TrafficWindow
-from canary.selectors.latency import LatencySamples, latency_samples
+from canary.selectors.latency import P50, P95, WATCHED, LatencySamples, latency_samples
 from engines.routing import BASELINE, CANDIDATE
-from engines.stats.comparisons import ComparisonResult, RatioStatistic, quantile_ratio_compare
+from engines.stats.comparisons import ComparisonResult, quantile_ratio_compare
 from gate.charts import Chart, LineSeries
 
-P50 = RatioStatistic(name="p50", quantile=0.5)
-P95 = RatioStatistic(name="p95", quantile=0.95)
-MEDIAN_SPEED = RatioStatistic(name="median", quantile=0.5, higher_is_worse=False)
 SLICES = 12  # points over the window of the charts
 SLICE_MIN = 5  # answers per arm a slice needs for its ratio
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Watched:
-    metric: str
-    statistic: RatioStatistic
-    bar: str  # the guardrail holding it
-    unit: str
-    streamed_only: bool = False
-
-    def values(self, samples: LatencySamples) -> list[float]:
-        if self.metric.startswith("first_token"):
-            return samples.first_token_ms
-        return samples.tokens_per_second if self.metric == "tokens_per_second" else samples.total_ms
-
-
-WATCHED = (
-    _Watched(metric="latency", statistic=P50, bar="max_latency_ratio", unit="ms"),
-    _Watched(metric="latency_p95", statistic=P95, bar="max_latency_p95_ratio", unit="ms"),
-    _Watched(
-        metric="first_token_p50", statistic=P50, bar="max_first_token_ratio", unit="ms", streamed_only=True
-    ),
-    _Watched(
-        metric="first_token_p95",
-        statistic=P95,
-        bar="max_first_token_p95_ratio",
-        unit="ms",
-        streamed_only=True,
-    ),
-    _Watched(
-        metric="tokens_per_second",
-        statistic=MEDIAN_SPEED,
-        bar="min_tokens_per_second_ratio",
-        unit="tokens/s",
-        streamed_only=True,
-    ),
-)
 
 
 @dataclass(frozen=True, kw_only=True)

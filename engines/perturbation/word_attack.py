@@ -332,10 +332,12 @@ def word_attack_run(
     items: Sequence[tuple[str, int]],
     recipe: str,
     query_budget: int = 500,
+    on_done: Callable[[int], None] | None = None,
 ) -> tuple[list[ItemAttack], dict[str, float]]:
     """Attack every (text, true class index) with `recipe`; returns each item's attack and seconds spent
-    in model calls, the sentence encoder and the rest. The deletion search runs all items in lock step;
-    another search runs TextAttack's `Attacker`, item by item."""
+    in model calls, the sentence encoder and the rest. The deletion search runs all items in lock step
+    and tells `on_done` how many more items finished after each step; another search runs TextAttack's
+    `Attacker`, item by item, and tells `on_done` once at the end."""
     from textattack.shared import AttackedText as Text
 
     started = time.perf_counter()
@@ -351,6 +353,8 @@ def word_attack_run(
     if WORD_RECIPES[recipe].search != "delete":
         attacks = _attacker_run(call=call, items=items, recipe=recipe, query_budget=query_budget)
         timings["search"] = time.perf_counter() - started - timings["model"]
+        if on_done is not None:
+            on_done(len(attacks))
         return attacks, timings
     transformation, pre, constraints = _components(WORD_RECIPES[recipe], resources)
 
@@ -382,7 +386,13 @@ def word_attack_run(
         if state.over:
             state.done = True
     outcome: dict[int, tuple[AttackedText, int]] = {}
+    told = 0
     while True:
+        if on_done is not None:
+            finished = sum(s.done for s in states)
+            if finished > told:
+                on_done(finished - told)
+                told = finished
         pending = _next_candidates(
             [s for s in states if not s.done], transformation, pre, constraints, resources, timings
         )
@@ -418,6 +428,8 @@ def word_attack_run(
                         best, best_similarity = result, similarity
                 outcome[state.index] = (best[0], best[2])
                 state.done = True
+    if on_done is not None and len(states) > told:
+        on_done(len(states) - told)
     attacks = []
     for state in states:
         final, label = outcome.get(state.index, (state.current, state.current_label))

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, TypeVar
@@ -48,38 +49,80 @@ class LayerKind(StrEnum):
     TRAFFIC = "traffic"  # canary traffic aggregated in SQL
 
 
+class Step(StrEnum):
+    """What a worker does within a layer, for the live page (`Progress.doing`)."""
+
+    ATTACK = "attack"  # searching adversarial texts against `version`
+    WAIT = "wait"  # waiting for `worker`, which attacks `version` for this run too
+    ANSWER = "answer"  # `version` answering the texts
+
+
+def worker_hostname(worker: str) -> str:
+    """The Celery hostname in a lease's `worker` ("machine:gpu@machine:task id")."""
+    parts = worker.split(":")
+    return parts[1] if len(parts) == 3 and parts[1] else worker
+
+
 class Progress:
     """Counts units of model work done, per layer, and reports the run's percentage with each
-    layer's units done of total and an ETA from this attempt's pace (`report(percent, detail)`)."""
+    layer's units done of total, what the worker is doing and an ETA from this attempt's pace
+    (`report(percent, detail)`). Layers a previous attempt finished count as done (`finished`), so
+    a retry's progress starts where the last attempt's stored work ends, not at 0. Reports come at
+    most every REPORT_SECONDS (a counter may move per item); the lease is kept by time elsewhere."""
 
-    def __init__(self, *, totals: dict[str, int], report: Callable[[int, dict[str, Any]], None]):
+    REPORT_SECONDS = 1.0
+
+    def __init__(
+        self,
+        *,
+        totals: dict[str, int],
+        report: Callable[[int, dict[str, Any]], None],
+        finished: Collection[str] = (),
+    ):
         self.totals, self.report = totals, report
-        self.done = dict.fromkeys(totals, 0)
+        self.done = {name: total if name in finished else 0 for name, total in totals.items()}
         self.total = max(sum(totals.values()), 1)
         self.layer: str | None = None
-        self.started = time.monotonic()
+        self.activity: dict[str, str] = {}
+        self.started, self.reported = time.monotonic(), -math.inf
+        self.done_before = sum(self.done.values())  # this attempt's pace counts its own units only
 
     def begin(self, layer: str) -> None:
         """The layer whose units the next `advance` calls count."""
-        self.layer = layer
+        self.layer, self.activity = layer, {}
         self.totals.setdefault(layer, 0)
         self.done.setdefault(layer, 0)
+        self._report()
+
+    def doing(self, *, step: Step, version: str = "", worker: str = "") -> None:
+        """What the worker does now within the layer: a step, the version it works on and, while it
+        waits, the worker it waits for (Celery's hostname)."""
+        self.activity = {"step": step.value, "version": version, "worker": worker}
+        self._report()
 
     def detail(self) -> dict[str, Any]:
         done = sum(self.done.values())
         elapsed = time.monotonic() - self.started
-        eta = elapsed * (self.total - done) / done if done and done < self.total else None
+        pace = done - self.done_before
+        eta = elapsed * (self.total - done) / pace if pace > 0 and done < self.total else None
         return {
             "layers": {
                 name: {"done": self.done[name], "total": total} for name, total in self.totals.items()
             },
             "current": self.layer,
+            "activity": self.activity,
             "eta_seconds": round(eta, 1) if eta is not None else None,
         }
 
     def advance(self, count: int) -> None:
         if self.layer is not None:
             self.done[self.layer] = min(self.totals[self.layer], self.done[self.layer] + count)
+        layer_done = self.layer is not None and self.done[self.layer] >= self.totals[self.layer]
+        if layer_done or time.monotonic() - self.reported >= self.REPORT_SECONDS:
+            self._report()
+
+    def _report(self) -> None:
+        self.reported = time.monotonic()
         self.report(min(99, int(100 * sum(self.done.values()) / self.total)), self.detail())
 
 

@@ -18,6 +18,7 @@ layer's figure is the share of drawn items a version still answers correctly und
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -42,13 +43,13 @@ from gate.judges.robustness import (
     SampleOutcome,
     robustness_judge,
 )
-from gate.layers.base import ClaimLost, GateLayer, LayerContext, gate_run_assert_held
+from gate.layers.base import ClaimLost, GateLayer, LayerContext, Step, gate_run_assert_held, worker_hostname
 from gate.layers.model import ModelWork
 from gate.layers.outputs import model_outputs_predict
 from gate.models import AdversarialSet, GateRun, LayerResult, SampleResult
 from registry.dispatch import Task, task_send
 from registry.errors import ApplicationError
-from registry.leases import lease_takeable
+from registry.leases import LeaseKeeper, lease_takeable
 from registry.models import EvalItem, ModelVersion
 from registry.selectors.versions import model_version_get
 from registry.services.versions import model_version_backend, model_version_config_hash
@@ -155,6 +156,11 @@ def adversarial_set_release(*, set_id: int, worker: str) -> None:
     AdversarialSet.objects.filter(pk=set_id, worker=worker).update(worker="")
 
 
+def adversarial_set_beat(*, set_id: int, worker: str) -> bool:
+    """Renew `worker`'s lease on the set; False once it holds it no more."""
+    return bool(AdversarialSet.objects.filter(pk=set_id, worker=worker).update(heartbeat_at=timezone.now()))
+
+
 def adversarial_set_extend(
     *,
     aset: AdversarialSet,
@@ -162,51 +168,68 @@ def adversarial_set_extend(
     by_id: dict[str, EvalItem],
     chunk_size: int,
     hold: Callable[[], None],
-    on_chunk: Callable[[int], None],
+    on_items: Callable[[int], None],
 ) -> None:
     """Attack the set's missing items, chunk by chunk, each chunk committed under `worker`'s lease
-    (and `hold()`, which raises ClaimLost when the caller lost what it holds)."""
+    (kept by time meanwhile) and `hold()`, which raises ClaimLost when the caller lost what it
+    holds. `on_items` hears of items as their attacks finish (stored once their chunk is)."""
+    beat = functools.partial(adversarial_set_beat, set_id=aset.pk, worker=worker)
+    with LeaseKeeper(beat=beat, name=f"adversarial set {aset.pk}"):
+        while not aset.complete:
+            chunk = aset.item_ids[len(aset.examples) : len(aset.examples) + chunk_size]
+            _chunk_attack(aset=aset, worker=worker, by_id=by_id, chunk=chunk, hold=hold, on_items=on_items)
+
+
+def _chunk_attack(
+    *,
+    aset: AdversarialSet,
+    worker: str,
+    by_id: dict[str, EvalItem],
+    chunk: list[str],
+    hold: Callable[[], None],
+    on_items: Callable[[int], None],
+) -> None:
+    """Attack one chunk of the set's items and store it."""
     from engines.perturbation.word_attack import word_attack_run
 
     labels, scorer = _scorer(aset.version)
     index = {label: i for i, label in enumerate(labels)}
-    while not aset.complete:
-        mark = time.perf_counter()
-        chunk = aset.item_ids[len(aset.examples) : len(aset.examples) + chunk_size]
-        known = [i for i in chunk if by_id[i].label in index]
-        attacks, _ = word_attack_run(
-            scorer=scorer,
-            items=[(by_id[i].input, index[by_id[i].label]) for i in known],
-            recipe=aset.recipe,
-            query_budget=aset.query_budget,
+    mark = time.perf_counter()
+    known = [i for i in chunk if by_id[i].label in index]
+    attacks, _ = word_attack_run(
+        scorer=scorer,
+        items=[(by_id[i].input, index[by_id[i].label]) for i in known],
+        recipe=aset.recipe,
+        query_budget=aset.query_budget,
+        on_done=on_items,
+    )
+    outcome = dict(zip(known, attacks, strict=True))
+    for item_id in chunk:
+        attack = outcome.get(item_id)
+        aset.examples.append(
+            {
+                "item_id": item_id,
+                "status": attack.status if attack else "skipped",
+                "perturbed": attack.perturbed if attack else by_id[item_id].input,
+                "diff": attack.diff if attack else "",
+                "label_after": labels[attack.label_after] if attack else "",
+                "queries": attack.queries if attack else 0,
+                "words_changed": attack.words_changed if attack else 0,
+            }
         )
-        outcome = dict(zip(known, attacks, strict=True))
-        for item_id in chunk:
-            attack = outcome.get(item_id)
-            aset.examples.append(
-                {
-                    "item_id": item_id,
-                    "status": attack.status if attack else "skipped",
-                    "perturbed": attack.perturbed if attack else by_id[item_id].input,
-                    "diff": attack.diff if attack else "",
-                    "label_after": labels[attack.label_after] if attack else "",
-                    "queries": attack.queries if attack else 0,
-                    "words_changed": attack.words_changed if attack else 0,
-                }
-            )
-        aset.seconds += time.perf_counter() - mark
-        with transaction.atomic():
-            hold()
-            kept = AdversarialSet.objects.filter(pk=aset.pk, worker=worker).update(
-                item_ids=aset.item_ids,
-                examples=aset.examples,
-                seconds=aset.seconds,
-                heartbeat_at=timezone.now(),
-                updated_at=timezone.now(),
-            )
-            if not kept:
-                raise ClaimLost(f"adversarial set {aset.pk} is no longer held by {worker}")
-        on_chunk(len(chunk))
+    aset.seconds += time.perf_counter() - mark
+    with transaction.atomic():
+        hold()
+        kept = AdversarialSet.objects.filter(pk=aset.pk, worker=worker).update(
+            item_ids=aset.item_ids,
+            examples=aset.examples,
+            seconds=aset.seconds,
+            heartbeat_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
+        if not kept:
+            raise ClaimLost(f"adversarial set {aset.pk} is no longer held by {worker}")
+    on_items(len(chunk) - len(known))  # items with a label the model does not know: skipped
 
 
 def _set_get(*, ctx: LayerContext, version: ModelVersion, item_ids: list[str]) -> AdversarialSet:
@@ -236,12 +259,14 @@ def _attack_set(
         return aset, True
     worker, seen = ctx.run.worker, len(aset.examples)
     while not adversarial_set_claim(set_id=aset.pk, worker=worker):
+        ctx.progress.doing(step=Step.WAIT, version=aset.version.ref, worker=worker_hostname(aset.worker))
         time.sleep(settings.EVALHUB_ADVERSARIAL_WAIT_SECONDS)
         aset.refresh_from_db()
         ctx.progress.advance(max(0, len(aset.examples) - seen))  # also the run's heartbeat
         seen = len(aset.examples)
         if aset.complete and aset.item_ids == item_ids:
             return aset, False
+    ctx.progress.doing(step=Step.ATTACK, version=aset.version.ref)
     try:
         aset.refresh_from_db()
         if aset.item_ids != item_ids:  # the suite's items changed under the same suite row: begin again
@@ -253,7 +278,7 @@ def _attack_set(
             by_id=by_id,
             chunk_size=ctx.policy.section(RobustnessPolicy).robustness_chunk_size,
             hold=lambda: gate_run_assert_held(ctx.run),
-            on_chunk=ctx.progress.advance,
+            on_items=ctx.progress.advance,
         )
     finally:
         adversarial_set_release(set_id=aset.pk, worker=worker)
@@ -389,6 +414,7 @@ def _version_answer(
     examples = aset.examples
     if cached:
         ctx.progress.advance(len(attack.item_ids))
+    ctx.progress.doing(step=Step.ANSWER, version=version.ref)
     labels, errors, device = _answers(ctx=ctx, attack=attack, version=version, examples=examples)
     # Right under attack: the attacked version's answer after its search (wrong before it: wrong
     # after), or in transfer mode this version's answer to that final text.

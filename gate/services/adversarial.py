@@ -26,7 +26,7 @@ def adversarial_set_build(*, set_id: int, chunk_size: int, worker: str) -> bool:
             by_id=by_id,
             chunk_size=chunk_size,
             hold=lambda: None,  # the lease alone: no gate run is held here
-            on_chunk=lambda n: None,
+            on_items=lambda n: None,
         )
     finally:
         adversarial_set_release(set_id=set_id, worker=worker)

@@ -13,8 +13,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from gate.layers.base import Step, worker_hostname
 from gate.layers.registry import gate_layers, gate_policy_read
-from gate.models import GateRun
+from gate.models import AdversarialSet, GateRun
 from registry.dispatch import QUEUE_OF, Task
 from registry.selectors.workers import queue_workers_get
 
@@ -74,12 +75,6 @@ class GateQueue:
         return len(self.running - {run.pk}) + bisect.bisect_left(self.queued, run.pk)
 
 
-def worker_hostname(worker: str) -> str:
-    """The Celery hostname in a run's `worker` ("machine:gpu@machine:task id")."""
-    parts = worker.split(":")
-    return parts[1] if len(parts) == 3 and parts[1] else worker
-
-
 def _reporting(run_heartbeat: datetime | None, now: datetime) -> bool:
     stale = timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS)
     return run_heartbeat is not None and now - run_heartbeat < stale
@@ -90,10 +85,13 @@ def gate_queue_snapshot(*, now: datetime | None = None) -> GateQueue:
     active = GateRun.objects.filter(status__in=(Status.RUNNING, Status.QUEUED))
     rows = list(active.values_list("pk", "status", "worker", "heartbeat_at"))
     running = [(pk, worker, beat) for pk, status, worker, beat in rows if status == Status.RUNNING]
+    # A worker attacking a run's set for it (no run of its own) is as alive as one running a run.
+    holders = AdversarialSet.objects.exclude(worker="").values_list("worker", "heartbeat_at")
+    beating = [(w, beat) for _, w, beat in running if w] + list(holders)
     return GateQueue(
         running=frozenset(pk for pk, _, _ in running),
         queued=tuple(sorted(pk for pk, status, _, _ in rows if status == Status.QUEUED)),
-        reporting=frozenset(worker_hostname(w) for _, w, beat in running if w and _reporting(beat, now)),
+        reporting=frozenset(worker_hostname(w) for w, beat in beating if _reporting(beat, now)),
     )
 
 
@@ -104,11 +102,13 @@ def _elapsed(run: GateRun, now: datetime) -> float | None:
 
 
 def _eta(run: GateRun, detail: dict, now: datetime) -> float | None:
-    """The worker's ETA at its last report, less the time since."""
+    """The worker's ETA at its last report, less the time since; None (unknown, not 0) when the
+    worker has not estimated yet or the work takes longer than it estimated."""
     eta = detail.get("eta_seconds")
     if run.status != Status.RUNNING or eta is None or run.heartbeat_at is None:
         return None
-    return round(max(0.0, eta - (now - run.heartbeat_at).total_seconds()), 1)
+    left = eta - (now - run.heartbeat_at).total_seconds()
+    return round(left, 1) if left > 0 else None
 
 
 def gate_run_live(
@@ -170,9 +170,23 @@ def gate_run_live(
     )
 
 
+def _running_text(*, worker: str, activity: dict) -> str:
+    """What the worker running the run does now, from its last report."""
+    words = {"worker": worker, "version": activity.get("version", ""), "other": activity.get("worker", "")}
+    step = activity.get("step")
+    if step == Step.ATTACK:
+        return _("attacking %(version)s on worker %(worker)s") % words
+    if step == Step.WAIT:
+        text = _("on worker %(worker)s, waiting for worker %(other)s, which attacks %(version)s for this run")
+        return text % words
+    if step == Step.ANSWER:
+        return _("%(version)s answering the attacked texts on worker %(worker)s") % words
+    return _("running on worker %(worker)s") % words
+
+
 def _where_text(where: str, *, queue: str, ahead: int, worker: str, run: GateRun, now: datetime) -> str:
     if where == Where.RUNNING:
-        return _("running on worker %(worker)s") % {"worker": worker}
+        return _running_text(worker=worker, activity=(run.progress_detail or {}).get("activity") or {})
     if where == Where.SILENT:
         silent = (now - run.heartbeat_at).total_seconds() if run.heartbeat_at else 0
         return _("no report from worker %(worker)s for %(seconds)d s: the reaper requeues the run") % {

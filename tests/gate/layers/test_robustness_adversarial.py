@@ -1,7 +1,11 @@
 """Layer 1 under the word-level attack: adaptive and transfer modes, the per-language draw, the
 stored set (cache and resume), on a real small classifier."""
 
+import threading
+import time
+
 import pytest
+from django.db import connection
 
 from engines.demo.dataset import demo_dataset_build
 from gate.layers.robustness_adversarial import AdversarialCode
@@ -187,7 +191,7 @@ def test_a_set_another_live_worker_holds_is_waited_for_and_a_stale_lease_is_take
         held = AdversarialSet.objects.select_related("version").get(pk=aset.pk)
         by_id = {i.external_id: i for i in suite.items.all()}
         adversarial_set_extend(
-            aset=held, worker="other", by_id=by_id, chunk_size=5, hold=lambda: None, on_chunk=lambda n: None
+            aset=held, worker="other", by_id=by_id, chunk_size=5, hold=lambda: None, on_items=lambda n: None
         )
 
     settings.EVALHUB_ADVERSARIAL_WAIT_SECONDS = 0.01
@@ -222,7 +226,49 @@ def test_a_worker_whose_lease_was_taken_writes_nothing(versions, suite):
     by_id = {i.external_id: i for i in suite.items.all()}
     with pytest.raises(ClaimLost):
         adversarial_set_extend(
-            aset=aset, worker="a", by_id=by_id, chunk_size=5, hold=lambda: None, on_chunk=lambda n: None
+            aset=aset, worker="a", by_id=by_id, chunk_size=5, hold=lambda: None, on_items=lambda n: None
         )
     aset.refresh_from_db()
     assert len(aset.examples) == 5
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="needs concurrent PostgreSQL sessions")
+@pytest.mark.django_db(transaction=True)
+def test_a_chunk_slower_than_the_stale_window_does_not_make_its_live_worker_look_dead(
+    versions, suite, settings, monkeypatch, sent_tasks
+):
+    from engines.perturbation import word_attack
+    from gate.services.gate_runs import gate_run_reap_stale
+    from gate.services.progress import gate_run_live
+    from registry.models import AuditLog
+
+    settings.EVALHUB_GATE_RUN_STALE_SECONDS = 1  # the lease is kept by beats every 1/6 s
+    attack = word_attack.word_attack_run
+
+    def slow_chunk(**kwargs):
+        time.sleep(2)  # each chunk takes two stale windows (a loaded machine, a slow endpoint)
+        return attack(**kwargs)
+
+    monkeypatch.setattr(word_attack, "word_attack_run", slow_chunk)
+    candidate, _ = versions
+    overrides = {**ATTACK, "run_baseline": False}
+    run = gate_run_start(candidate=candidate, suite=suite, actor=SYSTEM, policy_overrides=overrides)
+    worker = threading.Thread(
+        target=lambda: (gate_run_execute(gate_run_id=run.pk, worker="vm:gpu@vm:t1"), connection.close())
+    )
+    worker.start()
+    seen = []
+    while worker.is_alive():  # the reaper and the page, looking on meanwhile
+        gate_run_reap_stale()
+        run.refresh_from_db()
+        live = gate_run_live(run=run)
+        seen.append((live.where, live.waiting_reason, run.progress))
+        time.sleep(0.2)
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == ("succeeded", 1)
+    assert not AuditLog.objects.filter(action="gate_run.requeue").exists()
+    wheres = [where for where, _, _ in seen if where not in ("next", "finished")]  # claimed, until done
+    assert set(wheres) == {"running"}  # never "silent", never requeued
+    assert f"attacking {candidate.ref} on worker gpu@vm" in {reason for _, reason, _ in seen}
+    progress = [percent for _, _, percent in seen]
+    assert progress == sorted(progress) and len(set(progress)) > 2  # it moved, and never went back

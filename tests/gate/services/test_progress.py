@@ -29,16 +29,25 @@ def workers_answer(reply):
     queue_workers_get(inspect=lambda: reply)
 
 
+class Clock:
+    def __init__(self, now: float):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_progress_counts_per_layer_and_estimates_the_rest(monkeypatch):
-    reports = []
-    clock = iter([100.0, 110.0, 130.0])
-    monkeypatch.setattr("gate.layers.base.time.monotonic", lambda: next(clock))
+    reports, clock = [], Clock(100.0)
+    monkeypatch.setattr("gate.layers.base.time.monotonic", clock)
     progress = Progress(totals={"clean_accuracy": 40, "robustness": 60}, report=lambda *a: reports.append(a))
     progress.begin("clean_accuracy")
+    clock.now = 110.0
     progress.advance(40)  # 10 s for 40 units: 60 more take 15 s
     progress.begin("robustness")
     progress.advance(100)  # capped at the layer's total
-    (first, detail), (last, final) = reports
+    (_, begun), (first, detail), _, (last, final) = reports
+    assert (begun["current"], begun["eta_seconds"]) == ("clean_accuracy", None)  # no pace yet: no ETA
     assert (first, detail["eta_seconds"], detail["current"]) == (40, 15.0, "clean_accuracy")
     assert detail["layers"]["robustness"] == {"done": 0, "total": 60}
     assert (last, final["layers"]["robustness"], final["eta_seconds"]) == (
@@ -46,6 +55,42 @@ def test_progress_counts_per_layer_and_estimates_the_rest(monkeypatch):
         {"done": 60, "total": 60},
         None,
     )
+
+
+def test_progress_reports_at_most_once_a_second_within_a_layer(monkeypatch):
+    reports, clock = [], Clock(0.0)
+    monkeypatch.setattr("gate.layers.base.time.monotonic", clock)
+    progress = Progress(totals={"robustness": 100}, report=lambda *a: reports.append(a))
+    progress.begin("robustness")
+    for step in range(1, 21):  # 20 items in 2 s, one per 0.1 s
+        clock.now = step / 10
+        progress.advance(1)
+    assert [percent for percent, _ in reports] == [0, 10, 20]  # on begin, then after 1 s and 2 s
+
+
+def test_a_retry_counts_the_layers_an_earlier_attempt_finished(monkeypatch):
+    reports, clock = [], Clock(0.0)
+    monkeypatch.setattr("gate.layers.base.time.monotonic", clock)
+    progress = Progress(
+        totals={"clean_accuracy": 75, "robustness": 25},
+        report=lambda *a: reports.append(a),
+        finished={"clean_accuracy"},
+    )
+    progress.begin("robustness")
+    clock.now = 5.0
+    progress.advance(5)  # this attempt's pace: 5 units in 5 s, 20 more take 20 s
+    assert [percent for percent, _ in reports] == [75, 80]  # starts at 75 %, not 0
+    assert reports[-1][1]["eta_seconds"] == 20.0
+
+
+def test_what_the_worker_does_is_in_its_report(monkeypatch):
+    from gate.layers.base import Step
+
+    reports = []
+    progress = Progress(totals={"robustness": 10}, report=lambda *a: reports.append(a))
+    progress.begin("robustness")
+    progress.doing(step=Step.WAIT, version="family:v3", worker="gpu2@vm")
+    assert reports[-1][1]["activity"] == {"step": "wait", "version": "family:v3", "worker": "gpu2@vm"}
 
 
 def test_a_finished_run_shows_every_layer_done_with_its_units(versions, suite):  # noqa: F811

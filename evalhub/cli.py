@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 from urllib.parse import urlsplit
@@ -46,7 +47,7 @@ EXIT_SERVER = 8
 EXIT_MISSING_DEPENDENCY = 9
 EXIT_INTERRUPTED = 130  # the shell's code for Ctrl-C
 VERDICT_EXIT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "insufficient_data": EXIT_INSUFFICIENT_DATA}
-FINISHED = ("succeeded", "failed", "error")
+FINISHED = ("succeeded", "failed", "error", "cancelled")
 TRANSIENT_STATUS = (502, 503, 504)
 MAX_BACKOFF_S = 60.0
 DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -131,6 +132,11 @@ class Api:
     def run_start(self, body: dict) -> dict:
         # Not retried: a POST that reached the server may have started a run already.
         return self.json_or_fail(self.send("POST", "/api/v1/gate-runs/", json=body))
+
+    def run_cancel(self, run_id: int, *, why: str) -> dict:
+        return self.json_or_fail(
+            self.send("POST", f"/api/v1/gate-runs/{run_id}/cancel/", json={"reason": why})
+        )
 
     def run_get(self, run_id: int, *, deadline: float, err: TextIO) -> dict:
         """Poll once, retrying connection errors and 502/503/504 with backoff until `deadline`."""
@@ -256,8 +262,9 @@ def summary_text(run: dict) -> str:
 
 
 def exit_code(run: dict) -> int:
-    """By the verdict; a run that failed or errored, or a verdict this CLI does not know, is an error."""
-    if run["status"] in ("failed", "error"):
+    """By the verdict; a run that failed, errored or was cancelled, or a verdict this CLI does not know,
+    is an error."""
+    if run["status"] in ("failed", "error", "cancelled"):
         return EXIT_RUN_ERROR
     return VERDICT_EXIT.get(run["verdict"], EXIT_RUN_ERROR)
 
@@ -361,6 +368,14 @@ def gate(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     return code
 
 
+def cancel(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
+    """Cancel a queued or running gate run: 0 once the server has cancelled it."""
+    api = Api(server=args.server, token=token_find(args.server, err=err))
+    run = api.run_cancel(args.run_id, why=args.reason)
+    print(f"gate run {run['id']} cancelled: {run['url']}", file=out, flush=True)
+    return EXIT_PASS
+
+
 class Parser(argparse.ArgumentParser):
     """argparse's parser with its own exit code for usage errors (argparse's 2 is a verdict here)."""
 
@@ -384,11 +399,7 @@ def parser_build() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "insufficient data, 3 on a run that errored; 4 to 9 for a timeout and for usage, connection, "
         "authentication, server and missing-dependency errors (docs/cli.md).",
     )
-    gate_parser.add_argument(
-        "--server",
-        default=os.environ.get("EVALHUB_SERVER") or DEFAULT_SERVER,
-        help=f"EvalHub base URL (default: $EVALHUB_SERVER, else {DEFAULT_SERVER})",
-    )
+    server_argument_add(gate_parser)
     start = gate_parser.add_argument_group("starting a run")
     start.add_argument("--candidate", metavar="FAMILY:LABEL", help="the version to gate (required)")
     start.add_argument("--baseline", metavar="FAMILY:LABEL", help="default: the candidate's baseline")
@@ -424,7 +435,24 @@ def parser_build() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     gate_parser.add_argument(
         "--json", action="store_true", help="print the final run as JSON on stdout (progress on stderr)"
     )
+    cancel_parser = commands.add_parser(
+        "cancel",
+        help="cancel a queued or running gate run",
+        description="Cancel a gate run (its starter or a release manager): a queued run never starts, a "
+        "running one stops within about a second of model work. Exits 0 once cancelled.",
+    )
+    server_argument_add(cancel_parser)
+    cancel_parser.add_argument("run_id", metavar="RUN_ID", type=int, help="the gate run to cancel")
+    cancel_parser.add_argument("--reason", default="", help="why (kept in the audit log)")
     return parser, gate_parser
+
+
+def server_argument_add(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--server",
+        default=os.environ.get("EVALHUB_SERVER") or DEFAULT_SERVER,
+        help=f"EvalHub base URL (default: $EVALHUB_SERVER, else {DEFAULT_SERVER})",
+    )
 
 
 def missing_dependency_text(exc: ImportError) -> str:
@@ -441,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_MISSING_DEPENDENCY
     parser, gate_parser = parser_build()
     args = parser.parse_args(argv)
+    if args.command == "cancel":
+        return _command_run(cancel, args)
     if args.attach is not None:
         starting = [
             f"--{name}"
@@ -457,8 +487,12 @@ def main(argv: list[str] | None = None) -> int:
         gate_parser.error("--candidate is required (or --attach RUN_ID)")
     if not (0 < args.timeout < math.inf and 0 < args.poll < math.inf):  # also refuses nan
         gate_parser.error("--timeout and --poll must be positive numbers of seconds")
+    return _command_run(gate, args)
+
+
+def _command_run(command: Callable[..., int], args: argparse.Namespace) -> int:
     try:
-        return gate(args, out=sys.stdout, err=sys.stderr)
+        return command(args, out=sys.stdout, err=sys.stderr)
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

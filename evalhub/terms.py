@@ -27,6 +27,7 @@ TERMS = {
     "succeeded": pgettext_lazy("code", "succeeded"),
     "failed": pgettext_lazy("code", "failed"),
     "error": pgettext_lazy("code", "error"),
+    "cancelled": pgettext_lazy("code", "cancelled"),
     "pending": pgettext_lazy("code", "pending"),
     "pass": pgettext_lazy("code", "pass"),
     "fail": pgettext_lazy("code", "fail"),

@@ -37,6 +37,7 @@ api_v1 = (
         ),
         path("gate-runs/", gate_apis.GateRunListApi.as_view(), name="gate-run-list"),
         path("gate-runs/<int:pk>/", gate_apis.GateRunDetailApi.as_view(), name="gate-run-detail"),
+        path("gate-runs/<int:pk>/cancel/", gate_apis.GateRunCancelApi.as_view(), name="gate-run-cancel"),
         path("gate-runs/<int:pk>/samples/", gate_apis.GateRunSamplesApi.as_view(), name="gate-run-samples"),
         path("gate-runs/<int:pk>/report/", gate_apis.GateRunReportApi.as_view(), name="gate-run-report"),
         path("decisions/", gate_apis.DecisionListApi.as_view(), name="decision-list"),
@@ -123,6 +124,7 @@ urlpatterns = [
     path("versions/<str:ref>/", versions.version_detail, name="version-detail"),
     path("versions/<str:ref>/decide/", versions.version_decide, name="version-decide"),
     path("gate-runs/<int:pk>/", gate_runs.gate_run_detail, name="gate-run-detail"),
+    path("gate-runs/<int:pk>/cancel/", gate_runs.gate_run_cancel_page, name="gate-run-cancel"),
     # The work without curl (the same services as the API).
     path("new/version/", work.version_register, name="version-new"),
     path("new/suite/", work.suite_upload, name="suite-new"),

@@ -38,6 +38,7 @@ class GateRun(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         ERROR = "error"
+        CANCELLED = "cancelled"  # by a person: a queued run never starts, a running one stops
 
     class Verdict(models.TextChoices):
         PENDING = "pending"
@@ -91,7 +92,12 @@ class GateRun(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in {self.Status.SUCCEEDED, self.Status.FAILED, self.Status.ERROR}
+        return self.status in {
+            self.Status.SUCCEEDED,
+            self.Status.FAILED,
+            self.Status.ERROR,
+            self.Status.CANCELLED,
+        }
 
 
 class LayerResult(models.Model):

@@ -142,6 +142,7 @@ class AuditAction(StrEnum):
     FOLLOW_UP_REVIEW_RECORD = "follow_up_review.record"
     GATE_POLICY_CHANGE = "gate_policy.change"
     GATE_POLICY_CREATE = "gate_policy.create"
+    GATE_RUN_CANCEL = "gate_run.cancel"
     GATE_RUN_FAIL = "gate_run.fail"
     GATE_RUN_FINISH = "gate_run.finish"
     GATE_RUN_REQUEUE = "gate_run.requeue"

@@ -35,7 +35,7 @@ from gate.reporting import gate_report_markdown
 from gate.selectors.decisions import decision_get, decision_list
 from gate.selectors.gate_runs import gate_run_get, gate_run_list, sample_result_list
 from gate.services.decisions import REASON_MAX_LENGTH, decision_record
-from gate.services.gate_runs import gate_run_error, gate_run_start
+from gate.services.gate_runs import gate_run_cancel, gate_run_error, gate_run_start
 from gate.services.progress import gate_queue_snapshot, gate_run_live
 from gate.services.report import gate_run_report
 from registry.errors import ApplicationError, CommonCode, NotFoundError
@@ -218,6 +218,22 @@ class GateRunListApi(APIView):
 class GateRunDetailApi(APIView):
     @extend_schema(operation_id="gate_run_get", responses=GateRunOutputSerializer)
     def get(self, request: Request, pk: int) -> Response:
+        run = gate_run_get(gate_run_id=pk)
+        return Response(GateRunOutputSerializer(run, context={"request": request}).data)
+
+
+class GateRunCancelApi(APIView):
+    class InputSerializer(StrictSerializer):
+        reason = serializers.CharField(
+            required=False, allow_blank=True, max_length=REASON_MAX_LENGTH, help_text="why, for the audit log"
+        )
+
+    @extend_schema(operation_id="gate_run_cancel", request=InputSerializer, responses=GateRunOutputSerializer)
+    def post(self, request: Request, pk: int) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        gate_run_get(gate_run_id=pk)  # a 404 naming the run before any permission question
+        gate_run_cancel(gate_run_id=pk, actor=request.user, why=serializer.validated_data.get("reason", ""))
         run = gate_run_get(gate_run_id=pk)
         return Response(GateRunOutputSerializer(run, context={"request": request}).data)
 

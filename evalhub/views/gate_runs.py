@@ -4,18 +4,25 @@ first, the baseline's on their own tab), paginated and filtered."""
 from __future__ import annotations
 
 from django import forms
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
 
-from evalhub.permissions import reader_required
+from evalhub.permissions import error_text, reader_required, roles_required
 from evalhub.terms import term_label
 from gate.layers.base import to_json
 from gate.selectors.gate_runs import gate_run_get, wrong_answer_filters, wrong_answer_list
 from gate.services.charts import gate_run_charts
+from gate.services.gate_runs import gate_run_cancel, gate_run_cancellable_by
 from gate.services.progress import gate_run_live
 from gate.services.report import gate_run_layers, gate_run_policy_findings, gate_run_retired_layers
+from registry.errors import ApplicationError
+from registry.roles import WRITE_ROLES
 
 WRONG_PER_PAGE = 50
 CANDIDATE, BASELINE = "candidate", "baseline"
@@ -63,6 +70,7 @@ def gate_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "run": run,
         "layers": layers,
         "live": gate_run_live(run=run),
+        "may_cancel": not run.is_finished and gate_run_cancellable_by(run=run, actor=request.user),
         "policy_found": gate_run_policy_findings(run=run),
         "retired_layers": gate_run_retired_layers(run=run),
         "charts": charts,
@@ -74,3 +82,19 @@ def gate_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "kept": kept.urlencode(),
     }
     return render(request, "gate/gate_run_detail.html", context)
+
+
+@roles_required(WRITE_ROLES)
+@require_POST
+def gate_run_cancel_page(request: HttpRequest, pk: int) -> HttpResponse:
+    """The page's cancel button; what the service refuses is shown on the page."""
+    run = gate_run_get(gate_run_id=pk)
+    if not gate_run_cancellable_by(run=run, actor=request.user):
+        raise PermissionDenied
+    try:
+        gate_run_cancel(gate_run_id=run.pk, actor=request.user, why=request.POST.get("reason", "").strip())
+    except ApplicationError as exc:
+        messages.error(request, error_text(exc))
+    else:
+        messages.success(request, gettext("Gate run #%(pk)d cancelled.") % {"pk": run.pk})
+    return redirect("gate-run-detail", pk=run.pk)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import logging
 from enum import StrEnum
+from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from canary.selectors.experiments import experiment_for_gate
@@ -39,9 +40,9 @@ from gate.services.policies import gate_policy_resolve
 from registry.actors import Actor, SystemActor, actor_name, actor_require_role, actor_user
 from registry.dispatch import Task, task_send
 from registry.errors import ApplicationError
-from registry.leases import lease_lapsed, lease_stale_before
+from registry.leases import LeaseKeeper, lease_lapsed, lease_stale_before
 from registry.models import AuditAction, EvalSuite, ModelVersion
-from registry.roles import WRITE_ROLES
+from registry.roles import RELEASE_MANAGER, WRITE_ROLES, user_roles
 from registry.services.audit import audit_record
 from registry.services.serving import model_version_serving_verify
 from registry.services.suites import eval_suite_lock
@@ -67,6 +68,9 @@ class GateRunsCode(StrEnum):
     POLICY_UNRUNNABLE = "gate_runs.policy_unrunnable"
     LAYER_ERROR = "gate_runs.layer_error"  # `layer` (a term) and its stored reasons (`why`)
     NO_REASON = "gate_runs.no_reason"
+    CANCELLED = "gate_runs.cancelled"  # `actor`, and their reason (`why`, may be "")
+    NOT_ACTIVE = "gate_runs.not_active"
+    CANCEL_NOT_YOURS = "gate_runs.cancel_not_yours"
 
 
 wordings_register(
@@ -86,6 +90,13 @@ wordings_register(
         ),
         GateRunsCode.LAYER_ERROR: gettext_noop("{layer} error: {why}"),
         GateRunsCode.NO_REASON: gettext_noop("no reason stored"),
+        GateRunsCode.CANCELLED: gettext_noop("cancelled by {actor}: {why}"),
+        GateRunsCode.NOT_ACTIVE: gettext_noop(
+            "gate run {id} is {status}: only a queued or running run can be cancelled"
+        ),
+        GateRunsCode.CANCEL_NOT_YOURS: gettext_noop(
+            "only a release manager or the user who started gate run {id} may cancel it"
+        ),
     }
 )
 
@@ -155,6 +166,57 @@ def gate_run_start(
     return run
 
 
+def gate_run_cancellable_by(*, run: GateRun, actor: Actor) -> bool:
+    """Whether `actor` may cancel `run` (active or not): a release manager, or the user with a write
+    role who started it (a system part acts on its own authority)."""
+    if isinstance(actor, SystemActor):
+        return True
+    user = actor_user(actor)
+    if user is None:
+        return False
+    roles = user_roles(user)
+    return RELEASE_MANAGER in roles or (bool(roles & WRITE_ROLES) and user.pk == run.created_by_id)
+
+
+def gate_run_cancel(*, gate_run_id: int, actor: Actor, why: str = "") -> GateRun:
+    """Cancel a queued or running run (a release manager, or the user who started it). A queued run
+    is never started; the worker of a running one finds it no longer held at its next report (within
+    about a second of model work) and stops, storing nothing more. The run ends `cancelled`, verdict
+    error: a cancelled gate never passes."""
+    actor_require_role(actor, WRITE_ROLES, action="cancel a gate run")
+    with transaction.atomic():
+        run = GateRun.objects.select_for_update().get(pk=gate_run_id)
+        if not gate_run_cancellable_by(run=run, actor=actor):
+            raise ApplicationError(
+                reason(GateRunsCode.CANCEL_NOT_YOURS, id=run.pk),
+                code="permission_denied",
+                status_code=HTTPStatus.FORBIDDEN,
+            )
+        if run.is_finished:
+            raise ApplicationError(
+                reason(GateRunsCode.NOT_ACTIVE, id=run.pk, status=Term(run.status)),
+                code="conflict",
+                status_code=HTTPStatus.CONFLICT,
+            )
+        before = run.status
+        cancelled = reason(GateRunsCode.CANCELLED, actor=actor_name(actor), why=why)
+        run.status, run.verdict, run.worker = Status.CANCELLED, GateRun.Verdict.ERROR, ""
+        run.verdict_reasons = reasons_to_json([cancelled])
+        run.finished_at = timezone.now()
+        run.save(update_fields=["status", "verdict", "verdict_reasons", "worker", "finished_at"])
+        audit_record(
+            actor=actor,
+            action=AuditAction.GATE_RUN_CANCEL,
+            target=run,
+            before={"status": before},
+            after={"status": run.status},
+            reason=why,
+        )
+        _candidate_settle(run=run)
+        _verdict_announce(run=run, layer_verdicts=dict(run.layers.values_list("layer", "verdict")))
+    return run
+
+
 def gate_run_enqueue(*, gate_run_id: int) -> None:
     """Hand the run to the gpu queue. If the broker is down the run stays queued and the
     periodic reaper enqueues it again."""
@@ -218,15 +280,24 @@ def gate_run_error(*, run: GateRun) -> Reason | str | None:
 
 
 def gate_run_heartbeat(*, run: GateRun, progress: int, detail: dict | None = None) -> None:
-    """Report that the worker is alive, with the run's percentage and (when given) each layer's
-    units done of total and the ETA, for the live page."""
-    fields: dict = {"progress": progress, "heartbeat_at": timezone.now()}
+    """Report the run's percentage and (when given) each layer's units done of total, what the
+    worker does and the ETA, for the live page; raise ClaimLost when the run is no longer this
+    worker's (taken over, cancelled). The stored percentage never goes down: a retry that has not
+    yet caught up with the last attempt's figure leaves it."""
+    fields: dict = {"progress": Greatest(F("progress"), progress), "heartbeat_at": timezone.now()}
     if detail is not None:
         fields["progress_detail"] = detail
     updated = GateRun.objects.filter(pk=run.pk, status=Status.RUNNING, worker=run.worker).update(**fields)
     if not updated:
         raise ClaimLost(f"gate run {run.pk} is no longer held by {run.worker}")
-    run.progress = progress
+    run.progress = max(run.progress, progress)
+
+
+def gate_run_beat(*, run: GateRun) -> bool:
+    """Renew the run's lease (its worker is alive, whatever the work in progress); False once the
+    run is no longer this worker's."""
+    held = GateRun.objects.filter(pk=run.pk, status=Status.RUNNING, worker=run.worker)
+    return bool(held.update(heartbeat_at=timezone.now()))
 
 
 def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
@@ -249,22 +320,24 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
     policy = stored.config
     baseline = [run.baseline] if run.baseline and policy.general.run_baseline else []
     finished = set(run.layers.exclude(verdict=GateRun.Verdict.PENDING).values_list("layer", flat=True))
-    todo = [layer for layer in gate_layers() if policy.requires(layer.name) and layer.name not in finished]
+    required = [layer for layer in gate_layers() if policy.requires(layer.name)]
+    todo = [layer for layer in required if layer.name not in finished]
     items, versions = list(run.suite.items.all()), [run.candidate, *baseline]
     progress = Progress(
-        totals={layer.name: layer.units(policy=policy, items=items, versions=versions) for layer in todo},
+        totals={layer.name: layer.units(policy=policy, items=items, versions=versions) for layer in required},
         report=lambda percent, detail: gate_run_heartbeat(run=run, progress=percent, detail=detail),
+        finished=finished,
     )
     ctx = LayerContext(run=run, policy=policy, items=items, versions=versions, progress=progress)
     serving = _serving_problems(run=run) if any(layer.kind == LayerKind.MODEL for layer in todo) else []
     try:
-        for layer in todo:
-            progress.begin(layer.name)
-            gate_run_heartbeat(run=run, progress=run.progress, detail=progress.detail())
-            if serving and layer.kind == LayerKind.MODEL:
-                layer_error_store(layer=layer, run=run, reasons=serving)
-                continue
-            layer.run(ctx)
+        with LeaseKeeper(beat=lambda: gate_run_beat(run=run), name=f"gate run {run.pk}"):
+            for layer in todo:
+                progress.begin(layer.name)
+                if serving and layer.kind == LayerKind.MODEL:
+                    layer_error_store(layer=layer, run=run, reasons=serving)
+                    continue
+                layer.run(ctx)
     except BackendError as exc:
         if exc.transient:
             raise  # the task retries with backoff; stored work is kept

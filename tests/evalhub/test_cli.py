@@ -444,3 +444,28 @@ def test_a_server_without_the_report_endpoint_is_a_warning(tmp_path):
     err = io.StringIO()
     api.report_save(7, str(tmp_path / "r.md"), err=err)
     assert "no Markdown report for gate run 7 (404)" in err.getvalue() and not (tmp_path / "r.md").exists()
+
+
+def test_cancel_a_queued_run_then_attach_exits_as_no_decision(live_server, token, family):
+    started = gate("--candidate", "fam:v2", *CLEAN_ONLY, token=token, server=live_server.url)
+    run = GateRun.objects.get()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "EVALHUB_"))}
+
+    def cancel(*args: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "evalhub.cli", "cancel", "--server", live_server.url, *args]
+        return subprocess.run(
+            argv, cwd=ROOT, env={**env, "EVALHUB_TOKEN": token}, capture_output=True, text=True, timeout=60
+        )
+
+    assert started.returncode == cli.EXIT_PASS
+    first = cancel(str(run.pk), "--reason", "wrong suite")
+    assert first.returncode == cli.EXIT_PASS, first.stderr
+    assert (
+        first.stdout.strip() == f"gate run {run.pk} cancelled: {live_server.url}/api/v1/gate-runs/{run.pk}/"
+    )
+    again = cancel(str(run.pk))
+    assert again.returncode == cli.EXIT_USAGE
+    assert f"409 conflict: gate run {run.pk} is cancelled: only a queued or running run" in again.stderr
+    attached = gate("--attach", str(run.pk), token=token, server=live_server.url)
+    assert attached.returncode == cli.EXIT_RUN_ERROR
+    assert "VERDICT: error (cancelled by ci-bot: wrong suite)" in attached.stdout

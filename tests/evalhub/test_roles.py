@@ -46,6 +46,8 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "api:gate-run-detail": {"GET": READERS},
     "api:gate-run-samples": {"GET": READERS},
     "api:gate-run-report": {"GET": READERS},
+    # And the ci user who started the run (tests/gate/services/test_gate_run_cancel.py).
+    "api:gate-run-cancel": {"POST": RELEASE},
     "api:decision-list": {"GET": READERS, "POST": RELEASE},
     "api:decision-detail": {"GET": READERS},  # immutable: PUT, PATCH and DELETE are 405 for all
     "api:experiment-list": {"GET": READERS, "POST": RELEASE},
@@ -73,6 +75,7 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "version-detail": {"GET": READERS},
     "version-decide": {"POST": RELEASE},
     "gate-run-detail": {"GET": READERS},
+    "gate-run-cancel": {"POST": RELEASE},  # and the run's starter, as the API's
     "canary:experiment-list": {"GET": READERS},
     "canary:experiment-detail": {"GET": READERS},
     "canary:experiment-action": {"POST": RELEASE},

@@ -243,8 +243,6 @@ EVALHUB_MODEL_DIR = Path(os.environ.get("EVALHUB_MODEL_DIR", VAR_DIR / "models")
 # A running gate run whose worker has not reported for this long is considered lost.
 EVALHUB_GATE_RUN_STALE_SECONDS = int(os.environ.get("EVALHUB_GATE_RUN_STALE_SECONDS", 300))
 EVALHUB_GATE_RUN_MAX_ATTEMPTS = int(os.environ.get("EVALHUB_GATE_RUN_MAX_ATTEMPTS", 3))
-# Layer 1's attack: how often a worker waiting for a version another gpu worker attacks looks again.
-EVALHUB_ADVERSARIAL_WAIT_SECONDS = float(os.environ.get("EVALHUB_ADVERSARIAL_WAIT_SECONDS", 5))
 # Outgoing webhooks (canary rollbacks, verdicts, decisions): JSON POSTs signed with HMAC-SHA256
 # over the delivery's timestamp and body.
 EVALHUB_WEBHOOK_URL = os.environ.get("EVALHUB_WEBHOOK_URL", "")

@@ -37,6 +37,17 @@ class ClaimLost(Exception):
     """Another worker (or the reaper) took the run over; stop without writing."""
 
 
+class RunParked(Exception):
+    """The run needs work another live worker is doing for it (an adversarial set that worker holds):
+    rather than hold a gpu worker idle meanwhile, the run goes back to the queue, parked on `set_id`,
+    and is enqueued again when that set's lease is given back (or, should its holder die, by the
+    reaper)."""
+
+    def __init__(self, *, set_id: int, version: str, holder: str):
+        super().__init__(f"waiting for {holder}, which attacks {version} (adversarial set {set_id})")
+        self.set_id, self.version, self.holder = set_id, version, holder
+
+
 def gate_run_assert_held(run: GateRun) -> None:
     """Raise ClaimLost when another worker (or the reaper) has taken the run over: store nothing.
     Every write of a layer checks it first, so a worker that lost its run stores nothing."""

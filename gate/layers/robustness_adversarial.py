@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -43,7 +42,15 @@ from gate.judges.robustness import (
     SampleOutcome,
     robustness_judge,
 )
-from gate.layers.base import ClaimLost, GateLayer, LayerContext, Step, gate_run_assert_held, worker_hostname
+from gate.layers.base import (
+    ClaimLost,
+    GateLayer,
+    LayerContext,
+    RunParked,
+    Step,
+    gate_run_assert_held,
+    worker_hostname,
+)
 from gate.layers.model import ModelWork
 from gate.layers.outputs import model_outputs_predict
 from gate.models import AdversarialSet, GateRun, LayerResult, SampleResult
@@ -153,7 +160,16 @@ def adversarial_set_claim(*, set_id: int, worker: str) -> bool:
 
 
 def adversarial_set_release(*, set_id: int, worker: str) -> None:
+    """Give the lease back, and wake the runs parked on the set (`RunParked`): each is enqueued again
+    and finds the set complete, or takes it over where it stopped."""
     AdversarialSet.objects.filter(pk=set_id, worker=worker).update(worker="")
+    parked = GateRun.objects.filter(status=GateRun.Status.QUEUED, progress_detail__activity__set=set_id)
+    for run_id in parked.values_list("pk", flat=True):
+        GateRun.objects.filter(pk=run_id).update(enqueued_at=timezone.now())
+        try:
+            task_send(Task.GATE_RUN_EXECUTE, run_id)
+        except Exception:  # no broker: the reaper enqueues queued runs again
+            logger.warning("could not wake gate run %s parked on adversarial set %s", run_id, set_id)
 
 
 def adversarial_set_beat(*, set_id: int, worker: str) -> bool:
@@ -251,21 +267,17 @@ def _attack_set(
     *, ctx: LayerContext, aset: AdversarialSet, item_ids: list[str], by_id: dict[str, EvalItem]
 ) -> tuple[AdversarialSet, bool]:
     """The set's attack on `item_ids`: as stored when complete; else attacked (or resumed) here chunk
-    by chunk, or, while another live gpu worker holds the set, waited for with the run's heartbeat
-    kept. Returns (set, whether it was complete before this call)."""
+    by chunk. While another live gpu worker holds the set the run is parked (`RunParked`): it gives
+    its gpu worker back and is woken when the set's lease is released. Returns (set, whether it was
+    complete before this call)."""
     if not aset.complete:
         aset.refresh_from_db()  # another gpu worker may have attacked it since it was read
     if aset.complete and aset.item_ids == item_ids:
         return aset, True
     worker, seen = ctx.run.worker, len(aset.examples)
-    while not adversarial_set_claim(set_id=aset.pk, worker=worker):
-        ctx.progress.doing(step=Step.WAIT, version=aset.version.ref, worker=worker_hostname(aset.worker))
-        time.sleep(settings.EVALHUB_ADVERSARIAL_WAIT_SECONDS)
+    if not adversarial_set_claim(set_id=aset.pk, worker=worker):
         aset.refresh_from_db()
-        ctx.progress.advance(max(0, len(aset.examples) - seen))  # also the run's heartbeat
-        seen = len(aset.examples)
-        if aset.complete and aset.item_ids == item_ids:
-            return aset, False
+        raise RunParked(set_id=aset.pk, version=aset.version.ref, holder=worker_hostname(aset.worker))
     ctx.progress.doing(step=Step.ATTACK, version=aset.version.ref)
     try:
         aset.refresh_from_db()

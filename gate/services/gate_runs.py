@@ -31,7 +31,15 @@ from engines.reasons import (
     wordings_register,
 )
 from gate.judges.verdict import gate_verdict
-from gate.layers.base import ClaimLost, LayerContext, LayerKind, Progress, layer_error_store
+from gate.layers.base import (
+    ClaimLost,
+    LayerContext,
+    LayerKind,
+    Progress,
+    RunParked,
+    Step,
+    layer_error_store,
+)
 from gate.layers.registry import gate_layers, gate_policy_read
 from gate.models import GateRun
 from gate.policy import PolicyFindings
@@ -293,6 +301,25 @@ def gate_run_heartbeat(*, run: GateRun, progress: int, detail: dict | None = Non
     run.progress = max(run.progress, progress)
 
 
+def gate_run_park(*, run: GateRun, parked: RunParked, detail: dict) -> None:
+    """Queue the run again without its gpu worker, parked on the set another worker attacks for it;
+    the park is not an attempt (the reaper's attempt limit counts workers lost, not waits)."""
+    waiting = {
+        "step": Step.WAIT.value,
+        "version": parked.version,
+        "worker": parked.holder,
+        "set": parked.set_id,
+    }
+    GateRun.objects.filter(pk=run.pk, status=Status.RUNNING, worker=run.worker).update(
+        status=Status.QUEUED,
+        worker="",
+        attempts=F("attempts") - 1,
+        progress_detail={**detail, "activity": waiting},
+        enqueued_at=timezone.now(),
+    )
+    logger.info("gate run %s parked: %s", run.pk, parked)
+
+
 def gate_run_beat(*, run: GateRun) -> bool:
     """Renew the run's lease (its worker is alive, whatever the work in progress); False once the
     run is no longer this worker's."""
@@ -338,6 +365,9 @@ def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:
                     layer_error_store(layer=layer, run=run, reasons=serving)
                     continue
                 layer.run(ctx)
+    except RunParked as parked:
+        gate_run_park(run=run, parked=parked, detail=progress.detail())
+        return None
     except BackendError as exc:
         if exc.transient:
             raise  # the task retries with backoff; stored work is kept

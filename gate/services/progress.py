@@ -32,6 +32,7 @@ class Where:
     BEHIND = "behind"  # queued behind `runs_ahead` runs
     NEXT = "next"  # queued, nothing ahead
     NO_WORKER = "no_worker"  # queued on a queue that no live worker consumes
+    PARKED = "parked"  # queued without a worker until another worker's attack for it ends
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,6 +154,8 @@ def gate_run_live(
         if consumers is not None or snapshot.reporting:
             live = sorted({*(consumers or ()), *snapshot.reporting})
         where = Where.NO_WORKER if live == [] else Where.BEHIND if ahead else Where.NEXT
+        if (detail.get("activity") or {}).get("set") is not None:
+            where = Where.PARKED
     return GateRunLive(
         status=run.status,
         progress=run.progress,
@@ -193,6 +196,12 @@ def _where_text(where: str, *, queue: str, ahead: int, worker: str, run: GateRun
             "worker": worker,
             "seconds": silent,
         }
+    if where == Where.PARKED:
+        activity = (run.progress_detail or {}).get("activity") or {}
+        text = _(
+            "parked until worker %(other)s has attacked %(version)s for this run (holding no gpu worker)"
+        )
+        return text % {"other": activity.get("worker", ""), "version": activity.get("version", "")}
     if where == Where.NO_WORKER:
         return _("no worker is consuming the %(queue)s queue: start one, or see the worker's log") % {
             "queue": queue

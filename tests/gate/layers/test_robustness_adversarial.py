@@ -166,45 +166,58 @@ def test_the_baseline_is_handed_to_another_gpu_worker_whose_set_the_run_then_use
     assert adversarial_set_build(set_id=base_set.pk, chunk_size=5, worker="late") is False
 
 
-def test_a_set_another_live_worker_holds_is_waited_for_and_a_stale_lease_is_taken_over(
-    versions, suite, monkeypatch, settings
+def test_a_run_needing_a_set_another_live_worker_holds_parks_and_is_woken_and_a_stale_lease_is_taken_over(
+    versions, suite, settings, sent_tasks
 ):
     from datetime import timedelta
 
     from django.utils import timezone
 
-    from gate.layers import robustness_adversarial
-    from gate.layers.robustness_adversarial import adversarial_set_extend
+    from gate.layers.robustness_adversarial import adversarial_set_extend, adversarial_set_release
+    from gate.services.progress import gate_run_live
+    from registry.dispatch import Task
 
     candidate, _ = versions
     first = run_layer(candidate, suite, run_baseline=False)
     aset = AdversarialSet.objects.get(version=candidate)
     complete = list(aset.examples)
-    # Another worker holds the set, half done and beating: the run waits for it, keeping its heartbeat.
+    # Another worker holds the set, half done and beating: the run gives its gpu worker back.
     AdversarialSet.objects.filter(pk=aset.pk).update(
-        examples=complete[:5], worker="other", heartbeat_at=timezone.now()
+        examples=complete[:5], worker="vm:gpu2@vm:t9", heartbeat_at=timezone.now()
     )
-    waits = []
-
-    def other_worker_finishes(seconds):
-        waits.append(seconds)
-        held = AdversarialSet.objects.select_related("version").get(pk=aset.pk)
-        by_id = {i.external_id: i for i in suite.items.all()}
-        adversarial_set_extend(
-            aset=held, worker="other", by_id=by_id, chunk_size=5, hold=lambda: None, on_items=lambda n: None
-        )
-
-    settings.EVALHUB_ADVERSARIAL_WAIT_SECONDS = 0.01
-    monkeypatch.setattr(robustness_adversarial.time, "sleep", other_worker_finishes)
-    waited = run_layer(candidate, suite, run_baseline=False)
-    assert waits == [0.01] and waited.estimate == first.estimate
+    run = gate_run_start(
+        candidate=candidate, suite=suite, actor=SYSTEM, policy_overrides={**ATTACK, "run_baseline": False}
+    )
+    assert gate_run_execute(gate_run_id=run.pk, worker="vm:gpu@vm:t1") is None
+    run.refresh_from_db()
+    assert (run.status, run.worker, run.attempts) == ("queued", "", 0)  # parked: not an attempt
+    live = gate_run_live(run=run)
+    assert live.where == "parked"
+    assert live.waiting_reason == (
+        f"parked until worker gpu2@vm has attacked {candidate.ref} for this run (holding no gpu worker)"
+    )
+    # The other worker finishes and gives the lease back: the parked run is enqueued again.
+    held = AdversarialSet.objects.select_related("version").get(pk=aset.pk)
+    by_id = {i.external_id: i for i in suite.items.all()}
+    adversarial_set_extend(
+        aset=held,
+        worker="vm:gpu2@vm:t9",
+        by_id=by_id,
+        chunk_size=5,
+        hold=lambda: None,
+        on_items=lambda n: None,
+    )
+    adversarial_set_release(set_id=aset.pk, worker="vm:gpu2@vm:t9")
+    assert sent_tasks[-1] == (Task.GATE_RUN_EXECUTE, [run.pk])
+    woken = gate_run_execute(gate_run_id=run.pk, worker="vm:gpu@vm:t1")
+    assert (woken.status, woken.attempts) == ("succeeded", 1)
+    assert woken.layers.get(layer="robustness").estimate == first.estimate
     aset.refresh_from_db()
-    assert aset.examples == complete and aset.worker == "other"  # the run never wrote it
+    assert aset.examples == complete  # the run wrote none of it
     # A holder that stopped beating loses the set: the run takes it over and resumes it.
     stale = timezone.now() - timedelta(seconds=settings.EVALHUB_GATE_RUN_STALE_SECONDS + 1)
-    AdversarialSet.objects.filter(pk=aset.pk).update(examples=complete[:5], heartbeat_at=stale)
-    monkeypatch.setattr(
-        robustness_adversarial.time, "sleep", lambda s: pytest.fail("waited for a dead worker")
+    AdversarialSet.objects.filter(pk=aset.pk).update(
+        examples=complete[:5], worker="vm:gpu2@vm:t9", heartbeat_at=stale
     )
     resumed = run_layer(candidate, suite, run_baseline=False)
     aset.refresh_from_db()

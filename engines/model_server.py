@@ -16,7 +16,10 @@ thread that takes the waiting requests in the order they came.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
+import math
 import queue
 import re
 import socket
@@ -28,15 +31,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from engines.backends import ModelBackend, Prediction
+from engines.backends.logprobs import VERY_UNLIKELY
 
 MAX_BODY_BYTES = 1_000_000
+MAX_TOP = 20  # OpenAI's most alternatives per token (`top_logprobs`)
 
 
 class _Job:
-    def __init__(self, question: str):
+    def __init__(self, question: str, scores: bool):
         self.question = question
+        self.want_scores = scores
         self.done = threading.Event()
         self.prediction: Prediction | None = None
+        self.scores: list[float] | None = None
         self.failure: BaseException | None = None
 
 
@@ -46,18 +53,22 @@ class ModelQueue:
 
     def __init__(self, backend: ModelBackend):
         self.backend = backend
+        # The class scores, where the backend gives them (a classifier: `class_scores` and `labels`).
+        scores = getattr(backend, "class_scores", None)
+        self.labels: list[str] = list(getattr(backend, "labels", None) or []) if callable(scores) else []
         self.jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._work, name="model", daemon=True)
         self.thread.start()
 
-    def predict(self, question: str) -> Prediction:
-        job = _Job(question)
+    def answer(self, question: str, *, scores: bool = False) -> tuple[Prediction, list[float] | None]:
+        """The model's prediction, and its class scores (in the order of `labels`) when asked and given."""
+        job = _Job(question, scores=scores and bool(self.labels))
         self.jobs.put(job)
         job.done.wait()
         if job.failure is not None:
             raise job.failure
         assert job.prediction is not None
-        return job.prediction
+        return job.prediction, job.scores
 
     def close(self) -> None:
         self.jobs.put(None)
@@ -66,6 +77,8 @@ class ModelQueue:
         while (job := self.jobs.get()) is not None:
             try:
                 job.prediction = self.backend.predict([job.question])[0]
+                if job.want_scores:
+                    job.scores = self.backend.class_scores([job.question])[0]  # type: ignore[attr-defined]
             except Exception as exc:  # the request that asked answers it; the queue goes on
                 job.failure = exc
             finally:
@@ -94,6 +107,59 @@ class ModelHTTPServer(ThreadingHTTPServer):
 def answer_tokens(content: str) -> list[str]:
     """An answer cut into the pieces a stream sends: each word with the white space after it."""
     return re.findall(r"\S+\s*|\s+", content)
+
+
+def logprobs_asked(body: dict[str, Any]) -> tuple[int | None, str]:
+    """How many alternatives per token the request asks for (`top_logprobs`, 0 when it asks for
+    `logprobs: true` alone), None when it asks for no log-probabilities; and what is wrong with the
+    request's fields, if anything (OpenAI's rules: a boolean, an integer from 0 to 20 that needs
+    `logprobs: true`)."""
+    asked, top = body.get("logprobs", False), body.get("top_logprobs")
+    if asked is None:
+        asked = False
+    if not isinstance(asked, bool):
+        return None, "logprobs must be true or false"
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP):
+        return None, f"top_logprobs must be an integer from 0 to {MAX_TOP}"
+    if top is not None and not asked:
+        return None, "top_logprobs needs logprobs: true"
+    return (top or 0) if asked else None, ""
+
+
+def _logprob(probability: float) -> float:
+    return math.log(probability) if probability > 0 else VERY_UNLIKELY
+
+
+def _token_entry(token: str, logprob: float, top: list[tuple[str, float]]) -> dict[str, Any]:
+    def one(text: str, value: float) -> dict[str, Any]:
+        return {"token": text, "logprob": value, "bytes": list(text.encode())}
+
+    return {**one(token, logprob), "top_logprobs": [one(text, value) for text, value in top]}
+
+
+def answer_logprobs(
+    *, content: str, label: str | None, labels: list[str], scores: list[float], top: int
+) -> list[list[dict[str, Any]]]:
+    """The answer's token log-probabilities in OpenAI's `logprobs.content` entries, per stream piece
+    (`answer_tokens`). Tokens: "[", the label, then the stream's pieces ("] " cut from the first);
+    the label token's log-probability is the log of its class score and its alternatives are the
+    `top` labels by score (-9999.0, OpenAI's "very unlikely", for a score of 0); every other token is
+    certain (log-probability 0: the text is the label's answer)."""
+    pieces = answer_tokens(content)
+    ends = list(itertools.accumulate(len(piece) for piece in pieces))
+    labelled = bool(label) and label in labels and content.startswith(f"[{label}]")
+    bounds = sorted({0, *ends, *((1, 1 + len(label or "")) if labelled else ())})
+    ranked = sorted(zip(labels, scores, strict=True), key=lambda pair: -pair[1])[:top]
+    alternatives = [(name, _logprob(score)) for name, score in ranked]
+    entries: list[list[dict[str, Any]]] = [[] for _ in pieces]
+    for begin, end in itertools.pairwise(bounds):
+        token = content[begin:end]
+        if labelled and begin == 1:
+            entry = _token_entry(token, _logprob(scores[labels.index(token)]), alternatives)
+        else:
+            entry = _token_entry(token, 0.0, [(token, 0.0)] if top else [])
+        entries[bisect.bisect_right(ends, begin)].append(entry)
+    return entries
 
 
 def model_server_create(
@@ -152,30 +218,45 @@ def model_server_create(
             else:
                 self._error(404, f"no route {self.path}", "not_found")
 
-        def do_POST(self) -> None:
+        def _request(self) -> tuple[dict[str, Any], str, int | None] | None:
+            """The request's body, question and log-probabilities asked; None once an error is sent."""
             if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-                return self._error(404, f"no route {self.path}", "not_found")
+                self._error(404, f"no route {self.path}", "not_found")
+                return None
             length = int(self.headers.get("Content-Length") or 0)
             if length > MAX_BODY_BYTES:
-                return self._error(413, "request body too large", "too_large")
+                self._error(413, "request body too large", "too_large")
+                return None
             try:
                 body = json.loads(self.rfile.read(length) or b"null")
             except json.JSONDecodeError as exc:
-                return self._error(400, f"body is not JSON: {exc.msg}", "invalid_json")
+                self._error(400, f"body is not JSON: {exc.msg}", "invalid_json")
+                return None
             if not isinstance(body, dict):
-                return self._error(400, "body must be a JSON object", "invalid_body")
+                self._error(400, "body must be a JSON object", "invalid_body")
+                return None
             messages = body.get("messages")
             users = [m for m in messages or [] if isinstance(m, dict) and m.get("role") == "user"]
             if not users or not isinstance(users[-1].get("content"), str):
-                return self._error(
-                    400, "messages must hold a user message with string content", "invalid_messages"
-                )
-            question = users[-1]["content"]
+                self._error(400, "messages must hold a user message with string content", "invalid_messages")
+                return None
+            top, problem = logprobs_asked(body)
+            if problem:
+                self._error(400, problem, "invalid_logprobs")
+                return None
+            return body, users[-1]["content"], top
+
+        def do_POST(self) -> None:
+            request = self._request()
+            if request is None:
+                return
+            body, question, top = request
             try:
-                prediction = model.predict(question)
+                prediction, scores = model.answer(question, scores=top is not None)
             except Exception as exc:  # the model failed on this question: say so, keep serving
-                prediction = Prediction(
-                    label=None, text="", latency_ms=0.0, error=f"{type(exc).__name__}: {exc}"
+                prediction, scores = (
+                    Prediction(label=None, text="", latency_ms=0.0, error=f"{type(exc).__name__}: {exc}"),
+                    None,
                 )
             if prediction.error:
                 return self._send(
@@ -183,6 +264,22 @@ def model_server_create(
                     {"error": {"message": prediction.error, "type": "server_error", "code": "model_error"}},
                 )
             content = f"[{prediction.label}] {prediction.text}" if prediction.label else prediction.text
+            logprobs = None
+            if scores is not None and top is not None:
+                logprobs = answer_logprobs(
+                    content=content, label=prediction.label, labels=model.labels, scores=scores, top=top
+                )
+            self._answer(body=body, question=question, content=content, logprobs=logprobs)
+
+        def _answer(
+            self,
+            *,
+            body: dict[str, Any],
+            question: str,
+            content: str,
+            logprobs: list[list[dict[str, Any]]] | None,
+        ) -> None:
+            """The answer as one chat completion, or streamed when the request asks."""
             usage = {
                 "prompt_tokens": len(question.split()),
                 "completion_tokens": len(answer_tokens(content)),
@@ -197,39 +294,51 @@ def model_server_create(
                 options = body.get("stream_options")
                 include_usage = isinstance(options, dict) and options.get("include_usage") is True
                 return self._stream(
-                    completion=completion, content=content, usage=usage if include_usage else None
+                    completion=completion,
+                    content=content,
+                    usage=usage if include_usage else None,
+                    logprobs=logprobs,
                 )
-            self._send(
-                200,
-                {
-                    **completion,
-                    "object": "chat.completion",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": content},
-                            "finish_reason": "stop",
-                        }
-                    ],
-                    "usage": usage,
-                },
-            )
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "logprobs": None
+                if logprobs is None
+                else {"content": list(itertools.chain(*logprobs)), "refusal": None},
+                "finish_reason": "stop",
+            }
+            self._send(200, {**completion, "object": "chat.completion", "choices": [choice], "usage": usage})
 
-        def _stream(self, *, completion: dict[str, Any], content: str, usage: dict[str, int] | None) -> None:
-            """The answer as server-sent chunks, in HTTP/1.1 chunked encoding (the connection stays open)."""
+        def _stream(
+            self,
+            *,
+            completion: dict[str, Any],
+            content: str,
+            usage: dict[str, int] | None,
+            logprobs: list[list[dict[str, Any]]] | None,
+        ) -> None:
+            """The answer as server-sent chunks, in HTTP/1.1 chunked encoding (the connection stays open);
+            each text chunk carries its tokens' log-probabilities when they were asked for."""
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
 
-            def chunk(delta: dict[str, str], finish: str | None = None, **extra: Any) -> dict[str, Any]:
-                choice = {"index": 0, "delta": delta, "finish_reason": finish}
-                return {**completion, "object": "chat.completion.chunk", "choices": [choice], **extra}
+            def chunk(
+                delta: dict[str, str], finish: str | None = None, tokens: list[dict[str, Any]] | None = None
+            ) -> dict[str, Any]:
+                choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+                if logprobs is not None:
+                    choice["logprobs"] = None if tokens is None else {"content": tokens, "refusal": None}
+                return {**completion, "object": "chat.completion.chunk", "choices": [choice]}
 
             tokens = answer_tokens(content)
             events = [chunk({"role": "assistant", "content": ""})]
-            events += [chunk({"content": token}) for token in tokens]
+            events += [
+                chunk({"content": token}, tokens=logprobs[i] if logprobs else None)
+                for i, token in enumerate(tokens)
+            ]
             events.append(chunk({}, "stop"))
             if usage is not None:
                 events.append(

@@ -130,15 +130,10 @@ def _attacked(
 
 def _scorer(version: ModelVersion) -> tuple[list[str], Any]:
     """The version's labels and a texts -> class probabilities function."""
-    import numpy as np
+    from engines.perturbation.word_attack import backend_scorer
 
     backend = model_version_backend(version=version)
-
-    def scorer(texts: Any) -> Any:
-        probs = np.asarray(backend.class_scores(list(texts)), dtype=np.float64)  # type: ignore[attr-defined]
-        return probs / probs.sum(axis=1, keepdims=True)
-
-    return backend.labels, scorer  # type: ignore[attr-defined]
+    return backend.labels, backend_scorer(backend.class_scores)  # type: ignore[attr-defined]
 
 
 def adversarial_set_claim(*, set_id: int, worker: str) -> bool:

@@ -7,6 +7,11 @@ a test sets a delay to look like a chat model), the first one `first_token_delay
 (a slow prefill: what a chat user waits for before any text), then a usage chunk when
 `stream_options.include_usage` asks for one, then `data: [DONE]`.
 
+With `logprobs: true` (and `top_logprobs`, 0 to 20) the answer carries its token log-probabilities in
+OpenAI's format, each streamed chunk those of its text (`answer_logprobs`): the label token's are the
+model's class scores, so a client reading them (the `openai` backend's `class_scores`) scores as the
+model does in-process. A backend without class scores answers `logprobs: null`.
+
 It holds the concurrency a canary puts on it: each connection has its own (daemon) thread, the
 listen backlog is as deep as the kernel allows (the standard library's 5 made a burst of new
 connections wait for SYN retransmits or fail, which the canary proxy counts as the candidate's

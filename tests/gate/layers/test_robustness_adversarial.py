@@ -147,8 +147,9 @@ def test_an_endpoint_with_logprobs_is_attacked_adaptively_as_its_model_is_in_pro
         backend_config={"base_url": endpoint, "model": "bow", "labels": labels},
         actor=SYSTEM,
     )
-    here = run_layer(candidate, suite, run_baseline=False)
-    there = run_layer(remote, suite, run_baseline=False)
+    small = {"run_baseline": False, "robustness_samples": 10, "attack_query_budget": 60}
+    here = run_layer(candidate, suite, **small)
+    there = run_layer(remote, suite, **small)
     assert there.verdict == here.verdict != "error" and there.estimate == here.estimate
     keys = ("item_id", "status", "perturbed", "label_after", "queries")
     attacked = [

@@ -107,7 +107,11 @@ class OpenAIBackend:
         no label) raises BackendError."""
         if not self.labels:
             raise BackendError(reason(LogprobsCode.NO_LABELS, url=self.url))
-        return self._map(self._scores_one, inputs) if inputs else []
+        if not inputs:
+            return []
+        unique = list(dict.fromkeys(inputs))  # an attack's texts repeat: each is asked once per call
+        scores = dict(zip(unique, self._map(self._scores_one, unique), strict=True))
+        return [list(scores[text]) for text in inputs]
 
     def _map(self, one: Callable[[str], _T], inputs: Sequence[str]) -> list[_T]:
         """`one` over the inputs with bounded concurrency, in order."""

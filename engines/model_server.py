@@ -94,8 +94,22 @@ class ModelHTTPServer(ThreadingHTTPServer):
     daemon_threads = True  # a client holding a connection open never blocks shutdown
     request_queue_size = socket.SOMAXCONN  # the listen backlog (the kernel caps it at somaxconn)
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], model: ModelQueue):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        model: ModelQueue,
+        *,
+        model_name: str,
+        config_hash: str = "",
+        token_delay: float = 0.0,
+        first_token_delay: float = 0.0,
+    ):
         self.model = model
+        self.model_name = model_name
+        self.config_hash = config_hash
+        self.token_delay = token_delay
+        self.first_token_delay = first_token_delay
         super().__init__(address, handler)
 
     def server_close(self) -> None:
@@ -167,6 +181,198 @@ def answer_logprobs(
     return entries
 
 
+class ChatHandler(BaseHTTPRequestHandler):
+    """The chat API of the `ModelHTTPServer` it serves (`self.server`: the model and its settings)."""
+
+    server: ModelHTTPServer
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; without TCP_NODELAY the body waits for the
+    # client's delayed ACK, about 40 ms per answer (measured by bench/router.py).
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: one line per request is noise
+        pass
+
+    def _send(self, status: int, body: dict[str, Any]) -> None:
+        payload = json.dumps(body, ensure_ascii=False).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _error(self, status: int, message: str, code: str) -> None:
+        self._send(status, {"error": {"message": message, "type": "invalid_request_error", "code": code}})
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {
+                            "id": self.server.model_name,
+                            "object": "model",
+                            "owned_by": "evalhub",
+                            "evalhub_config_hash": self.server.config_hash,
+                        }
+                    ],
+                },
+            )
+        elif self.path == "/health":
+            self._send(
+                200, {"status": "ok", "model": self.server.model_name, "config_hash": self.server.config_hash}
+            )
+        else:
+            self._error(404, f"no route {self.path}", "not_found")
+
+    def _request(self) -> tuple[dict[str, Any], str, int | None] | None:
+        """The request's body, question and log-probabilities asked; None once an error is sent."""
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._error(404, f"no route {self.path}", "not_found")
+            return None
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            self._error(413, "request body too large", "too_large")
+            return None
+        try:
+            body = json.loads(self.rfile.read(length) or b"null")
+        except json.JSONDecodeError as exc:
+            self._error(400, f"body is not JSON: {exc.msg}", "invalid_json")
+            return None
+        if not isinstance(body, dict):
+            self._error(400, "body must be a JSON object", "invalid_body")
+            return None
+        messages = body.get("messages")
+        users = [m for m in messages or [] if isinstance(m, dict) and m.get("role") == "user"]
+        if not users or not isinstance(users[-1].get("content"), str):
+            self._error(400, "messages must hold a user message with string content", "invalid_messages")
+            return None
+        top, problem = logprobs_asked(body)
+        if problem:
+            self._error(400, problem, "invalid_logprobs")
+            return None
+        return body, users[-1]["content"], top
+
+    def do_POST(self) -> None:
+        request = self._request()
+        if request is None:
+            return
+        body, question, top = request
+        try:
+            prediction, scores = self.server.model.answer(question, scores=top is not None)
+        except Exception as exc:  # the model failed on this question: say so, keep serving
+            prediction, scores = (
+                Prediction(label=None, text="", latency_ms=0.0, error=f"{type(exc).__name__}: {exc}"),
+                None,
+            )
+        if prediction.error:
+            return self._send(
+                500,
+                {"error": {"message": prediction.error, "type": "server_error", "code": "model_error"}},
+            )
+        content = f"[{prediction.label}] {prediction.text}" if prediction.label else prediction.text
+        logprobs = None
+        if scores is not None and top is not None:
+            logprobs = answer_logprobs(
+                content=content,
+                label=prediction.label,
+                labels=self.server.model.labels,
+                scores=scores,
+                top=top,
+            )
+        self._answer(body=body, question=question, content=content, logprobs=logprobs)
+
+    def _answer(
+        self,
+        *,
+        body: dict[str, Any],
+        question: str,
+        content: str,
+        logprobs: list[list[dict[str, Any]]] | None,
+    ) -> None:
+        """The answer as one chat completion, or streamed when the request asks."""
+        usage = {
+            "prompt_tokens": len(question.split()),
+            "completion_tokens": len(answer_tokens(content)),
+            "total_tokens": len(question.split()) + len(answer_tokens(content)),
+        }
+        completion = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+            "model": self.server.model_name,
+        }
+        if body.get("stream") is True:
+            options = body.get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            return self._stream(
+                completion=completion,
+                content=content,
+                usage=usage if include_usage else None,
+                logprobs=logprobs,
+            )
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "logprobs": None
+            if logprobs is None
+            else {"content": list(itertools.chain(*logprobs)), "refusal": None},
+            "finish_reason": "stop",
+        }
+        self._send(200, {**completion, "object": "chat.completion", "choices": [choice], "usage": usage})
+
+    def _stream(
+        self,
+        *,
+        completion: dict[str, Any],
+        content: str,
+        usage: dict[str, int] | None,
+        logprobs: list[list[dict[str, Any]]] | None,
+    ) -> None:
+        """The answer as server-sent chunks, in HTTP/1.1 chunked encoding (the connection stays open);
+        each text chunk carries its tokens' log-probabilities when they were asked for."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def chunk(
+            delta: dict[str, str], finish: str | None = None, tokens: list[dict[str, Any]] | None = None
+        ) -> dict[str, Any]:
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+            if logprobs is not None:
+                choice["logprobs"] = None if tokens is None else {"content": tokens, "refusal": None}
+            return {**completion, "object": "chat.completion.chunk", "choices": [choice]}
+
+        tokens = answer_tokens(content)
+        events = [chunk({"role": "assistant", "content": ""})]
+        events += [
+            chunk({"content": token}, tokens=logprobs[i] if logprobs else None)
+            for i, token in enumerate(tokens)
+        ]
+        events.append(chunk({}, "stop"))
+        if usage is not None:
+            events.append({**completion, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+        for index, event in enumerate(events):
+            # The role chunk goes at once, as a server's headers do; the text waits for the prefill,
+            # each token for the one before; the stop and usage chunks follow the last at once.
+            pause = (self.server.token_delay if 1 <= index <= len(tokens) else 0) + (
+                self.server.first_token_delay if index == 1 else 0
+            )
+            if pause:
+                time.sleep(pause)
+            self._write_chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+        self._write_chunk(b"data: [DONE]\n\n")
+        self._write_chunk(b"")  # the last, empty chunk ends the body
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+
 def model_server_create(
     *,
     backend: ModelBackend,
@@ -180,189 +386,12 @@ def model_server_create(
     """`backend` behind the chat API on host:port (0: a free port), answering as `model_name`.
     `config_hash` (`engines.backends.config.backend_config_hash` of the version served) is announced on
     `/v1/models` (`evalhub_config_hash`) and `/health`, so a caller can check what model it reaches."""
-    model = ModelQueue(backend)
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        # Headers and body go out in two writes; without TCP_NODELAY the body waits for the
-        # client's delayed ACK, about 40 ms per answer (measured by bench/router.py).
-        disable_nagle_algorithm = True
-
-        def log_message(self, format: str, *args: Any) -> None:  # quiet: one line per request is noise
-            pass
-
-        def _send(self, status: int, body: dict[str, Any]) -> None:
-            payload = json.dumps(body, ensure_ascii=False).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _error(self, status: int, message: str, code: str) -> None:
-            self._send(status, {"error": {"message": message, "type": "invalid_request_error", "code": code}})
-
-        def do_GET(self) -> None:
-            if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send(
-                    200,
-                    {
-                        "object": "list",
-                        "data": [
-                            {
-                                "id": model_name,
-                                "object": "model",
-                                "owned_by": "evalhub",
-                                "evalhub_config_hash": config_hash,
-                            }
-                        ],
-                    },
-                )
-            elif self.path == "/health":
-                self._send(200, {"status": "ok", "model": model_name, "config_hash": config_hash})
-            else:
-                self._error(404, f"no route {self.path}", "not_found")
-
-        def _request(self) -> tuple[dict[str, Any], str, int | None] | None:
-            """The request's body, question and log-probabilities asked; None once an error is sent."""
-            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-                self._error(404, f"no route {self.path}", "not_found")
-                return None
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY_BYTES:
-                self._error(413, "request body too large", "too_large")
-                return None
-            try:
-                body = json.loads(self.rfile.read(length) or b"null")
-            except json.JSONDecodeError as exc:
-                self._error(400, f"body is not JSON: {exc.msg}", "invalid_json")
-                return None
-            if not isinstance(body, dict):
-                self._error(400, "body must be a JSON object", "invalid_body")
-                return None
-            messages = body.get("messages")
-            users = [m for m in messages or [] if isinstance(m, dict) and m.get("role") == "user"]
-            if not users or not isinstance(users[-1].get("content"), str):
-                self._error(400, "messages must hold a user message with string content", "invalid_messages")
-                return None
-            top, problem = logprobs_asked(body)
-            if problem:
-                self._error(400, problem, "invalid_logprobs")
-                return None
-            return body, users[-1]["content"], top
-
-        def do_POST(self) -> None:
-            request = self._request()
-            if request is None:
-                return
-            body, question, top = request
-            try:
-                prediction, scores = model.answer(question, scores=top is not None)
-            except Exception as exc:  # the model failed on this question: say so, keep serving
-                prediction, scores = (
-                    Prediction(label=None, text="", latency_ms=0.0, error=f"{type(exc).__name__}: {exc}"),
-                    None,
-                )
-            if prediction.error:
-                return self._send(
-                    500,
-                    {"error": {"message": prediction.error, "type": "server_error", "code": "model_error"}},
-                )
-            content = f"[{prediction.label}] {prediction.text}" if prediction.label else prediction.text
-            logprobs = None
-            if scores is not None and top is not None:
-                logprobs = answer_logprobs(
-                    content=content, label=prediction.label, labels=model.labels, scores=scores, top=top
-                )
-            self._answer(body=body, question=question, content=content, logprobs=logprobs)
-
-        def _answer(
-            self,
-            *,
-            body: dict[str, Any],
-            question: str,
-            content: str,
-            logprobs: list[list[dict[str, Any]]] | None,
-        ) -> None:
-            """The answer as one chat completion, or streamed when the request asks."""
-            usage = {
-                "prompt_tokens": len(question.split()),
-                "completion_tokens": len(answer_tokens(content)),
-                "total_tokens": len(question.split()) + len(answer_tokens(content)),
-            }
-            completion = {
-                "id": f"chatcmpl-{uuid.uuid4().hex}",
-                "created": int(time.time()),
-                "model": model_name,
-            }
-            if body.get("stream") is True:
-                options = body.get("stream_options")
-                include_usage = isinstance(options, dict) and options.get("include_usage") is True
-                return self._stream(
-                    completion=completion,
-                    content=content,
-                    usage=usage if include_usage else None,
-                    logprobs=logprobs,
-                )
-            choice = {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "logprobs": None
-                if logprobs is None
-                else {"content": list(itertools.chain(*logprobs)), "refusal": None},
-                "finish_reason": "stop",
-            }
-            self._send(200, {**completion, "object": "chat.completion", "choices": [choice], "usage": usage})
-
-        def _stream(
-            self,
-            *,
-            completion: dict[str, Any],
-            content: str,
-            usage: dict[str, int] | None,
-            logprobs: list[list[dict[str, Any]]] | None,
-        ) -> None:
-            """The answer as server-sent chunks, in HTTP/1.1 chunked encoding (the connection stays open);
-            each text chunk carries its tokens' log-probabilities when they were asked for."""
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-
-            def chunk(
-                delta: dict[str, str], finish: str | None = None, tokens: list[dict[str, Any]] | None = None
-            ) -> dict[str, Any]:
-                choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
-                if logprobs is not None:
-                    choice["logprobs"] = None if tokens is None else {"content": tokens, "refusal": None}
-                return {**completion, "object": "chat.completion.chunk", "choices": [choice]}
-
-            tokens = answer_tokens(content)
-            events = [chunk({"role": "assistant", "content": ""})]
-            events += [
-                chunk({"content": token}, tokens=logprobs[i] if logprobs else None)
-                for i, token in enumerate(tokens)
-            ]
-            events.append(chunk({}, "stop"))
-            if usage is not None:
-                events.append(
-                    {**completion, "object": "chat.completion.chunk", "choices": [], "usage": usage}
-                )
-            for index, event in enumerate(events):
-                # The role chunk goes at once, as a server's headers do; the text waits for the prefill,
-                # each token for the one before; the stop and usage chunks follow the last at once.
-                pause = (token_delay if 1 <= index <= len(tokens) else 0) + (
-                    first_token_delay if index == 1 else 0
-                )
-                if pause:
-                    time.sleep(pause)
-                self._write_chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
-            self._write_chunk(b"data: [DONE]\n\n")
-            self._write_chunk(b"")  # the last, empty chunk ends the body
-
-        def _write_chunk(self, data: bytes) -> None:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-
-    return ModelHTTPServer((host, port), Handler, model)
+    return ModelHTTPServer(
+        (host, port),
+        ChatHandler,
+        ModelQueue(backend),
+        model_name=model_name,
+        config_hash=config_hash,
+        token_delay=token_delay,
+        first_token_delay=first_token_delay,
+    )

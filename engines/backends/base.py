@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
 from engines.reasons import ENGLISH, Reason, gettext_noop, reason_render, wordings_register
 
@@ -48,6 +48,21 @@ class BackendError(Exception):
 
 class ModelBackend(Protocol):
     def predict(self, inputs: Sequence[str]) -> list[Prediction]: ...
+
+
+class ScoringBackend(Protocol):
+    """A backend that gives class scores (what adversarial attacks search with)."""
+
+    labels: list[str]
+
+    def class_scores(self, inputs: Sequence[str]) -> list[list[float]]: ...
+
+
+def backend_scores_classes(backend: object) -> TypeGuard[ScoringBackend]:
+    """Whether `backend` gives class scores: it has `class_scores` and a label set. A classifier
+    checkpoint (`hf`, `builtin`) does; an `openai` backend does when its config names the version's
+    labels (it reads the scores from the endpoint's token log-probabilities)."""
+    return callable(getattr(backend, "class_scores", None)) and bool(getattr(backend, "labels", None))
 
 
 def language_of(text: str) -> str:

@@ -8,6 +8,7 @@ fast but brittle to typos and OCR noise by design.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -108,10 +109,29 @@ class BowBackend:
         )
 
     def _logits(self, texts: list[str]) -> torch.Tensor:
-        ids, offsets = bow_encode(texts=texts, vocab=self.vocab)
+        """Each text's logits, the same to the bit whatever batch the text is in (and one at a time, as a
+        model server scores). A text is its bag of known tokens, summed in one order (sorted ids: the
+        mean does not depend on it) and computed once per batch (as the hf backend does); the head is
+        each row's own dot products rather than one matrix product, whose float32 sums round by a
+        row's place in the batch (by about 1e-7). So an attack's swap of a word outside the vocabulary,
+        or its deletion of either of two equal words, leaves the same bag, which its search sees as the
+        tie it is, not as a gain in one call and no gain in another."""
+        keys = [
+            tuple(sorted(self.vocab[t] for t in bow_tokenize(text=text) if t in self.vocab)) for text in texts
+        ]
+        first: dict[tuple[int, ...], int] = {}
+        for key in keys:
+            first.setdefault(key, len(first))
+        unique = list(first)
+        ids = torch.tensor([i for key in unique for i in key], dtype=torch.long, device=self.device)
+        offsets = list(itertools.accumulate((len(key) for key in unique[:-1]), initial=0))
+        head = self.model.head
         with torch.inference_mode():
-            logits: torch.Tensor = self.model(ids.to(self.device), offsets.to(self.device))
-            return logits
+            bags: torch.Tensor = self.model.embedding(
+                ids, torch.tensor(offsets, dtype=torch.long, device=self.device)
+            )
+            logits = (bags.unsqueeze(1) * head.weight).sum(dim=-1) + head.bias
+            return logits[torch.tensor([first[key] for key in keys], dtype=torch.long, device=self.device)]
 
     def class_scores(self, inputs: Sequence[str]) -> list[list[float]]:
         """Class probabilities per input, in the order of `labels` (for attack mode)."""

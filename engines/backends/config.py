@@ -18,6 +18,7 @@ DEFAULT_LABEL_REGEX = r"^\s*\[(?P<label>[^\]\n]+)\]\s*"
 # The environment variables an `openai` backend may read its key from (`api_key_env`) start with
 # this; the deployment's EVALHUB_BACKEND_SECRET_ENV_PREFIX replaces it.
 DEFAULT_API_KEY_ENV_PREFIX = "EVALHUB_BACKEND_SECRET_"
+DEFAULT_TOP_LOGPROBS = 20  # OpenAI's most
 
 
 class BackendConfigCode(StrEnum):
@@ -32,6 +33,8 @@ class BackendConfigCode(StrEnum):
     ENV_NO_PREFIX = "backend_config.env_no_prefix"
     OUTSIDE_MODEL_DIR = "backend_config.outside_model_dir"
     NO_CHECKPOINT = "backend_config.no_checkpoint"
+    LABEL_TWICE = "backend_config.label_twice"
+    LABELS_COUNT = "backend_config.labels_count"
 
 
 wordings_register(
@@ -54,6 +57,8 @@ wordings_register(
         ),
         BackendConfigCode.OUTSIDE_MODEL_DIR: gettext_noop("must be inside the model folder {root}"),
         BackendConfigCode.NO_CHECKPOINT: gettext_noop("no checkpoint at {path}"),
+        BackendConfigCode.LABEL_TWICE: gettext_noop("'{label}' is listed twice"),
+        BackendConfigCode.LABELS_COUNT: gettext_noop("must list from 1 to {high} labels"),
     }
 )
 
@@ -84,6 +89,14 @@ SCHEMAS: dict[str, dict[str, tuple[_ValueType, object, bool]]] = {
         "max_concurrency": (int, 4, False),
         "temperature": ((int, float), 0.0, False),
         "max_tokens": (int, 256, False),
+        # The version's label set, in the order of its class scores: with it, and an endpoint that
+        # returns token log-probabilities, the backend gives class scores (adversarial attacks).
+        "labels": (list, [], False),
+        "top_logprobs": (
+            int,
+            DEFAULT_TOP_LOGPROBS,
+            False,
+        ),  # alternatives asked for at each token when scoring
     },
     "hf": {
         "path": (str, None, True),
@@ -103,7 +116,12 @@ LIMITS = {
     "max_tokens": (1, 32768),
     "max_length": (8, 8192),
     "batch_size": (1, 4096),
+    "top_logprobs": (1, 20),
 }
+# Keys added after versions were stored: left out when absent (not filled with their default), so a
+# stored config validates to itself and its hash (`backend_config_hash`) stays what it was.
+ADDED_LATER = frozenset({"labels", "top_logprobs"})
+MAX_LABELS = 1000
 
 
 def backend_config_validate(*, kind: str, config: object) -> dict[str, Any]:
@@ -131,11 +149,14 @@ def backend_config_validate(*, kind: str, config: object) -> dict[str, Any]:
         if key not in config:
             if required:
                 raise BackendConfigError(name, reason(FieldCode.REQUIRED))
-            result[key] = default
+            if key not in ADDED_LATER:
+                result[key] = default
             continue
         value = config[key]
         if isinstance(value, bool) or not isinstance(value, kind_of):
             raise BackendConfigError(name, reason(_type_code(kind_of)))
+        if isinstance(value, list):
+            value = _labels_check(name=name, value=value)
         if key in LIMITS and not LIMITS[key][0] <= value <= LIMITS[key][1]:
             raise BackendConfigError(name, reason(FieldCode.BETWEEN, low=LIMITS[key][0], high=LIMITS[key][1]))
         if isinstance(value, str) and required and not value.strip():
@@ -159,8 +180,29 @@ def backend_config_validate(*, kind: str, config: object) -> dict[str, Any]:
 
 
 def _type_code(kind_of: _ValueType) -> FieldCode:
-    codes: dict[_ValueType, FieldCode] = {str: FieldCode.STRING, int: FieldCode.INTEGER}
+    codes: dict[_ValueType, FieldCode] = {
+        str: FieldCode.STRING,
+        int: FieldCode.INTEGER,
+        list: FieldCode.STRINGS,
+    }
     return codes.get(kind_of, FieldCode.NUMBER)
+
+
+def _labels_check(*, name: str, value: list[Any]) -> list[str]:
+    """A label set: 1 to MAX_LABELS distinct, non-blank strings of storable text, as given."""
+    if not value or len(value) > MAX_LABELS:
+        raise BackendConfigError(name, reason(BackendConfigCode.LABELS_COUNT, high=MAX_LABELS))
+    for label in value:
+        if not isinstance(label, str) or not label.strip():
+            raise BackendConfigError(name, reason(FieldCode.STRINGS))
+        if problem := text_problem(label):
+            raise BackendConfigError(name, problem)
+    seen: set[str] = set()
+    for label in value:
+        if label in seen:
+            raise BackendConfigError(name, reason(BackendConfigCode.LABEL_TWICE, label=label))
+        seen.add(label)
+    return list(value)
 
 
 def api_key_env_check(*, name: str, prefix: str) -> None:

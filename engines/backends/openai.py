@@ -5,6 +5,12 @@ Each input is one chat request. Requests run with bounded concurrency; transient
 (connection errors, timeouts, 408/409/429/5xx) are retried with exponential backoff. The label
 is read from the answer with `label_regex` (default: a leading "[label]").
 
+With the version's `labels` in its config the backend also gives class scores (`class_scores`, what
+the adversarial attacks search with): each input is then asked with `logprobs: true` and
+`top_logprobs`, and the scores are read from the token log-probabilities at the answer's label
+(`engines.backends.logprobs`); an endpoint that returns none fails the call (BackendError). Plain
+answers (`predict`) never ask for log-probabilities.
+
 Every connection goes through an `engines.outbound.OutboundPolicy` (public addresses only unless
 the policy allows more); a refused address fails the whole backend, not retried. The key is the
 one given, else the environment variable `api_key_env`, which must start with the allowed prefix.
@@ -18,7 +24,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -26,14 +32,27 @@ from engines.outbound import OutboundPolicy, OutboundRefusedError, outbound_clie
 from engines.reasons import reason
 
 from .base import BackendCode, BackendError, Prediction
-from .config import DEFAULT_API_KEY_ENV_PREFIX, BackendConfigError, api_key_env_check
+from .config import (
+    DEFAULT_API_KEY_ENV_PREFIX,
+    DEFAULT_TOP_LOGPROBS,
+    BackendConfigError,
+    api_key_env_check,
+)
+from .logprobs import LogprobsCode, logprobs_class_scores, logprobs_parse
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 UNREACHABLE = "unreachable: "  # an item's error when no attempt got through, before the exception
 
 
+_T = TypeVar("_T")
+
+
 class _Transient(Exception):
     pass
+
+
+class _Unreachable(Exception):
+    """No attempt got through (the last one's failure is the message)."""
 
 
 class OpenAIBackend:
@@ -54,6 +73,10 @@ class OpenAIBackend:
                 raise BackendError(str(exc)) from None
             api_key = os.environ.get(config["api_key_env"], "")
         self.label_pattern = re.compile(config["label_regex"])
+        # The version's labels (config `labels`, absent in configs stored before it): with them the
+        # backend gives class scores, when the endpoint returns token log-probabilities.
+        self.labels: list[str] = list(config.get("labels") or [])
+        self.top_logprobs: int = config.get("top_logprobs", DEFAULT_TOP_LOGPROBS)
         self.url = config["base_url"].rstrip("/") + "/chat/completions"
         self.sleep = sleep
         self.client = outbound_client(
@@ -69,18 +92,35 @@ class OpenAIBackend:
     def predict(self, inputs: Sequence[str]) -> list[Prediction]:
         if not inputs:
             return []
-        with ThreadPoolExecutor(max_workers=min(self.config["max_concurrency"], len(inputs))) as pool:
-            try:
-                predictions = list(pool.map(self._predict_one, inputs))
-            except OutboundRefusedError as exc:
-                # The endpoint's address is refused: no item can be answered, and no retry helps.
-                raise BackendError(f"{self.url}: {exc}") from None
+        predictions = self._map(self._predict_one, inputs)
         unreachable = [p.error for p in predictions if p.error and p.error.startswith(UNREACHABLE)]
         if len(unreachable) == len(predictions):
             # Nothing got through: the endpoint is down, not the inputs bad. Worth a retry later.
             why = unreachable[0].removeprefix(UNREACHABLE)
             raise BackendError(reason(BackendCode.UNREACHABLE, url=self.url, why=why), transient=True)
         return predictions
+
+    def class_scores(self, inputs: Sequence[str]) -> list[list[float]]:
+        """Class probabilities per input, in the order of `labels` (the config's), read from the
+        answer's token log-probabilities at its label (`engines.backends.logprobs`). All or nothing:
+        an input without scores (its request failed, the endpoint gave no log-probabilities, the answer
+        no label) raises BackendError."""
+        if not self.labels:
+            raise BackendError(reason(LogprobsCode.NO_LABELS, url=self.url))
+        if not inputs:
+            return []
+        unique = list(dict.fromkeys(inputs))  # an attack's texts repeat: each is asked once per call
+        scores = dict(zip(unique, self._map(self._scores_one, unique), strict=True))
+        return [list(scores[text]) for text in inputs]
+
+    def _map(self, one: Callable[[str], _T], inputs: Sequence[str]) -> list[_T]:
+        """`one` over the inputs with bounded concurrency, in order."""
+        with ThreadPoolExecutor(max_workers=min(self.config["max_concurrency"], len(inputs))) as pool:
+            try:
+                return list(pool.map(one, inputs))
+            except OutboundRefusedError as exc:
+                # The endpoint's address is refused: no item can be answered, and no retry helps.
+                raise BackendError(f"{self.url}: {exc}") from None
 
     def _request_body(self, text: str) -> dict[str, Any]:
         messages: list[dict[str, str]] = []
@@ -96,27 +136,48 @@ class OpenAIBackend:
 
     def _predict_one(self, text: str) -> Prediction:
         started = time.perf_counter()
-        body = self._request_body(text)
+        try:
+            content = self._completion(self._request_body(text))["message"]["content"] or ""
+        except _Unreachable as exc:
+            return self._failed(f"{UNREACHABLE}{exc}", started)
+        except BackendError as exc:
+            return self._failed(str(exc), started)
+        match = self.label_pattern.search(content)
+        label = match.group("label").strip() if match else None
+        answer = (content[: match.start()] + content[match.end() :]).strip() if match else content
+        return Prediction(label=label, text=answer, latency_ms=self._ms(started))
+
+    def _scores_one(self, text: str) -> list[float]:
+        body = {**self._request_body(text), "logprobs": True, "top_logprobs": self.top_logprobs}
+        try:
+            choice = self._completion(body)
+        except _Unreachable as exc:
+            raise BackendError(
+                reason(BackendCode.UNREACHABLE, url=self.url, why=str(exc)), transient=True
+            ) from None
+        tokens = logprobs_parse(choice)
+        if tokens is None:
+            raise BackendError(reason(LogprobsCode.NONE_RETURNED, url=self.url))
+        scores = logprobs_class_scores(tokens=tokens, labels=self.labels, pattern=self.label_pattern)
+        if scores is None:
+            answer = "".join(t.token for t in tokens)[:80]
+            raise BackendError(reason(LogprobsCode.NO_LABEL, url=self.url, answer=answer))
+        return scores
+
+    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The answer's first choice; transient failures retried with backoff, then _Unreachable."""
         attempts = self.config["max_retries"] + 1
-        last_error = ""
         for attempt in range(attempts):
             try:
-                content = self._post(body)
+                return self._post(body)
             except _Transient as exc:
-                last_error = f"{UNREACHABLE}{exc}"
-                if attempt + 1 < attempts:
-                    # Exponential backoff with jitter: 0.25 s, 0.5 s, 1 s ... capped at 8 s.
-                    self.sleep(min(8.0, 0.25 * 2**attempt) * (0.5 + random.random() / 2))
-                continue
-            except BackendError as exc:
-                return self._failed(str(exc), started)
-            match = self.label_pattern.search(content)
-            label = match.group("label").strip() if match else None
-            answer = (content[: match.start()] + content[match.end() :]).strip() if match else content
-            return Prediction(label=label, text=answer, latency_ms=self._ms(started))
-        return self._failed(last_error, started)
+                if attempt + 1 == attempts:
+                    raise _Unreachable(str(exc)) from None
+                # Exponential backoff with jitter: 0.25 s, 0.5 s, 1 s ... capped at 8 s.
+                self.sleep(min(8.0, 0.25 * 2**attempt) * (0.5 + random.random() / 2))
+        raise AssertionError("unreachable: the loop returns or raises")
 
-    def _post(self, body: dict[str, Any]) -> str:
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         try:
             response = self.client.post(self.url, json=body)
         except (httpx.TransportError, httpx.TimeoutException) as exc:
@@ -126,9 +187,12 @@ class OpenAIBackend:
         if response.status_code >= 400:
             raise BackendError(f"HTTP {response.status_code}: {response.text[:200]}")
         try:
-            return response.json()["choices"][0]["message"]["content"] or ""
+            choice: dict[str, Any] = response.json()["choices"][0]
+            if "content" not in choice["message"]:  # a chat completion has it (maybe null)
+                raise KeyError("content")
         except (ValueError, KeyError, IndexError, TypeError):
             raise BackendError(f"not a chat completion: {response.text[:200]}") from None
+        return choice
 
     @staticmethod
     def _ms(started: float) -> float:

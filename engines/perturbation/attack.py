@@ -27,9 +27,9 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any
 
-from engines.backends.base import ModelBackend
+from engines.backends.base import ModelBackend, ScoringBackend, backend_scores_classes
 
 from .recipes import RECIPES_UNAVAILABLE, PerturbationResourceError
 
@@ -41,12 +41,6 @@ if TYPE_CHECKING:
 
 ATTACK_RECIPES = ("deepwordbug", "pwws")
 EXAMPLES_SHOWN = 10
-
-
-class ScoringBackend(Protocol):
-    labels: list[str]
-
-    def class_scores(self, inputs: Sequence[str]) -> list[list[float]]: ...
 
 
 @dataclass(frozen=True)
@@ -180,10 +174,6 @@ def attack_sample(
     return ranked[: spec.items]
 
 
-def _scores_classes(backend: object) -> TypeGuard[ScoringBackend]:
-    return callable(getattr(backend, "class_scores", None)) and bool(getattr(backend, "labels", None))
-
-
 def attack_run(
     *,
     backend: ModelBackend | ScoringBackend,
@@ -191,10 +181,10 @@ def attack_run(
     spec: AttackSpec,
 ) -> AttackReport:
     """Attack a seeded sample of `items` (item_id, text, label, language) with `spec.recipe`."""
-    if not _scores_classes(backend):
+    if not backend_scores_classes(backend):
         raise AttackUnavailableError(
-            "attack mode needs a classifier that returns class scores (backends 'hf' and 'builtin'); "
-            "this backend only returns answers"
+            "attack mode needs a backend that gives class scores ('hf', 'builtin', or 'openai' with the "
+            "version's labels and an endpoint that returns token log-probabilities); this one only answers"
         )
     import numpy as np
     from textattack.attack_results import FailedAttackResult, SkippedAttackResult, SuccessfulAttackResult

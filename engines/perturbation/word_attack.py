@@ -51,6 +51,18 @@ SYNONYMS_PATH = DATA_DIR / "wordnet_synonyms.tsv"
 Scorer = Callable[[Sequence[str]], np.ndarray]  # texts -> class probabilities (rows sum to 1)
 
 
+def backend_scorer(class_scores: Callable[[Sequence[str]], list[list[float]]]) -> Scorer:
+    """A scorer from a backend's `class_scores` (in-process logits or an endpoint's log-probabilities),
+    each row renormalised to sum to 1."""
+
+    def scorer(texts: Sequence[str]) -> np.ndarray:
+        probs = np.asarray(class_scores(list(texts)), dtype=np.float64)
+        normalised: np.ndarray = probs / probs.sum(axis=1, keepdims=True)
+        return normalised
+
+    return scorer
+
+
 @dataclass(frozen=True)
 class WordAttackRecipe:
     name: str

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from engines.backends.config import LIMITS, SCHEMAS
+from engines.backends.config import LIMITS, MAX_LABELS, SCHEMAS
 from engines.reasons import reason
 from evalhub.api.common import (
     SLUG_SCHEMA,
@@ -78,11 +78,14 @@ def _backend_config_schema(kind: str) -> dict[str, Any]:
     properties = {}
     for key, (kind_of, default, required) in SCHEMAS[kind].items():
         prop: dict[str, Any] = {"type": _JSON_TYPES.get(kind_of, "number")}
+        if kind_of is list:  # `labels`: distinct, non-blank strings
+            items = {"type": "string", "pattern": r"\S"}
+            prop.update(type="array", items=items, minItems=1, maxItems=MAX_LABELS, uniqueItems=True)
         if key in LIMITS:
             prop["minimum"], prop["maximum"] = LIMITS[key]
         if required and kind_of is str:
             prop["pattern"] = r"\S"
-        if default is not None:
+        if default is not None and default != []:
             prop["default"] = default
         properties[key] = prop
     if "api_key_env" in properties:

@@ -51,7 +51,7 @@ from gate.layers.model import (
     model_attribution,
 )
 from gate.layers.outputs import model_outputs_predict
-from gate.layers.robustness_adversarial import adversarial_run
+from gate.layers.robustness_adversarial import adversarial_run, version_scores_classes
 from gate.models import GateRun, LayerResult, SampleResult
 from gate.policy import GatePolicyConfig
 from gate.reporting import Table
@@ -62,7 +62,6 @@ if TYPE_CHECKING:
     from engines.perturbation import PerturbationSet, PerturbationSpec, PerturbedSample
 
 LANGUAGES = ("en", "zh", "mixed")
-SCORING_BACKENDS = ("hf", "builtin")  # backends with class scores, which attack mode needs
 
 
 class RobustnessLayerCode(StrEnum):
@@ -73,8 +72,9 @@ class RobustnessLayerCode(StrEnum):
 wordings_register(
     {
         RobustnessLayerCode.ATTACK_NEEDS_CLASS_SCORES: gettext_noop(
-            "attack mode needs class scores, which backend '{backend}' of {ref} does not give "
-            "(it works with {kinds})"
+            "attack mode needs class scores, which backend '{backend}' of {ref} does not give; an "
+            "endpoint that returns token log-probabilities gives them once the version's labels are "
+            "named (backend_config.labels)"
         ),
         RobustnessLayerCode.ATTACK_UNAVAILABLE: gettext_noop("attack mode: {why}"),
     }
@@ -84,12 +84,9 @@ wordings_register(
 def _unscored(versions: list[ModelVersion]) -> Reason | None:
     """Why attack mode cannot judge these versions: one of them gives no class scores."""
     for version in versions:
-        if version.backend_kind not in SCORING_BACKENDS:
+        if not version_scores_classes(version=version):
             return reason(
-                RobustnessLayerCode.ATTACK_NEEDS_CLASS_SCORES,
-                backend=version.backend_kind,
-                ref=version.ref,
-                kinds=list(SCORING_BACKENDS),
+                RobustnessLayerCode.ATTACK_NEEDS_CLASS_SCORES, backend=version.backend_kind, ref=version.ref
             )
     return None
 

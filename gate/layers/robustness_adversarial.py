@@ -62,7 +62,6 @@ from registry.selectors.versions import model_version_get
 from registry.services.versions import model_version_backend, model_version_config_hash
 
 LANGUAGES = ("en", "zh", "mixed")
-SCORING_BACKENDS = ("hf", "builtin")
 EXAMPLES_SHOWN = 10
 ADVERSARIAL_SETUP = ("recipe", "seed", "samples_requested", "shortfall", "mode", "transfer_from")
 
@@ -83,8 +82,10 @@ wordings_register(
             "robustness_transfer_from is 'baseline' but the run has no baseline"
         ),
         AdversarialCode.NEEDS_CLASS_SCORES: gettext_noop(
-            "{recipe} needs class scores, which backend '{backend}' of {ref} does not give "
-            "(it works with {kinds})"
+            "{recipe} needs class scores, which backend '{backend}' of {ref} does not give: score it "
+            "in transfer mode (robustness_transfer_from: baseline, or a version with class scores), or, "
+            "for an endpoint that returns token log-probabilities, name the version's labels "
+            "(backend_config.labels) to attack it adaptively"
         ),
         AdversarialCode.ADAPTIVE_SUMMARY: gettext_noop(
             "adaptive {recipe}: accuracy {before:.3f} before, {after:.3f} under attack, success rate "
@@ -115,7 +116,8 @@ def _attacked(
     ctx: LayerContext, recipe: str, transfer_from: str | None
 ) -> tuple[ModelVersion | None, Reason | str | None]:
     """The version transferred from (None: each is attacked itself), or why the recipe cannot run: no
-    version to transfer from, or an attacked one that gives no class scores."""
+    version to transfer from, or an attacked one that gives no class scores. In transfer mode only the
+    version attacked must give them: the others answer its final texts."""
     try:
         reference = _reference(ctx, transfer_from)
     except ApplicationError as exc:  # `transfer_from` names no version
@@ -123,30 +125,31 @@ def _attacked(
     if isinstance(reference, Reason):
         return None, reference
     for version in [reference] if reference else ctx.versions:
-        if version.backend_kind not in SCORING_BACKENDS:
-            kinds = list(SCORING_BACKENDS)
+        if not version_scores_classes(version=version):
             why = reason(
                 AdversarialCode.NEEDS_CLASS_SCORES,
                 recipe=recipe,
                 backend=version.backend_kind,
                 ref=version.ref,
-                kinds=kinds,
             )
             return None, why
     return reference, None
 
 
+def version_scores_classes(*, version: ModelVersion) -> bool:
+    """Whether the version's backend gives class scores (`engines.backends.base.backend_scores_classes`):
+    asked of the backend itself (loaded once, as the attack then uses it), not of a list of kinds."""
+    from engines.backends.base import backend_scores_classes
+
+    return backend_scores_classes(model_version_backend(version=version))
+
+
 def _scorer(version: ModelVersion) -> tuple[list[str], Any]:
     """The version's labels and a texts -> class probabilities function."""
-    import numpy as np
+    from engines.perturbation.word_attack import backend_scorer
 
     backend = model_version_backend(version=version)
-
-    def scorer(texts: Any) -> Any:
-        probs = np.asarray(backend.class_scores(list(texts)), dtype=np.float64)  # type: ignore[attr-defined]
-        return probs / probs.sum(axis=1, keepdims=True)
-
-    return backend.labels, scorer  # type: ignore[attr-defined]
+    return backend.labels, backend_scorer(backend.class_scores)  # type: ignore[attr-defined]
 
 
 def adversarial_set_claim(*, set_id: int, worker: str) -> bool:

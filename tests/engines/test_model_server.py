@@ -1,6 +1,7 @@
 """The reference model server: a registered version over the OpenAI-compatible chat API."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -10,8 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engines.backends import backend_build
+from engines.backends import BackendError, backend_build
 from engines.backends.config import backend_config_hash, backend_config_validate
+from engines.backends.logprobs import LogprobsCode
 from engines.demo.dataset import demo_dataset_build
 from engines.model_server import answer_tokens, model_server_create
 from engines.outbound import OutboundPolicy
@@ -135,3 +137,94 @@ def test_serve_model_command_serves_over_http(small_bow, tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+QUESTION = "The buyer pays within 30 days of the invoice."
+
+
+def test_logprobs_in_openais_format_as_the_official_client_reads_them(v3, server):
+    import openai
+
+    direct = model_version_backend(version=v3, cached=False)
+    (scores,) = direct.class_scores([QUESTION])
+    client = openai.OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0)
+    messages = [{"role": "user", "content": QUESTION}]
+    answer = client.chat.completions.create(model=v3.ref, messages=messages, logprobs=True, top_logprobs=5)
+    content = answer.choices[0].logprobs.content
+    assert "".join(t.token for t in content) == answer.choices[0].message.content
+    # Tokens "[", the label, "] ", then the answer's words: the label token carries the class scores.
+    label = direct.labels[max(range(len(scores)), key=scores.__getitem__)]
+    assert [t.token for t in content[:3]] == ["[", label, "] "]
+    assert math.exp(content[1].logprob) == pytest.approx(max(scores), rel=1e-12)
+    ranked = sorted(zip(direct.labels, scores, strict=True), key=lambda pair: -pair[1])[:5]
+    assert [(t.token, math.exp(t.logprob)) for t in content[1].top_logprobs] == [
+        (name, pytest.approx(score, rel=1e-12)) for name, score in ranked
+    ]
+    assert content[1].top_logprobs[0].bytes == list(label.encode())
+    assert all(t.logprob == 0.0 and [a.token for a in t.top_logprobs] == [t.token] for t in content[2:])
+    # Streamed: the same tokens, each chunk carrying those of its text.
+    stream = client.chat.completions.create(
+        model=v3.ref, messages=messages, logprobs=True, top_logprobs=5, stream=True
+    )
+    chunks = [c.choices[0] for c in stream if c.choices]
+    streamed = [t for c in chunks if c.logprobs and c.logprobs.content for t in c.logprobs.content]
+    assert [(t.token, t.logprob) for t in streamed] == [(t.token, t.logprob) for t in content]
+    for chunk in chunks:
+        tokens = chunk.logprobs.content if chunk.logprobs else None
+        assert "".join(t.token for t in tokens or []) == (chunk.delta.content or "")
+    # Not asked: none.
+    plain = client.chat.completions.create(model=v3.ref, messages=messages)
+    assert plain.choices[0].logprobs is None
+
+
+def test_class_scores_through_the_server_equal_the_in_process_model(v3, server):
+    questions = [item.input for item in demo_dataset_build(seed=0).eval[:16]]
+    direct = model_version_backend(version=v3, cached=False)
+    config = {"base_url": f"{server}/v1", "model": v3.ref, "labels": direct.labels}
+    remote = backend_build(kind="openai", config=config, outbound=LOOPBACK)
+    # The server computes one question at a time: so does the reference (a batch's float32 sums round
+    # otherwise, by about 1e-7).
+    expected = [direct.class_scores([question])[0] for question in questions]
+    for got, want in zip(remote.class_scores(questions), expected, strict=True):
+        total = sum(want)
+        assert got == pytest.approx([w / total for w in want], rel=1e-12, abs=1e-300)
+    # Five of the eight labels listed: the three others share what the five leave.
+    top5 = backend_build(kind="openai", config={**config, "top_logprobs": 5}, outbound=LOOPBACK)
+    for got, want in zip(top5.class_scores(questions), expected, strict=True):
+        ranked = sorted(range(len(want)), key=lambda i: -want[i])
+        rest = (1 - sum(want[i] for i in ranked[:5])) / 3
+        assert sum(got) == pytest.approx(1.0)
+        assert [got[i] for i in ranked[5:]] == pytest.approx([rest] * 3, rel=1e-6, abs=1e-12)
+
+
+def test_bad_logprobs_fields_are_400(server):
+    body = {"model": "fam:v3", "messages": [{"role": "user", "content": QUESTION}]}
+    for extra in ({"logprobs": "yes"}, {"logprobs": True, "top_logprobs": 21}, {"top_logprobs": 3}):
+        response = httpx.post(f"{server}/v1/chat/completions", json={**body, **extra})
+        assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_logprobs"
+
+
+def test_an_endpoint_without_logprobs_is_a_backend_error_that_says_so(v3, server):
+    """A server in front of a model without class scores (here: an openai backend that names no labels)
+    answers without log-probabilities: scoring through it fails, naming why."""
+    unscored = backend_build(
+        kind="openai", config={"base_url": f"{server}/v1", "model": v3.ref}, outbound=LOOPBACK
+    )
+    front = model_server_create(backend=unscored, model_name="front", port=0)
+    threading.Thread(target=front.serve_forever, daemon=True).start()
+    try:
+        config = {
+            "base_url": f"http://127.0.0.1:{front.server_port}/v1",
+            "model": "front",
+            "labels": ["a", "b"],
+        }
+        with pytest.raises(BackendError) as caught:
+            backend_build(kind="openai", config=config, outbound=LOOPBACK).class_scores([QUESTION])
+        assert caught.value.reason.code == LogprobsCode.NONE_RETURNED
+        assert "returned no token log-probabilities" in str(caught.value)
+        with pytest.raises(BackendError) as caught:
+            unscored.class_scores([QUESTION])
+        assert caught.value.reason.code == LogprobsCode.NO_LABELS
+    finally:
+        front.shutdown()
+        front.server_close()

@@ -19,6 +19,7 @@ OPENAI_KEYS = [
     "api_key_env",
     "base_url",
     "label_regex",
+    "labels",
     "max_concurrency",
     "max_retries",
     "max_tokens",
@@ -26,6 +27,7 @@ OPENAI_KEYS = [
     "system_prompt",
     "temperature",
     "timeout_s",
+    "top_logprobs",
 ]
 
 
@@ -33,6 +35,43 @@ def test_fills_defaults():
     config = backend_config_validate(kind="openai", config={"base_url": "http://h:1/v1", "model": "m"})
     assert config["label_regex"] == DEFAULT_LABEL_REGEX
     assert config["max_retries"] == 3 and config["max_concurrency"] == 4
+
+
+def test_labels_and_top_logprobs_are_kept_as_given_and_not_filled_in_when_absent():
+    base = {"base_url": "http://h:1/v1", "model": "m"}
+    # Configs stored before these keys existed validate to themselves (their hash stays).
+    assert "labels" not in backend_config_validate(kind="openai", config=base)
+    assert "top_logprobs" not in backend_config_validate(kind="openai", config=base)
+    given = {**base, "labels": ["payment", "termination"], "top_logprobs": 5}
+    assert backend_config_validate(kind="openai", config=given) == backend_config_validate(
+        kind="openai", config=backend_config_validate(kind="openai", config=given)
+    )
+    assert backend_config_validate(kind="openai", config=given)["labels"] == ["payment", "termination"]
+
+
+@pytest.mark.parametrize(
+    ("labels", "note"),
+    [
+        ("payment", reason(FieldCode.STRINGS)),
+        ([], reason(BackendConfigCode.LABELS_COUNT, high=1000)),
+        (["payment", 3], reason(FieldCode.STRINGS)),
+        (["payment", " "], reason(FieldCode.STRINGS)),
+        (["payment", "termination", "payment"], reason(BackendConfigCode.LABEL_TWICE, label="payment")),
+    ],
+)
+def test_bad_labels_name_the_field(labels, note):
+    config = {"base_url": "http://h:1/v1", "model": "m", "labels": labels}
+    with pytest.raises(BackendConfigError) as caught:
+        backend_config_validate(kind="openai", config=config)
+    assert (caught.value.field, caught.value.message) == ("backend_config.labels", note)
+
+
+@pytest.mark.parametrize("top", [0, 21, 2.5])
+def test_top_logprobs_is_1_to_20(top):
+    config = {"base_url": "http://h:1/v1", "model": "m", "top_logprobs": top}
+    with pytest.raises(BackendConfigError) as caught:
+        backend_config_validate(kind="openai", config=config)
+    assert caught.value.field == "backend_config.top_logprobs"
 
 
 @pytest.mark.parametrize(

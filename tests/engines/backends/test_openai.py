@@ -11,6 +11,7 @@ import pytest
 
 from engines.backends.base import BackendError
 from engines.backends.config import backend_config_validate
+from engines.backends.logprobs import LogprobsCode
 from engines.backends.openai import OpenAIBackend
 from engines.outbound import OutboundPolicy
 
@@ -164,3 +165,17 @@ def test_timeout_is_unreachable(endpoint_factory):
     endpoint = endpoint_factory(delay=0.5)
     with pytest.raises(BackendError):
         backend(endpoint.url, timeout_s=0.1, max_retries=0).predict(["a b"])
+
+
+def test_class_scores_ask_for_logprobs_retry_as_answers_do_and_say_when_none_come(endpoint_factory):
+    endpoint = endpoint_factory(fail_first=2)
+    scorer = backend(endpoint.url, labels=["payment", "deposit"], top_logprobs=3, max_retries=2)
+    with pytest.raises(BackendError) as caught:
+        scorer.class_scores(["payment a", "payment a"])
+    assert caught.value.reason.code == LogprobsCode.NONE_RETURNED and not caught.value.transient
+    # Two 503s retried, then an answer without log-probabilities: one text, asked once.
+    assert len(endpoint.requests) == 3
+    body = endpoint.requests[-1][2]
+    assert body["logprobs"] is True and body["top_logprobs"] == 3
+    scorer.predict(["payment a"])
+    assert "logprobs" not in endpoint.requests[-1][2] and "top_logprobs" not in endpoint.requests[-1][2]

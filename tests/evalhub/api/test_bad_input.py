@@ -279,6 +279,24 @@ class TestModelVersions:
         assert_error(self.register(ci_client, backend_config=config), 400, field)
         assert not ModelVersion.objects.exists()
 
+    @pytest.mark.parametrize("labels", ["payment", [], ["payment", 3], ["payment", "payment"]])
+    def test_bad_openai_labels_are_a_400_naming_the_field(self, ci_client, labels):
+        openai = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "labels": labels}
+        error = assert_error(
+            self.register(ci_client, backend_kind="openai", backend_config=openai),
+            400,
+            "backend_config.labels",
+        )
+        assert "backend_config.labels" in error["message"]
+        assert not ModelVersion.objects.exists()
+
+    def test_openai_labels_are_stored_as_given(self, ci_client):
+        openai = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "labels": ["b", "a"], "top_logprobs": 5}
+        response = self.register(ci_client, backend_kind="openai", backend_config=openai)
+        assert response.status_code == 201, response.content
+        config = ModelVersion.objects.get().backend_config
+        assert config["labels"] == ["b", "a"] and config["top_logprobs"] == 5
+
     def test_nul_in_backend_config_path_from_a_service_caller(self):
         from registry.errors import ApplicationError
 

@@ -8,12 +8,14 @@ import pytest
 from django.db import connection
 
 from engines.demo.dataset import demo_dataset_build
+from engines.model_server import model_server_create
+from engines.reasons import ENGLISH, Reason, reason_render
 from gate.layers.robustness_adversarial import AdversarialCode
 from gate.models import AdversarialSet
 from gate.services.gate_runs import gate_run_execute, gate_run_start
 from registry.actors import SYSTEM
 from registry.services.suites import eval_suite_import, suite_items_parse
-from registry.services.versions import model_version_register
+from registry.services.versions import model_version_backend, model_version_register
 from tests.pages import page_text
 
 pytestmark = pytest.mark.django_db
@@ -116,14 +118,63 @@ def test_a_model_without_class_scores_is_a_layer_error(suite):
     assert layer.reasons == [
         {
             "code": AdversarialCode.NEEDS_CLASS_SCORES,
-            "params": {
-                "recipe": "textfooler-v1",
-                "backend": "openai",
-                "ref": remote.ref,
-                "kinds": ["hf", "builtin"],
-            },
+            "params": {"recipe": "textfooler-v1", "backend": "openai", "ref": remote.ref},
         }
     ]
+    words = reason_render(Reason(**layer.reasons[0]), words=ENGLISH)
+    assert "robustness_transfer_from" in words and "backend_config.labels" in words
+
+
+@pytest.fixture
+def endpoint(versions):
+    """The candidate's checkpoint behind its model server: the base URL."""
+    server = model_server_create(
+        backend=model_version_backend(version=versions[0], cached=False), model_name="bow"
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_endpoint_with_logprobs_is_attacked_adaptively_as_its_model_is_in_process(
+    versions, suite, endpoint
+):
+    candidate, _ = versions
+    labels = model_version_backend(version=candidate).labels
+    remote = model_version_register(
+        family="fam",
+        label="remote",
+        backend_kind="openai",
+        backend_config={"base_url": endpoint, "model": "bow", "labels": labels},
+        actor=SYSTEM,
+    )
+    small = {"run_baseline": False, "robustness_samples": 10, "attack_query_budget": 60}
+    here = run_layer(candidate, suite, **small)
+    there = run_layer(remote, suite, **small)
+    assert there.verdict == here.verdict != "error" and there.estimate == here.estimate
+    keys = ("item_id", "status", "perturbed", "label_after", "queries")
+    attacked = [
+        [{k: e[k] for k in keys} for e in AdversarialSet.objects.get(version=v).examples]
+        for v in (candidate, remote)
+    ]
+    assert attacked[1] == attacked[0] and {e["status"] for e in attacked[0]} >= {"succeeded"}
+
+
+def test_an_endpoint_without_labels_is_scored_in_transfer_mode(versions, suite, endpoint):
+    _, baseline = versions
+    remote = model_version_register(
+        family="fam",
+        label="remote",
+        backend_kind="openai",
+        backend_config={"base_url": endpoint, "model": "bow"},
+        baseline=baseline,
+        actor=SYSTEM,
+    )
+    layer = run_layer(remote, suite, robustness_transfer_from="baseline")
+    assert layer.verdict != "error" and layer.details["mode"] == "transfer"
+    # The same checkpoint behind the endpoint: it fails where the baseline's attack succeeded.
+    assert layer.details["candidate"]["correct"] == layer.details["adversarial"][baseline.ref]["failed"]
 
 
 def test_the_pwws_class_recipe_runs_as_the_layer(versions, suite):

@@ -356,7 +356,7 @@ def test_attack_mode_refuses_a_model_without_class_scores(versions, suite):
     assert layer.reasons == [
         {
             "code": RobustnessLayerCode.ATTACK_NEEDS_CLASS_SCORES,
-            "params": {"backend": "openai", "ref": remote.ref, "kinds": ["hf", "builtin"]},
+            "params": {"backend": "openai", "ref": remote.ref},
         }
     ]
 

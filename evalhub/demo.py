@@ -165,8 +165,12 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
         suite, created = eval_suite_import(
             name=FAMILY, items=items, description=SUITE_DESCRIPTION, is_demo=True, actor=DEMO
         )
+        chat = _demo_chat_versions_install(
+            v3=v3, v4=v4, labels=sorted({item.label for item in dataset.train})
+        )
     experiment = _demo_canary_install(v3=v3, v4=v4)
     log(f"versions: {v3.ref} ({v3.status}), {v4.ref} ({v4.status}, baseline {v3.ref})")
+    log(f"chat versions (openai backend, through the model servers): {', '.join(v.ref for v in chat)}")
     log(f"served at {v3.serving_url} and {v4.serving_url} (bin/run-local starts both model servers)")
     log(
         f"canary experiment {experiment.name}: {experiment.status}, "
@@ -174,7 +178,35 @@ def demo_install(*, log=print, seed: int = 0) -> dict:
     )
     log(f"suite: {suite}: {suite.item_count} items ({'imported' if created else 'already there'})")
     log(f"gate policies: default, {', '.join(DEMO_POLICIES)} ({FAMILY} is the family's own)")
-    return {"versions": [v3, v4], "suite": suite, "trained": trained}
+    return {"versions": [v3, v4], "chat_versions": chat, "suite": suite, "trained": trained}
+
+
+def _demo_chat_versions_install(
+    *, v3: ModelVersion, v4: ModelVersion, labels: list[str]
+) -> list[ModelVersion]:
+    """V3 and V4 again, as a team whose versions are chat endpoints registers them: `openai` versions
+    whose base URL is the model server bin/run-local starts for each. Their label set lets the
+    layer-1 attack read class scores from the answers' log-probabilities, so the whole sandwich runs
+    on them as on the in-process ones."""
+    chat: list[ModelVersion] = []
+    for version in (v3, v4):
+        label = f"{version.label}-chat"
+        existing = ModelVersion.objects.filter(family=FAMILY, label=label).first()
+        chat.append(
+            existing
+            or model_version_register(
+                family=FAMILY,
+                label=label,
+                backend_kind=ModelVersion.BackendKind.OPENAI,
+                backend_config={"base_url": version.serving_url, "model": version.ref, "labels": labels},
+                baseline=chat[0] if chat else None,
+                description=f"Demo {version.label.upper()} behind its model server, as an OpenAI-compatible "
+                "chat endpoint (the same checkpoint). Trained on synthetic demo data.",
+                is_demo=True,
+                actor=DEMO,
+            )
+        )
+    return chat
 
 
 def _demo_serving_url(label: str) -> str:

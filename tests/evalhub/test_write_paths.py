@@ -35,6 +35,7 @@ from rest_framework.test import APIClient
 from canary.probes_gen import ProbeSpec
 from canary.services.experiments import experiment_create, experiment_start
 from canary.services.probes import probe_set_import
+from engines.demo.dataset import demo_dataset_build
 from gate.models import Decision
 from gate.services.decisions import decision_record
 from registry.actors import SYSTEM
@@ -59,6 +60,7 @@ URL_WRITES: dict[str, str] = {
     "api:model-version-serving": "sets where a version serves (before it is evaluated); no status",
     "api:eval-suite-list": "uploads a suite",
     "api:gate-run-list": "starts a gate run: registered/gate_* -> evaluating",
+    "api:gate-run-cancel": "cancels a gate run: evaluating -> registered once no other run is active",
     "api:decision-list": "records a decision: approve, reject, override and incumbent (two people)",
     "api:experiment-list": "creates an experiment",
     "api:experiment-action": "start ... promote: promotion needs an approved candidate",
@@ -80,6 +82,7 @@ URL_WRITES: dict[str, str] = {
     "version-new": "registers a version (no status)",
     "suite-new": "uploads a suite",
     "gate-run-new": "starts a gate run",
+    "gate-run-cancel": "the run page's Cancel button (the API's service)",
     "experiment-new": "creates an experiment",
     "login": "signs in",
     "logout": "signs out",
@@ -439,8 +442,20 @@ def test_demo_setup_declares_its_incumbent_through_two_release_managers(settings
         ("incumbent_confirm", DEMO_RELEASE_MANAGERS[1]),
     ]
     assert not any(d.decided_by.has_usable_password() for d in decisions)
+    # The same checkpoints as chat endpoints behind their model servers, with the labels layer 1
+    # reads class scores for.
+    chat = {
+        v.label: v for v in ModelVersion.objects.filter(family="contract-assistant", label__endswith="-chat")
+    }
+    assert sorted(chat) == ["v3-chat", "v4-chat"] and chat["v4-chat"].baseline == chat["v3-chat"]
+    assert {v.backend_kind for v in chat.values()} == {"openai"}
+    assert chat["v4-chat"].backend_config["base_url"] == ModelVersion.objects.get(label="v4").serving_url
+    assert chat["v3-chat"].backend_config["labels"] == sorted(
+        {i.label for i in demo_dataset_build(seed=0).train}
+    )
     call_command("demo_setup", stdout=io.StringIO())  # again: nothing new
     assert Decision.objects.filter(version=v3).count() == 2
+    assert ModelVersion.objects.filter(family="contract-assistant").count() == 4
 
 
 def test_no_command_clears_a_version_without_a_release_decision(people, tmp_path):

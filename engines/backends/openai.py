@@ -18,6 +18,7 @@ one given, else the environment variable `api_key_env`, which must start with th
 
 from __future__ import annotations
 
+import email.utils
 import os
 import random
 import re
@@ -40,6 +41,7 @@ from .config import (
 )
 from .logprobs import LogprobsCode, logprobs_class_scores, logprobs_parse
 
+MAX_RETRY_AFTER = 60.0  # an endpoint asking for longer is asked again after a minute
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 UNREACHABLE = "unreachable: "  # an item's error when no attempt got through, before the exception
 
@@ -48,7 +50,24 @@ _T = TypeVar("_T")
 
 
 class _Transient(Exception):
-    pass
+    def __init__(self, message: str, *, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after  # seconds the endpoint asked to wait (Retry-After), if it did
+
+
+def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:
+    """A Retry-After header's wait in seconds (RFC 9110: delay-seconds or an HTTP date), capped at
+    MAX_RETRY_AFTER; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER)
+    try:
+        when = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return min(max(0.0, when - (time.time() if now is None else now)), MAX_RETRY_AFTER)
 
 
 class _Unreachable(Exception):
@@ -173,8 +192,10 @@ class OpenAIBackend:
             except _Transient as exc:
                 if attempt + 1 == attempts:
                     raise _Unreachable(str(exc)) from None
-                # Exponential backoff with jitter: 0.25 s, 0.5 s, 1 s ... capped at 8 s.
-                self.sleep(min(8.0, 0.25 * 2**attempt) * (0.5 + random.random() / 2))
+                # Exponential backoff with jitter: 0.25 s, 0.5 s, 1 s ... capped at 8 s; longer when the
+                # endpoint says how long to wait (429/503 with Retry-After).
+                backoff = min(8.0, 0.25 * 2**attempt) * (0.5 + random.random() / 2)
+                self.sleep(max(backoff, exc.retry_after or 0.0))
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -183,7 +204,8 @@ class OpenAIBackend:
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise _Transient(type(exc).__name__ + (f": {exc}" if str(exc) else "")) from None
         if response.status_code in RETRY_STATUS:
-            raise _Transient(f"HTTP {response.status_code}")
+            wait = retry_after_seconds(response.headers.get("retry-after"))
+            raise _Transient(f"HTTP {response.status_code}", retry_after=wait)
         if response.status_code >= 400:
             raise BackendError(f"HTTP {response.status_code}: {response.text[:200]}")
         try:

@@ -21,8 +21,9 @@ LOOPBACK = OutboundPolicy.parse(allow_networks=["127.0.0.0/8"])
 class ScriptedEndpoint:
     """Answers "[<first word>] echo: <text>"; `fail_first` requests get `fail_status`."""
 
-    def __init__(self, *, fail_first=0, fail_status=503, delay=0.0):
+    def __init__(self, *, fail_first=0, fail_status=503, delay=0.0, retry_after=None):
         self.fail_first, self.fail_status, self.delay = fail_first, fail_status, delay
+        self.retry_after = retry_after
         self.requests, self.in_flight, self.max_in_flight = [], 0, 0
         self.lock = threading.Lock()
         endpoint = self
@@ -51,6 +52,8 @@ class ScriptedEndpoint:
                     ).encode()
                     status = 200
                 self.send_response(status)
+                if failing and endpoint.retry_after is not None:
+                    self.send_header("Retry-After", endpoint.retry_after)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
@@ -179,3 +182,28 @@ def test_class_scores_ask_for_logprobs_retry_as_answers_do_and_say_when_none_com
     assert body["logprobs"] is True and body["top_logprobs"] == 3
     scorer.predict(["payment a"])
     assert "logprobs" not in endpoint.requests[-1][2] and "top_logprobs" not in endpoint.requests[-1][2]
+
+
+@pytest.mark.parametrize(
+    "header, waited",
+    [("7", 7.0), ("120", 60.0), ("soon", None)],
+    ids=["seconds", "capped at a minute", "unreadable: plain backoff"],
+)
+def test_a_429_with_retry_after_waits_as_long_as_the_endpoint_asks(endpoint_factory, header, waited):
+    endpoint = endpoint_factory(fail_first=1, fail_status=429, retry_after=header)
+    sleeps = []
+    full = backend_config_validate(kind="openai", config={"base_url": endpoint.url, "model": "m"})
+    [prediction] = OpenAIBackend(config=full, outbound=LOOPBACK, sleep=sleeps.append).predict(["payment a"])
+    assert prediction.label == "payment" and len(endpoint.requests) == 2
+    if waited is None:
+        assert len(sleeps) == 1 and 0.125 <= sleeps[0] <= 0.25  # the first backoff, with its jitter
+    else:
+        assert sleeps == [waited]
+
+
+def test_retry_after_as_an_http_date():
+    from engines.backends.openai import retry_after_seconds
+
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:30 GMT", now=1445412500.0) == 10.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:30 GMT", now=1445412520.0) == 0.0  # past: at once
+    assert retry_after_seconds(None) is None and retry_after_seconds("") is None

@@ -6,15 +6,21 @@ In one run, for one demo version (default V4) on the same items and model:
   * textattack: TextAttack's own `Attacker` with the same recipe (`recipe_attack_build`) on the same
     items, one item after another, as its users run it;
   * bare: batched inference of the attack's final perturbed texts (what scoring the set costs);
+  * bare, sent: batched inference of exactly the texts the layer's attack sent to the model, in the
+    batches it sent them (the physical limit of an attack that asks those questions; goal: the
+    layer's attack within 1.3 of it);
   * noise (`--noise-samples`, 0 skips it): the whole random-noise layer in-process against bare
     batched inference of its perturbed samples.
+With `--endpoint` it also serves the version behind its model server (loopback, `--concurrency`
+requests in flight) and attacks it through the `openai` backend's log-probabilities: the attack's
+query rate against the endpoint's own rate on the same texts at the same concurrency (goal >= 0.8).
 Each repeat runs them one after the other with fresh caches (the sentence encoder's cache is
 cleared, TextAttack's attack is built anew), so a change of load hits both; the ratios are of the
 medians over `--repeats`. It also checks that both attacks agree: the outcome item by item, and the
 accuracy under attack with its Wilson interval.
 
     python bench/robustness.py [--version contract-assistant:v4] [--items 48] [--repeats 3]
-                               [--budget 500] [--noise-samples 1000]
+                               [--budget 500] [--noise-samples 1000] [--endpoint --concurrency 8]
 
 Runs on a scratch SQLite database; models come from EVALHUB_MODEL_DIR (default var/models; `make
 run` or `manage.py demo_setup` trains them there).
@@ -50,6 +56,8 @@ def main() -> None:
     parser.add_argument(
         "--model-dir", default=os.environ.get("EVALHUB_MODEL_DIR", str(ROOT / "var" / "models"))
     )
+    parser.add_argument("--endpoint", action="store_true", help="also attack the version through its server")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight (--endpoint)")
     parser.add_argument(
         "--builtin",
         type=Path,
@@ -64,6 +72,8 @@ def main() -> None:
         items = [(i.id, i.input, i.label, i.language) for i in demo_dataset_build(seed=0).eval if i.label]
         backend = BowBackend.from_dir(args.builtin, device="cpu")
         attack_bench(backend=backend, name=str(args.builtin), items=items, args=args)
+        if args.endpoint:
+            endpoint_bench(backend=backend, items=items, args=args)
         return
 
     demo_in_process(model_dir=args.model_dir, prefix="evalhub-bench-robustness-")
@@ -74,7 +84,10 @@ def main() -> None:
     version = model_version_get(ref=args.version)
     suite = demo_suite_get()
     items = [(i.external_id, i.input, i.label, i.language) for i in suite.items.all() if i.label]
-    attack_bench(backend=model_version_backend(version=version), name=version.ref, items=items, args=args)
+    backend = model_version_backend(version=version)
+    attack_bench(backend=backend, name=version.ref, items=items, args=args)
+    if args.endpoint:
+        endpoint_bench(backend=backend, items=items, args=args)
     if args.noise_samples:
         noise_bench(version=version, suite=suite, samples=args.noise_samples, repeats=args.repeats)
 
@@ -100,7 +113,11 @@ def attack_bench(*, backend, name: str, items, args) -> None:
         phase = clock["phase"]
         clock[kind][phase] = clock[kind].get(phase, 0.0) + time.perf_counter() - started
 
+    sent: list[list[str]] = []  # the batches the layer's attack sent, last repeat
+
     def scorer(texts):
+        if clock["phase"] == "attack":
+            sent.append(list(texts))
         started = time.perf_counter()
         probs = np.asarray(backend.class_scores(list(texts)), dtype=np.float64)
         timed("model", started)
@@ -127,8 +144,10 @@ def attack_bench(*, backend, name: str, items, args) -> None:
     model_times: dict[str, list[float]] = {"attack": [], "textattack": []}
     encoder_times: dict[str, list[float]] = {"attack": [], "textattack": []}
     same_outcome = same_text = both_succeeded = ours_correct = theirs_correct = 0
+    times["bare, sent"] = []
     for _ in range(args.repeats):
         clock["model"], clock["encoder"] = {}, {}
+        sent.clear()
         ours, theirs, seconds = attack_pair(
             pairs=pairs,
             clock=clock,
@@ -146,6 +165,10 @@ def attack_bench(*, backend, name: str, items, args) -> None:
         started = time.perf_counter()
         scorer([a.perturbed for a in ours])
         times["bare"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        for batch in sent:
+            scorer(batch)
+        times["bare, sent"].append(time.perf_counter() - started)
         outcomes = [(a, attack_result_status(r), r) for a, r in zip(ours, theirs, strict=True)]
         same_outcome = sum(a.status == theirs_status for a, theirs_status, _ in outcomes)
         succeeded = [(a, r) for a, st, r in outcomes if a.status == st == "succeeded"]
@@ -164,6 +187,7 @@ def attack_bench(*, backend, name: str, items, args) -> None:
         ("attack", "layer attack (batched)"),
         ("textattack", "TextAttack Attacker"),
         ("bare", "bare inference, final set"),
+        ("bare, sent", "bare inference, texts sent"),
     ):
         runs = " ".join(f"{v:.2f}" for v in times[key])
         print(f"{label:34}{medians[key]:>10.2f}   {runs}")
@@ -180,6 +204,10 @@ def attack_bench(*, backend, name: str, items, args) -> None:
         f"cannot pass {medians['textattack'] / (model + encoder):.2f}"
     )
     print(f"layer attack / bare inference: {medians['attack'] / medians['bare']:.1f}")
+    print(
+        f"layer attack / bare inference of the texts it sent: {medians['attack'] / medians['bare, sent']:.2f}"
+        "   (goal <= 1.3)"
+    )
     for who, correct in (("layer", ours_correct), ("TextAttack", theirs_correct)):
         low, high = wilson_interval(successes=correct, n=n, confidence=0.95)
         print(f"accuracy under attack, {who}: {correct / n:.3f} [{low:.3f}, {high:.3f}]")
@@ -187,6 +215,58 @@ def attack_bench(*, backend, name: str, items, args) -> None:
         f"items with the same outcome: {same_outcome} / {n}; of those both flipped, the same text: "
         f"{same_text} / {both_succeeded}"
     )
+
+
+def endpoint_bench(*, backend, items, args) -> None:
+    """The layer's attack through the version's model server against the endpoint's own rate."""
+    import threading
+
+    from engines.backends import backend_build
+    from engines.model_server import model_server_create
+    from engines.outbound import OutboundPolicy
+    from engines.perturbation.word_attack import attack_items_draw, backend_scorer, word_attack_run
+
+    server = model_server_create(backend=backend, model_name="bench", port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = {
+        "base_url": f"http://127.0.0.1:{server.server_port}/v1",
+        "model": "bench",
+        "labels": backend.labels,
+        "max_concurrency": args.concurrency,
+    }
+    remote = backend_build(
+        kind="openai", config=config, outbound=OutboundPolicy.parse(allow_networks=["127.0.0.0/8"])
+    )
+    by_id = {i[0]: i for i in items}
+    drawn, _ = attack_items_draw(items=[(i[0], i[3]) for i in items], samples=args.items, seed=0)
+    index = {label: i for i, label in enumerate(backend.labels)}
+    pairs = [(by_id[i][1], index[by_id[i][2]]) for i in drawn]
+    sent: list[list[str]] = []
+    score = backend_scorer(remote.class_scores)
+
+    def scorer(texts):
+        sent.append(list(texts))
+        return score(texts)
+
+    started = time.perf_counter()
+    attacks, _ = word_attack_run(scorer=scorer, items=pairs, recipe=args.recipe, query_budget=args.budget)
+    attack_seconds = time.perf_counter() - started
+    queries = sum(len(batch) for batch in sent)
+    started = time.perf_counter()
+    for batch in sent:
+        remote.class_scores(batch)
+    bare_seconds = time.perf_counter() - started
+    remote.close()
+    server.shutdown()
+    server.server_close()
+    attack_rate, endpoint_rate = queries / attack_seconds, queries / bare_seconds
+    print(
+        f"\nthrough the endpoint (concurrency {args.concurrency}): {queries} queries in "
+        f"{attack_seconds:.2f} s "
+        f"({attack_rate:.0f}/s); the same texts sent bare {bare_seconds:.2f} s ({endpoint_rate:.0f}/s); "
+        f"accuracy under attack {sum(a.status == 'failed' for a in attacks) / len(attacks):.3f}"
+    )
+    print(f"attack query rate / endpoint's own rate: {attack_rate / endpoint_rate:.2f}   (goal >= 0.8)")
 
 
 def attack_pair(*, pairs, clock, scorer, backend, budget, recipe, resources):

@@ -31,7 +31,7 @@ SMOKE = {
         "--sessions 500 --reviewed 50 --repeat 1 --regenerate --database bench_load_smoke_review",
         (PG,),
     ),
-    "robustness.py": ("--items 2 --repeats 1 --budget 20 --noise-samples 10", ()),
+    "robustness.py": ("--items 2 --repeats 1 --budget 20 --noise-samples 10 --endpoint --concurrency 2", ()),
     "robustness_gate.py": ("--samples 4", ()),
     "router.py": ("--smoke --database bench_load_smoke_router --telemetry-redis {redis}", (PG, REDIS)),
     "stats.py": (

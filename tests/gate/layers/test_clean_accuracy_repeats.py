@@ -12,6 +12,7 @@ from gate.services.gate_runs import gate_run_execute, gate_run_start
 from registry.actors import SYSTEM
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_backend, model_version_register
+from tests.pages import page_text
 
 pytestmark = pytest.mark.django_db
 ONLY_CLEAN = {"required_layers": ["clean_accuracy"], "run_baseline": False, "clean_min_items": 20}
@@ -71,7 +72,9 @@ def per_item_right(layer, version) -> dict[str, int]:
     return {f["item_id"]: f["right"] for f in layer.details["candidate"]["repeats"]["flaky"]}
 
 
-def test_a_sampling_endpoint_has_flaky_items_and_the_same_seed_gives_the_same_answers(sampled, suite):
+def test_a_sampling_endpoint_has_flaky_items_and_the_same_seed_gives_the_same_answers(
+    sampled, suite, admin_client
+):
     layer = clean_layer(sampled, suite, repeats=5, output_cache=False)
     side = layer.details["candidate"]
     repeats = side["repeats"]
@@ -90,6 +93,16 @@ def test_a_sampling_endpoint_has_flaky_items_and_the_same_seed_gives_the_same_an
     mean, se, low, high = clustered_mean_interval(cluster_means=means, confidence=0.95)
     assert (layer.ci_low, layer.ci_high, repeats["se"]) == pytest.approx((low, high, se), abs=1e-12)
     assert mean == pytest.approx(layer.estimate)
+    url = f"/gate-runs/{layer.gate_run_id}/"
+    page = page_text(admin_client.get(url))
+    assert "pass^k" in page and "interval clustered by item" in page
+    assert f"{flaky[0]['item_id']}{flaky[0]['snippet'][:20]}" in page and f"{flaky[0]['right']} of 5" in page
+    chinese = page_text(admin_client.get(url, HTTP_ACCEPT_LANGUAGE="zh-CN,zh;q=0.9"))
+    assert (
+        "不稳定题目" in chinese
+        and "按题目聚类的区间" in chinese
+        and f"5 次中 {flaky[0]['right']} 次" in chinese
+    )
     again = clean_layer(sampled, suite, repeats=5, output_cache=False)
     assert again.details["candidate"]["repeats"] == repeats and again.estimate == layer.estimate
 

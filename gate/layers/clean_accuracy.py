@@ -163,7 +163,12 @@ def _samples_store(
                 error=p.error or "",
             )
             for pk in outputs
-            for item, p, outcome in zip(ctx.items, outputs[pk].predictions, outcomes[pk], strict=False)
+            for item, p, outcome in zip(
+                ctx.items,
+                outputs[pk].predictions[: len(ctx.items)],
+                outcomes[pk][: len(ctx.items)],
+                strict=True,
+            )
         ],
         batch_size=500,
     )

@@ -105,6 +105,8 @@ def test_a_sampling_endpoint_has_flaky_items_and_the_same_seed_gives_the_same_an
     )
     again = clean_layer(sampled, suite, repeats=5, output_cache=False)
     assert again.details["candidate"]["repeats"] == repeats and again.estimate == layer.estimate
+    other = clean_layer(sampled, suite, repeats=5, output_cache=False, repeats_seed=1)
+    assert other.details["candidate"]["repeats"]["flaky"] != flaky
 
 
 def test_a_deterministic_model_is_asked_once_and_its_answers_agree(local, suite):

@@ -12,6 +12,13 @@ OpenAI's format, each streamed chunk those of its text (`answer_logprobs`): the 
 model's class scores, so a client reading them (the `openai` backend's `class_scores`) scores as the
 model does in-process. A backend without class scores answers `logprobs: null`.
 
+A server created with `sampling=True` (`serve_model --sample`) samples like a chat model at a
+temperature: a request with `temperature` > 0 gets a label drawn from the model's class scores
+sharpened or flattened by it (`label_sample`: p ∝ score^(1/T)), from a generator seeded by the request's
+`seed` when it has one (the same seed, the same label), else fresh each time; the answer's text stays
+the model's own (its most likely label's). Without `sampling`, or at temperature 0, or for a backend
+without class scores, the answer is the model's most likely label as always.
+
 It holds the concurrency a canary puts on it: each connection has its own (daemon) thread, the
 listen backlog is as deep as the kernel allows (the standard library's 5 made a burst of new
 connections wait for SYN retransmits or fail, which the canary proxy counts as the candidate's
@@ -22,10 +29,12 @@ thread that takes the waiting requests in the order they came.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import json
 import math
 import queue
+import random
 import re
 import socket
 import sys
@@ -104,8 +113,10 @@ class ModelHTTPServer(ThreadingHTTPServer):
         config_hash: str = "",
         token_delay: float = 0.0,
         first_token_delay: float = 0.0,
+        sampling: bool = False,
     ):
         self.model = model
+        self.sampling = sampling
         self.model_name = model_name
         self.config_hash = config_hash
         self.token_delay = token_delay
@@ -121,6 +132,24 @@ class ModelHTTPServer(ThreadingHTTPServer):
         if isinstance(sys.exc_info()[1], ConnectionError):
             return
         super().handle_error(request, client_address)
+
+
+def label_sample(*, labels: list[str], scores: list[float], temperature: float, seed: int | None) -> str:
+    """A label drawn with probability ∝ score^(1/temperature) (temperature > 0; 1 draws from the
+    scores as they are), by a generator seeded with `seed` (None: fresh randomness)."""
+    logs = [math.log(s) if s > 0 else -math.inf for s in scores]
+    top = max(logs)
+    weights = [math.exp((value - top) / temperature) for value in logs]
+    rng = random.Random(seed) if seed is not None else random.Random()
+    return rng.choices(labels, weights=weights, k=1)[0]
+
+
+def sampling_asked(body: dict[str, Any]) -> tuple[float, int | None] | None:
+    """The request's temperature and seed when it asks to sample (temperature > 0), else None."""
+    temperature, seed = body.get("temperature"), body.get("seed")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature <= 0:
+        return None
+    return float(temperature), seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
 def answer_tokens(content: str) -> list[str]:
@@ -261,8 +290,16 @@ class ChatHandler(BaseHTTPRequestHandler):
         if request is None:
             return
         body, question, top = request
+        sample = sampling_asked(body) if self.server.sampling and self.server.model.labels else None
         try:
-            prediction, scores = self.server.model.answer(question, scores=top is not None)
+            prediction, scores = self.server.model.answer(
+                question, scores=top is not None or sample is not None
+            )
+            if sample is not None and scores is not None and prediction.error is None:
+                label = label_sample(
+                    labels=self.server.model.labels, scores=scores, temperature=sample[0], seed=sample[1]
+                )
+                prediction = dataclasses.replace(prediction, label=label)
         except Exception as exc:  # the model failed on this question: say so, keep serving
             prediction, scores = (
                 Prediction(label=None, text="", latency_ms=0.0, error=f"{type(exc).__name__}: {exc}"),
@@ -382,10 +419,12 @@ def model_server_create(
     port: int = 0,
     token_delay: float = 0.0,
     first_token_delay: float = 0.0,
+    sampling: bool = False,
 ) -> ModelHTTPServer:
     """`backend` behind the chat API on host:port (0: a free port), answering as `model_name`.
     `config_hash` (`engines.backends.config.backend_config_hash` of the version served) is announced on
-    `/v1/models` (`evalhub_config_hash`) and `/health`, so a caller can check what model it reaches."""
+    `/v1/models` (`evalhub_config_hash`) and `/health`, so a caller can check what model it reaches.
+    `sampling`: a request at temperature > 0 gets a sampled label (the module's docstring)."""
     return ModelHTTPServer(
         (host, port),
         ChatHandler,
@@ -394,4 +433,5 @@ def model_server_create(
         config_hash=config_hash,
         token_delay=token_delay,
         first_token_delay=first_token_delay,
+        sampling=sampling,
     )

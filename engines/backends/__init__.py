@@ -31,6 +31,7 @@ __all__ = [
     "Prediction",
     "backend_build",
     "backend_cached",
+    "backend_deterministic",
     "backend_device",
 ]
 
@@ -50,6 +51,17 @@ def checkpoint_path(path: str, *, model_dir: Path | None) -> Path:
         return checkpoint_path_resolve(path=path, model_dir=model_dir)
     except BackendConfigError as exc:
         raise BackendError(f"checkpoint {path!r}: {reason_render(exc.message, words=ENGLISH)}") from None
+
+
+DETERMINISTIC_KINDS = frozenset(
+    {"builtin", "hf"}
+)  # in-process classifiers: argmax, the same answer each time
+
+
+def backend_deterministic(kind: str) -> bool:
+    """Whether a backend of this kind gives the same answer to the same input every time (an endpoint
+    may sample: it is never assumed to)."""
+    return kind in DETERMINISTIC_KINDS
 
 
 def backend_device(kind: str) -> str:

@@ -47,6 +47,7 @@ UNREACHABLE = "unreachable: "  # an item's error when no attempt got through, be
 
 
 _T = TypeVar("_T")
+_A = TypeVar("_A")
 
 
 class _Transient(Exception):
@@ -108,10 +109,15 @@ class OpenAIBackend:
     def close(self) -> None:
         self.client.close()
 
-    def predict(self, inputs: Sequence[str]) -> list[Prediction]:
+    def predict(self, inputs: Sequence[str], *, seeds: Sequence[int] | None = None) -> list[Prediction]:
+        """The answers; with `seeds` (one per input) each request carries its `seed`, so an endpoint
+        that honours seeds samples the same answer again (`repeats` in the clean-accuracy layer)."""
         if not inputs:
             return []
-        predictions = self._map(self._predict_one, inputs)
+        if seeds is not None and len(seeds) != len(inputs):
+            raise ValueError(f"{len(seeds)} seeds for {len(inputs)} inputs")
+        asked = list(zip(inputs, seeds if seeds is not None else [None] * len(inputs), strict=True))
+        predictions = self._map(lambda pair: self._predict_one(pair[0], seed=pair[1]), asked)
         unreachable = [p.error for p in predictions if p.error and p.error.startswith(UNREACHABLE)]
         if len(unreachable) == len(predictions):
             # Nothing got through: the endpoint is down, not the inputs bad. Worth a retry later.
@@ -132,7 +138,7 @@ class OpenAIBackend:
         scores = dict(zip(unique, self._map(self._scores_one, unique), strict=True))
         return [list(scores[text]) for text in inputs]
 
-    def _map(self, one: Callable[[str], _T], inputs: Sequence[str]) -> list[_T]:
+    def _map(self, one: Callable[[_A], _T], inputs: Sequence[_A]) -> list[_T]:
         """`one` over the inputs with bounded concurrency, in order."""
         with ThreadPoolExecutor(max_workers=min(self.config["max_concurrency"], len(inputs))) as pool:
             try:
@@ -141,7 +147,7 @@ class OpenAIBackend:
                 # The endpoint's address is refused: no item can be answered, and no retry helps.
                 raise BackendError(f"{self.url}: {exc}") from None
 
-    def _request_body(self, text: str) -> dict[str, Any]:
+    def _request_body(self, text: str, seed: int | None = None) -> dict[str, Any]:
         messages: list[dict[str, str]] = []
         if self.config["system_prompt"]:
             messages.append({"role": "system", "content": self.config["system_prompt"]})
@@ -151,12 +157,13 @@ class OpenAIBackend:
             "messages": messages,
             "temperature": self.config["temperature"],
             "max_tokens": self.config["max_tokens"],
+            **({"seed": seed} if seed is not None else {}),
         }
 
-    def _predict_one(self, text: str) -> Prediction:
+    def _predict_one(self, text: str, *, seed: int | None = None) -> Prediction:
         started = time.perf_counter()
         try:
-            content = self._completion(self._request_body(text))["message"]["content"] or ""
+            content = self._completion(self._request_body(text, seed))["message"]["content"] or ""
         except _Unreachable as exc:
             return self._failed(f"{UNREACHABLE}{exc}", started)
         except BackendError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import NormalDist
 
 
@@ -45,3 +46,31 @@ def newcombe_interval(
 def welch_df(*, first_part: float, n_first: int, second_part: float, n_second: int) -> float:
     """Welch–Satterthwaite degrees of freedom from two samples' variances of the mean (s²/n)."""
     return (first_part + second_part) ** 2 / (first_part**2 / (n_first - 1) + second_part**2 / (n_second - 1))
+
+
+def clustered_mean_interval(
+    *, cluster_means: Sequence[float], confidence: float = 0.95
+) -> tuple[float, float, float, float]:
+    """The mean of equally sized clusters' means, its cluster-robust standard error and a t interval
+    with G - 1 degrees of freedom (G clusters): (mean, se, low, high), the bounds clipped to [0, 1].
+
+    Repeated answers to one item are not independent, the items are: the standard error is the
+    standard deviation of the per-item means over √G (ddof 1). With equal cluster sizes this is
+    exactly the Liang–Zeger cluster-robust standard error of OLS `correct ~ 1` with the usual
+    small-sample factor G/(G-1)·(N-1)/(N-K) (statsmodels `cov_type="cluster"`, Cameron & Miller
+    2015, §II.C); the t(G-1) reference distribution is what statsmodels uses for clustered errors
+    with `use_t=True` (the test checks both against it).
+    Every item equally right in every repeat gives se 0 and a zero-width interval; fewer than two
+    clusters, the interval (0, 1)."""
+    g = len(cluster_means)
+    if g == 0:
+        return (math.nan, math.nan, 0.0, 1.0)
+    mean = math.fsum(cluster_means) / g
+    if g < 2:
+        return (mean, math.nan, 0.0, 1.0)
+    from scipy import stats as scipy_stats
+
+    variance = math.fsum((m - mean) ** 2 for m in cluster_means) / (g - 1)
+    se = math.sqrt(variance / g)
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, g - 1)) * se
+    return (mean, se, max(0.0, mean - half), min(1.0, mean + half))

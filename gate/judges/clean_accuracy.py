@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from engines.reasons import Reason, gettext_noop, reason, wordings_register
-from engines.stats.intervals import wilson_interval
+from engines.stats.intervals import clustered_mean_interval, wilson_interval
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
 from gate.policy import LOWER_BOUND, PolicySection, setting
 
@@ -40,6 +42,19 @@ class CleanAccuracyPolicy(PolicySection):
         0.80, low=0.0, high=1.0, help="the bar for the candidate's accuracy on the suite"
     )
     clean_min_items: int = setting(30, low=1, high=10**7, help="fewer scored items is insufficient data")
+    repeats: int = setting(
+        1,
+        low=1,
+        high=20,
+        help="answers asked per item (a model sampled at temperature > 0 answers differently each time): "
+        "the accuracy is then the mean over all answers, its interval clustered by item; 1 asks once",
+    )
+    repeats_seed: int = setting(
+        0,
+        low=0,
+        high=2**31 - 1,
+        help="with repeats > 1, the seed the request of each item and repeat derives from",
+    )
 
 
 @dataclass(frozen=True)
@@ -49,6 +64,7 @@ class ItemOutcome:
     language: str
     correct: bool
     errored: bool = False
+    snippet: str = ""  # the item's input, shortened (what a flaky item is shown with)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,10 +77,41 @@ class AccuracyCell:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FlakyItem:
+    """An item right in some of its repeats and wrong in others."""
+
+    item_id: str
+    snippet: str
+    right: int
+    of: int
+
+
+FLAKY_LISTED = 200  # the flaky items stored, fewest right first (`flaky_count` counts them all)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepeatSummary:
+    """What asking each item `k` times showed: `pass_all` (pass^k) the share of items right in every
+    repeat, `pass_any` (pass@k) right in at least one, `se` the cluster-robust standard error of the
+    mean accuracy, `deterministic` when the backend answers alike each time and was asked once (its
+    answer counted k times)."""
+
+    k: int
+    items: int
+    pass_all: float | None
+    pass_any: float | None
+    se: float | None
+    flaky_count: int
+    flaky: tuple[FlakyItem, ...] = ()
+    deterministic: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
 class AccuracySummary(AccuracyCell):
     errors: int
     by_tag: dict[str, AccuracyCell]
     by_language: dict[str, AccuracyCell]
+    repeats: RepeatSummary | None = None  # None: each item asked once
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,32 +137,87 @@ class CleanAccuracyDetails:
     difference: float | None = None
 
 
-def _cell(correct: int, n: int, confidence: float) -> AccuracyCell:
-    low, high = wilson_interval(successes=correct, n=n, confidence=confidence)
+def repeat_seed(*, seed: int, item_id: str, repeat: int) -> int:
+    """The `seed` of an item's `repeat`-th request (0 ≤ seed < 2**31): a hash of the policy's
+    `repeats_seed`, the item and the repeat, so a rerun sends the same seeds."""
+    digest = hashlib.sha256(f"{seed}\n{item_id}\n{repeat}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def _cell(answers: Sequence[Sequence[bool]], confidence: float, repeated: bool) -> AccuracyCell:
+    """The accuracy of the items' answers (one list per item): a Wilson interval when each item was
+    asked once, else the interval clustered by item (`clustered_mean_interval`)."""
+    n = sum(len(marks) for marks in answers)
+    correct = sum(sum(marks) for marks in answers)
+    if repeated:
+        _, _, low, high = clustered_mean_interval(
+            cluster_means=[sum(m) / len(m) for m in answers], confidence=confidence
+        )
+    else:
+        low, high = wilson_interval(successes=correct, n=n, confidence=confidence)
     return AccuracyCell(n=n, correct=correct, accuracy=correct / n if n else None, ci_low=low, ci_high=high)
 
 
-def accuracy_summarize(*, outcomes: Sequence[ItemOutcome], confidence: float) -> AccuracySummary:
-    n = len(outcomes)
-    correct = sum(o.correct for o in outcomes)
-    tag_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    language_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+def _by_item(outcomes: Sequence[ItemOutcome], repeated: bool) -> list[list[ItemOutcome]]:
+    """The outcomes grouped by item, in first-seen order; each outcome its own group when not repeated."""
+    if not repeated:
+        return [[o] for o in outcomes]
+    grouped: dict[str, list[ItemOutcome]] = {}
     for outcome in outcomes:
-        for tag in outcome.tags or ("untagged",):
-            tag_counts[tag][0] += outcome.correct
-            tag_counts[tag][1] += 1
-        language_counts[outcome.language or "unknown"][0] += outcome.correct
-        language_counts[outcome.language or "unknown"][1] += 1
-    overall = _cell(correct, n, confidence)
+        grouped.setdefault(outcome.item_id, []).append(outcome)
+    return list(grouped.values())
+
+
+def _repeats_summarize(items: list[list[ItemOutcome]], k: int, confidence: float) -> RepeatSummary:
+    marks = [[o.correct for o in answers] for answers in items]
+    n = len(marks)
+    flaky = sorted(
+        (
+            FlakyItem(item_id=answers[0].item_id, snippet=answers[0].snippet, right=sum(m), of=len(m))
+            for answers, m in zip(items, marks, strict=True)
+            if 0 < sum(m) < len(m)
+        ),
+        key=lambda f: (f.right / f.of, f.item_id),
+    )
+    _, se, _, _ = clustered_mean_interval(
+        cluster_means=[sum(m) / len(m) for m in marks], confidence=confidence
+    )
+    return RepeatSummary(
+        k=k,
+        items=n,
+        pass_all=sum(all(m) for m in marks) / n if n else None,
+        pass_any=sum(any(m) for m in marks) / n if n else None,
+        se=None if math.isnan(se) else se,
+        flaky_count=len(flaky),
+        flaky=tuple(flaky[:FLAKY_LISTED]),
+    )
+
+
+def accuracy_summarize(
+    *, outcomes: Sequence[ItemOutcome], confidence: float, repeats: int = 1
+) -> AccuracySummary:
+    """Each version's accuracy, by tag and language. With `repeats` > 1 the outcomes hold each item's
+    answers (grouped by `item_id`), the accuracy is their mean and the intervals are clustered by item."""
+    repeated = repeats > 1
+    items = _by_item(outcomes, repeated)
+    tag_groups: dict[str, list[list[bool]]] = defaultdict(list)
+    language_groups: dict[str, list[list[bool]]] = defaultdict(list)
+    for answers in items:
+        marks = [o.correct for o in answers]
+        for tag in answers[0].tags or ("untagged",):
+            tag_groups[tag].append(marks)
+        language_groups[answers[0].language or "unknown"].append(marks)
+    overall = _cell([[o.correct for o in answers] for answers in items], confidence, repeated)
     return AccuracySummary(
-        n=n,
-        correct=correct,
+        n=overall.n,
+        correct=overall.correct,
         accuracy=overall.accuracy,
         ci_low=overall.ci_low,
         ci_high=overall.ci_high,
         errors=sum(o.errored for o in outcomes),
-        by_tag={t: _cell(c, k, confidence) for t, (c, k) in sorted(tag_counts.items())},
-        by_language={lang: _cell(c, k, confidence) for lang, (c, k) in sorted(language_counts.items())},
+        by_tag={t: _cell(g, confidence, repeated) for t, g in sorted(tag_groups.items())},
+        by_language={lang: _cell(g, confidence, repeated) for lang, g in sorted(language_groups.items())},
+        repeats=_repeats_summarize(items, repeats, confidence) if repeated else None,
     )
 
 
@@ -136,12 +238,18 @@ def clean_accuracy_judge(
     confidence: float,
 ) -> CleanAccuracyResult:
     """Pass when the candidate's accuracy (by default its interval's lower bound) reaches
-    `clean_accuracy_min`; insufficient data below `clean_min_items` items."""
-    summary = accuracy_summarize(outcomes=candidate, confidence=confidence)
-    baseline_summary = accuracy_summarize(outcomes=baseline, confidence=confidence) if baseline else None
+    `clean_accuracy_min`; insufficient data below `clean_min_items` items. With `repeats` > 1 the
+    outcomes hold every answer to every item: the accuracy judged is their mean, its interval
+    clustered by item (the bar is the same one, read against the mean)."""
+    repeats = policy.repeats
+    summary = accuracy_summarize(outcomes=candidate, confidence=confidence, repeats=repeats)
+    baseline_summary = (
+        accuracy_summarize(outcomes=baseline, confidence=confidence, repeats=repeats) if baseline else None
+    )
     bar = policy.clean_accuracy_min
-    if summary.n < policy.clean_min_items:
-        too_few = reason(CleanAccuracyCode.TOO_FEW_ITEMS, n=summary.n, need=policy.clean_min_items)
+    items = summary.repeats.items if summary.repeats else summary.n
+    if items < policy.clean_min_items:
+        too_few = reason(CleanAccuracyCode.TOO_FEW_ITEMS, n=items, need=policy.clean_min_items)
         return CleanAccuracyResult(INSUFFICIENT, [too_few], summary, baseline_summary)
     use_bound = decide_on == LOWER_BOUND
     judged = summary.ci_low if use_bound else summary.accuracy

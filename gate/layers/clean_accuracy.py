@@ -19,6 +19,7 @@ from gate.judges.clean_accuracy import (
     CleanAccuracyResult,
     ItemOutcome,
     clean_accuracy_judge,
+    repeat_seed,
 )
 from gate.layers.base import (
     GateLayer,
@@ -41,10 +42,55 @@ from gate.models import GateRun, LayerResult, SampleResult
 from gate.policy import GatePolicyConfig
 from registry.models import EvalItem, ModelVersion
 
+SNIPPET_CHARS = 120
 
-def _side(version: ModelVersion, summary: AccuracySummary, outputs: VersionOutputs) -> AccuracySide:
+
+def _deterministic(version: ModelVersion, repeats: int) -> bool:
+    """Asked once and the answer counted `repeats` times: an in-process classifier answers alike."""
+    from engines.backends import backend_deterministic
+
+    return repeats > 1 and backend_deterministic(version.backend_kind)
+
+
+def _asks(version: ModelVersion, repeats: int) -> int:
+    return 1 if _deterministic(version, repeats) else repeats
+
+
+def _repeated_predict(*, ctx: LayerContext, version: ModelVersion, repeats: int) -> VersionOutputs:
+    """The version's answers to every item, `repeats` times over (repeat-major); each repeat's requests
+    seeded (`repeat_seed`) unless it is asked once (repeats 1, or a deterministic backend)."""
+    general, section = ctx.policy.general, ctx.policy.section(CleanAccuracyPolicy)
+    asks = _asks(version, repeats)
+    rounds = [
+        model_outputs_predict(
+            version=version,
+            texts=[i.input for i in ctx.items],
+            batch_size=general.batch_size,
+            on_batch=ctx.progress.advance,
+            use_cache=general.output_cache,
+            seeds=None
+            if asks == 1
+            else [repeat_seed(seed=section.repeats_seed, item_id=i.external_id, repeat=r) for i in ctx.items],
+        )
+        for r in range(asks)
+    ]
+    return VersionOutputs(
+        predictions=[p for _ in range(repeats // asks) for out in rounds for p in out.predictions],
+        seconds=sum(out.seconds for out in rounds),
+        computed=sum(out.computed for out in rounds),
+        cached=sum(out.cached for out in rounds),
+        device=rounds[0].device,
+    )
+
+
+def _side(
+    version: ModelVersion, summary: AccuracySummary, outputs: VersionOutputs, repeats: int
+) -> AccuracySide:
+    fields = {name: getattr(summary, name) for name in AccuracySummary.__dataclass_fields__}
+    if summary.repeats is not None:
+        fields["repeats"] = replace(summary.repeats, deterministic=_deterministic(version, repeats))
     return AccuracySide(
-        **{name: getattr(summary, name) for name in AccuracySummary.__dataclass_fields__},
+        **fields,
         version=version.ref,
         seconds=outputs.seconds,
         items_per_second=outputs.computed / outputs.seconds if outputs.seconds else None,
@@ -55,9 +101,10 @@ def _side(version: ModelVersion, summary: AccuracySummary, outputs: VersionOutpu
 
 
 def _outcomes(*, ctx: LayerContext, outputs: VersionOutputs) -> list[ItemOutcome]:
-    """A version's answers to the suite, each judged against its item."""
+    """A version's answers to the suite (each item's repeats in turn), each judged against its item."""
+    items = ctx.items * (len(outputs.predictions) // len(ctx.items)) if ctx.items else []
     judged = answers_judge(
-        items=ctx.items, predictions=outputs.predictions, cutoffs=ctx.policy.general.text_cutoffs
+        items=items, predictions=outputs.predictions, cutoffs=ctx.policy.general.text_cutoffs
     )
     return [
         ItemOutcome(
@@ -66,8 +113,9 @@ def _outcomes(*, ctx: LayerContext, outputs: VersionOutputs) -> list[ItemOutcome
             language=item.language,
             correct=correct,
             errored=p.error is not None,
+            snippet=item.input[:SNIPPET_CHARS],
         )
-        for item, p, correct in zip(ctx.items, outputs.predictions, judged, strict=True)
+        for item, p, correct in zip(items, outputs.predictions, judged, strict=True)
     ]
 
 
@@ -76,17 +124,18 @@ def _details(
 ) -> CleanAccuracyDetails:
     """What the layer stores: each side's accuracy with its model time, and their difference."""
     run, baseline = ctx.run, ctx.baseline
+    repeats = ctx.policy.section(CleanAccuracyPolicy).repeats
     details = CleanAccuracyDetails(
         suite=str(run.suite),
         suite_hash=run.suite.content_hash,
-        candidate=_side(run.candidate, result.candidate, outputs[run.candidate_id]),
+        candidate=_side(run.candidate, result.candidate, outputs[run.candidate_id], repeats),
     )
     if baseline is None or result.baseline is None:
         return details
     assert result.candidate.accuracy is not None and result.baseline.accuracy is not None
     return replace(
         details,
-        baseline=_side(baseline, result.baseline, outputs[baseline.pk]),
+        baseline=_side(baseline, result.baseline, outputs[baseline.pk], repeats),
         difference=result.candidate.accuracy - result.baseline.accuracy,
     )
 
@@ -98,7 +147,8 @@ def _samples_store(
     outputs: dict[int, VersionOutputs],
     outcomes: dict[int, list[ItemOutcome]],
 ) -> None:
-    """Every version's answer to every item, for drill-down and the attribution."""
+    """Every version's answer to every item, for drill-down and the attribution (with repeats, the
+    first repeat's: the items come first in the answers)."""
     SampleResult.objects.bulk_create(
         [
             SampleResult(
@@ -113,7 +163,12 @@ def _samples_store(
                 error=p.error or "",
             )
             for pk in outputs
-            for item, p, outcome in zip(ctx.items, outputs[pk].predictions, outcomes[pk], strict=True)
+            for item, p, outcome in zip(
+                ctx.items,
+                outputs[pk].predictions[: len(ctx.items)],
+                outcomes[pk][: len(ctx.items)],
+                strict=True,
+            )
         ],
         batch_size=500,
     )
@@ -129,26 +184,19 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
     essential = True
     method = (
         "share of suite items answered correctly (label match, else BERTScore/chrF cut-off against the "
-        "reference), Wilson interval; judged on the bound the policy names"
+        "reference), Wilson interval; with repeats, the mean over every item's k answers with an interval "
+        "clustered by item (t, n-1 df), pass^k and the flaky items; judged on the bound the policy names"
     )
 
     def units(self, *, policy: GatePolicyConfig, items: list[EvalItem], versions: list[ModelVersion]) -> int:
-        return len(items) * len(versions)
+        repeats = policy.section(CleanAccuracyPolicy).repeats
+        return sum(len(items) * _asks(v, repeats) for v in versions)
 
     def run(self, ctx: LayerContext) -> LayerResult:
         general = ctx.policy.general
         section = ctx.policy.section(CleanAccuracyPolicy)
         started = time.perf_counter()
-        outputs = {
-            v.pk: model_outputs_predict(
-                version=v,
-                texts=[i.input for i in ctx.items],
-                batch_size=general.batch_size,
-                on_batch=ctx.progress.advance,
-                use_cache=general.output_cache,
-            )
-            for v in ctx.versions
-        }
+        outputs = {v.pk: _repeated_predict(ctx=ctx, version=v, repeats=section.repeats) for v in ctx.versions}
         outcomes = {pk: _outcomes(ctx=ctx, outputs=out) for pk, out in outputs.items()}
         result = clean_accuracy_judge(
             candidate=outcomes[ctx.run.candidate_id],

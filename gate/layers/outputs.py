@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from engines.reasons import reason
 from gate.models import ModelOutput
@@ -28,9 +29,16 @@ class VersionOutputs:
     device: str
 
 
-def model_output_key(*, version: ModelVersion, text: str) -> str:
+def model_output_key(*, version: ModelVersion, text: str, seed: int | None = None) -> str:
+    """The cache key of a version's answer to `text`; a seeded request (a repeat) is its own answer."""
     config = json.dumps([version.backend_kind, version.backend_config], sort_keys=True)
-    return hashlib.sha256(f"{config}\n{text}".encode()).hexdigest()
+    seeded = "" if seed is None else f"\nseed={seed}"
+    return hashlib.sha256(f"{config}\n{text}{seeded}".encode()).hexdigest()
+
+
+def _predict(backend: Any, texts: list[str], seeds: list[int | None] | None) -> list:
+    """The backend's answers, seeded when `seeds` are given (the openai backend takes them)."""
+    return backend.predict(texts) if seeds is None else backend.predict(texts, seeds=seeds)
 
 
 def model_outputs_predict(
@@ -40,10 +48,14 @@ def model_outputs_predict(
     batch_size: int,
     on_batch: Callable[[int], None],
     use_cache: bool = True,
+    seeds: Sequence[int] | None = None,
 ) -> VersionOutputs:
+    """The version's answers to `texts`; with `seeds` (one per text, an endpoint's backend only) each
+    request is sent with its seed and cached under it."""
     from engines.backends import BackendCode, BackendError, Prediction, backend_device
 
-    keys = [model_output_key(version=version, text=text) for text in texts]
+    seeded = list(seeds) if seeds is not None else [None] * len(texts)
+    keys = [model_output_key(version=version, text=t, seed=s) for t, s in zip(texts, seeded, strict=True)]
     stored = ModelOutput.objects.filter(version=version, input_hash__in=set(keys)) if use_cache else []
     known = {
         row.input_hash: Prediction(label=row.label or None, text=row.text, latency_ms=row.latency_ms)
@@ -60,7 +72,11 @@ def model_outputs_predict(
             fresh = dict(
                 zip(
                     (keys[i] for i in batch),
-                    model_version_backend(version=version).predict([texts[i] for i in batch]),
+                    _predict(
+                        model_version_backend(version=version),
+                        [texts[i] for i in batch],
+                        None if seeds is None else [seeded[i] for i in batch],
+                    ),
                     strict=True,
                 )
             )

@@ -228,3 +228,15 @@ def test_an_endpoint_without_logprobs_is_a_backend_error_that_says_so(v3, server
     finally:
         front.shutdown()
         front.server_close()
+
+
+def test_label_sample_is_seeded_and_sharpened_by_temperature():
+    from engines.model_server import label_sample
+
+    labels, scores = ["a", "b", "c"], [0.5, 0.3, 0.2]
+    draws = [label_sample(labels=labels, scores=scores, temperature=1.0, seed=s) for s in range(400)]
+    assert draws == [label_sample(labels=labels, scores=scores, temperature=1.0, seed=s) for s in range(400)]
+    assert 0.4 < draws.count("a") / 400 < 0.6 and draws.count("c") > 40
+    cold = {label_sample(labels=labels, scores=scores, temperature=0.01, seed=s) for s in range(200)}
+    assert cold == {"a"}
+    assert label_sample(labels=labels, scores=[0.0, 1.0, 0.0], temperature=5.0, seed=None) == "b"

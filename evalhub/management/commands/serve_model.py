@@ -21,8 +21,14 @@ class Command(BaseCommand):
             default=0.0,
             help="pause before a stream's first token, a slow prefill (demos, tests)",
         )
+        parser.add_argument(
+            "--sample",
+            action="store_true",
+            help="a request with temperature > 0 gets a label sampled from the class scores at that "
+            "temperature, seeded by its seed (a chat model's varying answers: demos of repeats)",
+        )
 
-    def handle(self, *args, version, host, port, token_delay_ms, first_token_delay_ms, **options):
+    def handle(self, *args, version, host, port, token_delay_ms, first_token_delay_ms, sample, **options):
         from engines.model_server import model_server_create
 
         try:
@@ -38,10 +44,11 @@ class Command(BaseCommand):
             port=port,
             token_delay=token_delay_ms / 1000,
             first_token_delay=first_token_delay_ms / 1000,
+            sampling=sample,
         )
         self.stdout.write(
             f"serving {model_version.ref} on http://{host}:{server.server_port}/v1 "
-            f"(config hash {config_hash[:12]})",
+            f"(config hash {config_hash[:12]}{', sampling' if sample else ''})",
             ending="\n",
         )
         self.stdout.flush()

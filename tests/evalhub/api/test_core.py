@@ -366,6 +366,10 @@ class TestGateRuns:
         )
         assert_error(response, 400, "policy_overrides.clean_accuracy_min")
         response = ci_client.post(
+            "/api/v1/gate-runs/", {"candidate": "ca:v3", "policy_overrides": {"repeats": 21}}, format="json"
+        )
+        assert_error(response, 400, "policy_overrides.repeats")
+        response = ci_client.post(
             "/api/v1/gate-runs/", {"candidate": "ca:v3", "policy": "nope"}, format="json"
         )
         assert_error(response, 400, "policy")

@@ -67,3 +67,38 @@ def test_errors_count_as_wrong_and_are_reported():
     assert result.candidate.errors == 30
     assert reason(CleanAccuracyCode.ITEMS_ERRORED, errors=30, n=100) in result.reasons
     assert result.baseline.accuracy == pytest.approx(0.9)
+
+
+def test_repeats_give_pass_k_the_flaky_items_and_an_interval_clustered_by_item():
+    # Six items, four repeats each (answers interleaved, repeat by repeat): per-item means
+    # 0.75, 0.5, 0.25, 0.5, 0, 1.
+    marks = {
+        "a": [1, 1, 1, 0],
+        "b": [1, 0, 1, 0],
+        "c": [0, 0, 1, 0],
+        "d": [0, 1, 0, 1],
+        "e": [0, 0, 0, 0],
+        "f": [1, 1, 1, 1],
+    }
+    data = [
+        ItemOutcome(item, ("plain",), "en", bool(m[r]), snippet=f"input {item}")
+        for r in range(4)
+        for item, m in marks.items()
+    ]
+    summary = accuracy_summarize(outcomes=data, confidence=0.95, repeats=4)
+    assert (summary.n, summary.correct, summary.accuracy) == (24, 12, 0.5)
+    repeats = summary.repeats
+    assert (repeats.k, repeats.items, repeats.flaky_count) == (4, 6, 4)
+    assert (repeats.pass_all, repeats.pass_any) == (pytest.approx(1 / 6), pytest.approx(5 / 6))
+    assert [(f.item_id, f.right) for f in repeats.flaky] == [("c", 1), ("b", 2), ("d", 2), ("a", 3)]
+    assert repeats.flaky[0].snippet == "input c" and repeats.flaky[0].of == 4
+    # By hand: squared deviations from 0.5 sum to 0.625, sd² = 0.625 / 5, se = √(sd² / 6);
+    # t(0.975, 5 df) = 2.570581835636314.
+    se = (0.625 / 5 / 6) ** 0.5
+    assert repeats.se == pytest.approx(se, abs=1e-12)
+    half = 2.570581835636314 * se
+    assert (summary.ci_low, summary.ci_high) == pytest.approx((0.5 - half, 0.5 + half), abs=1e-12)
+    assert summary.by_tag["plain"].ci_low == summary.ci_low
+    # Asked once, the same 24 answers are 24 items with a Wilson interval (narrower), no repeats.
+    once = accuracy_summarize(outcomes=data, confidence=0.95)
+    assert once.repeats is None and summary.ci_low < once.ci_low

@@ -38,6 +38,11 @@ api_v1 = (
         path("gate-runs/", gate_apis.GateRunListApi.as_view(), name="gate-run-list"),
         path("gate-runs/<int:pk>/", gate_apis.GateRunDetailApi.as_view(), name="gate-run-detail"),
         path("gate-runs/<int:pk>/cancel/", gate_apis.GateRunCancelApi.as_view(), name="gate-run-cancel"),
+        path(
+            "gate-runs/<int:pk>/adversarial.jsonl",
+            gate_apis.GateRunAdversarialApi.as_view(),
+            name="gate-run-adversarial",
+        ),
         path("gate-runs/<int:pk>/samples/", gate_apis.GateRunSamplesApi.as_view(), name="gate-run-samples"),
         path("gate-runs/<int:pk>/report/", gate_apis.GateRunReportApi.as_view(), name="gate-run-report"),
         path("decisions/", gate_apis.DecisionListApi.as_view(), name="decision-list"),

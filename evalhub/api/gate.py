@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.http import StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -33,7 +34,12 @@ from gate.layers.registry import gate_policy_read, layer_names
 from gate.models import Decision, GateRun, LayerResult, SampleResult
 from gate.reporting import gate_report_markdown
 from gate.selectors.decisions import decision_get, decision_list
-from gate.selectors.gate_runs import gate_run_get, gate_run_list, sample_result_list
+from gate.selectors.gate_runs import (
+    adversarial_examples_export,
+    gate_run_get,
+    gate_run_list,
+    sample_result_list,
+)
 from gate.services.decisions import REASON_MAX_LENGTH, decision_record
 from gate.services.gate_runs import gate_run_cancel, gate_run_error, gate_run_start
 from gate.services.progress import gate_queue_snapshot, gate_run_live
@@ -236,6 +242,24 @@ class GateRunCancelApi(APIView):
         gate_run_cancel(gate_run_id=pk, actor=request.user, why=serializer.validated_data.get("reason", ""))
         run = gate_run_get(gate_run_id=pk)
         return Response(GateRunOutputSerializer(run, context={"request": request}).data)
+
+
+class GateRunAdversarialApi(APIView):
+    """Layer 1's perturbed examples of a run as JSONL (`gate.selectors.gate_runs.
+    adversarial_examples_export`): training data for the next version."""
+
+    @extend_schema(
+        operation_id="gate_run_adversarial_export",
+        responses={(200, "application/x-ndjson"): OpenApiTypes.STR},
+    )
+    def get(self, request: Request, pk: int) -> StreamingHttpResponse:
+        run = gate_run_get(gate_run_id=pk)
+        rows = adversarial_examples_export(run=run)
+        response = StreamingHttpResponse(
+            (json.dumps(row, ensure_ascii=False) + "\n" for row in rows), content_type="application/x-ndjson"
+        )
+        response["Content-Disposition"] = f'attachment; filename="gate-run-{run.pk}-adversarial.jsonl"'
+        return response
 
 
 class MarkdownRenderer(renderers.BaseRenderer):

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from django.db.models import QuerySet
 
@@ -57,6 +59,33 @@ def sample_result_list(
     if correct is not None:
         queryset = queryset.filter(correct=correct)
     return queryset.order_by("layer_result_id", "version_id", "sample_index", "item__position", "id")
+
+
+def adversarial_examples_export(*, run: GateRun) -> Iterator[dict[str, Any]]:
+    """The run's layer-1 examples as JSONL rows, for training the next version on what broke this
+    one: per version and perturbed sample, the original, the perturbed text, the true label, the
+    model's answer, whether it was right, the recipe and its seed, and for a word-level attack its
+    outcome (`succeeded`: the answer flipped) and swaps. Never the eval items alone: a row is a
+    perturbation of one (keep them out of a suite's training data as the suite itself is)."""
+    seed = (run.policy_config or {}).get("robustness_seed")
+    samples = sample_result_list(run=run, layer="robustness").exclude(item=None)
+    for sample in samples.iterator(chunk_size=2000):
+        recipe, _, outcome = sample.perturbation.partition(":")
+        yield {
+            "gate_run": run.pk,
+            "version": sample.version.ref,
+            "item_id": sample.item.external_id,
+            "language": sample.item.language,
+            "original": sample.item.input,
+            "perturbed": sample.input_text,
+            "label": sample.item.label,
+            "answer": sample.output_label,
+            "correct": sample.correct,
+            "recipe": recipe,
+            "seed": seed,
+            "outcome": outcome or None,
+            "diff": sample.diff,
+        }
 
 
 @dataclass(frozen=True)

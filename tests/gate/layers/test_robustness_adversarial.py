@@ -336,3 +336,35 @@ def test_a_chunk_slower_than_the_stale_window_does_not_make_its_live_worker_look
     assert f"attacking {candidate.ref} on worker gpu@vm" in {reason for _, reason, _ in seen}
     progress = [percent for _, _, percent in seen]
     assert progress == sorted(progress) and len(set(progress)) > 2  # it moved, and never went back
+
+
+def test_a_runs_adversarial_examples_export_as_jsonl_by_api_and_command(versions, suite, tmp_path):
+    import json
+
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from rest_framework.test import APIClient
+
+    from registry.services.tokens import api_token_create, user_role_grant
+
+    candidate, baseline = versions
+    layer = run_layer(candidate, suite)
+    viewer = get_user_model().objects.create_user(username="viewer")
+    user_role_grant(user=viewer, role="viewer")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=viewer)[1]}")
+    response = api.get(f"/api/v1/gate-runs/{layer.gate_run_id}/adversarial.jsonl")
+    assert response.status_code == 200 and response["Content-Type"] == "application/x-ndjson"
+    rows = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
+    assert len(rows) == 24 and {r["version"] for r in rows} == {candidate.ref, baseline.ref}  # 12 each
+    flipped = [r for r in rows if r["outcome"] == "succeeded"]
+    assert flipped and all(r["perturbed"] != r["original"] and r["correct"] is False for r in flipped)
+    assert {(r["recipe"], r["seed"]) for r in rows} == {("textfooler-v1", 0)}
+    by_id = {i.external_id: i for i in suite.items.all()}
+    assert all(
+        r["original"] == by_id[r["item_id"]].input and r["label"] == by_id[r["item_id"]].label for r in rows
+    )
+    out = tmp_path / "adv.jsonl"
+    call_command("export_adversarial", str(layer.gate_run_id), "--out", str(out))
+    assert [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] == rows
+    assert api.get("/api/v1/gate-runs/999999/adversarial.jsonl").status_code == 404

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from engines.stats.intervals import wilson_interval
+from gate.cost import VersionCost
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
 from gate.policy import LOWER_BOUND, PolicySection, setting
 
@@ -88,6 +89,7 @@ class CleanAccuracyDetails:
     candidate: AccuracySide
     baseline: AccuracySide | None = None
     difference: float | None = None
+    costs: list[VersionCost] = field(default_factory=list)  # each version's model work, priced
 
 
 def _cell(correct: int, n: int, confidence: float) -> AccuracyCell:

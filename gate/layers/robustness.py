@@ -49,6 +49,7 @@ from gate.layers.model import (
     breakdown_chart,
     breakdown_table,
     model_attribution,
+    versions_cost,
 )
 from gate.layers.outputs import model_outputs_predict
 from gate.layers.robustness_adversarial import adversarial_run, version_scores_classes
@@ -228,6 +229,9 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             worst_items=result.worst,
             # Seconds of this attempt: building the set, model calls, chunk commits, judging.
             timings=work.timings,
+            costs=versions_cost(
+                versions=ctx.versions, usage=work.usage, seconds=work.seconds, devices=work.devices
+            ),
         )
         return self.store(
             run=ctx.run,
@@ -502,7 +506,9 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
                     ),
                 ],
             )
-        estimates = estimates_of(details, without=(*SETUP_FIELDS, "timings", "attack_recipe", "worst_items"))
+        estimates = estimates_of(
+            details, without=(*SETUP_FIELDS, "timings", "attack_recipe", "worst_items", "costs")
+        )
         return ReportPart(inputs=inputs, estimates=estimates, attribution=attribution)
 
     def charts(self, *, details: RobustnessDetails, threshold: float | None) -> list[Chart]:

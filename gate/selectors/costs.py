@@ -16,13 +16,14 @@ from gate.models import LayerResult
 @dataclass(frozen=True, kw_only=True)
 class MonthCost:
     """One month of a family's gate runs (by when each run was created): runs with stored costs, model
-    queries, the priced cost summed (`cost`, in `currency`) and the version-layer entries unpriced."""
+    queries, the priced entries' cost summed (`cost`, in `currency`; None when none was priced) and
+    how many version-layer entries were unpriced."""
 
     month: str  # "2026-12"
     currency: str
     runs: int
     queries: int
-    cost: float
+    cost: float | None
     unpriced: int
 
 
@@ -38,7 +39,8 @@ def family_costs_by_month(*, family: str) -> list[MonthCost]:
         .values_list("month", "gate_run_id", "details__costs")
     )
     runs: defaultdict[tuple[str, str], set[int]] = defaultdict(set)
-    totals: defaultdict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0])
+    # per (month, currency): queries, priced cost, unpriced entries, priced entries
+    totals: defaultdict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0, 0])
     for month, run_id, costs in rows:
         for entry in costs if isinstance(costs, list) else []:
             if not isinstance(entry, dict):
@@ -49,13 +51,14 @@ def family_costs_by_month(*, family: str) -> list[MonthCost]:
             totals[key][0] += _number(entry.get("queries")) or 0
             totals[key][1] += amount or 0.0
             totals[key][2] += amount is None
+            totals[key][3] += amount is not None
     return [
         MonthCost(
             month=month,
             currency=currency,
             runs=len(runs[(month, currency)]),
             queries=int(totals[(month, currency)][0]),
-            cost=totals[(month, currency)][1],
+            cost=totals[(month, currency)][1] if totals[(month, currency)][3] else None,
             unpriced=int(totals[(month, currency)][2]),
         )
         for month, currency in sorted(totals, reverse=True)

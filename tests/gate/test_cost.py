@@ -132,6 +132,8 @@ def test_a_run_counts_the_endpoints_tokens_and_the_local_models_seconds_and_pric
     )
     page = page_text(admin_client.get(f"/gate-runs/{run.pk}/"))
     assert "Cost" in page and f"{there['cost']:.4f} EUR" in page and "Tokens in" in page
+    chinese = page_text(admin_client.get(f"/gate-runs/{run.pk}/", HTTP_ACCEPT_LANGUAGE="zh-CN"))
+    assert "成本" in chinese and "输入词元" in chinese and "未知" in chinese
 
 
 @pytest.mark.django_db
@@ -146,6 +148,8 @@ def test_no_price_is_unpriced_and_the_family_sums_what_is_priced(
     assert "unpriced" in page
     markdown = admin_client.get(f"/api/v1/gate-runs/{unpriced.pk}/report/?format=md").content.decode()
     assert "Total: unpriced" in markdown
+    [month] = family_costs_by_month(family="fam")
+    assert (month.runs, month.cost, month.unpriced) == (1, None, 2)  # nothing priced: no sum, not 0
 
     settings.EVALHUB_DEVICE_HOUR_PRICE = {"cpu": 1.0}
     priced = remote_register(

@@ -295,7 +295,7 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
         section = ctx.policy.section(RobustnessPolicy)
         by_id = {item.external_id: item for item in ctx.items}
         expected = (
-            {v.pk: self._clean_expected(ctx=ctx, version=v) for v in ctx.versions}
+            {v.pk: self._clean_expected(ctx=ctx, version=v, work=work) for v in ctx.versions}
             if section.robustness_judge_by == "consistency"
             else None
         )
@@ -392,9 +392,12 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             )
         return outcomes
 
-    def _clean_expected(self, *, ctx: LayerContext, version: ModelVersion) -> dict[str, Expected]:
+    def _clean_expected(
+        self, *, ctx: LayerContext, version: ModelVersion, work: ModelWork
+    ) -> dict[str, Expected]:
         """Consistency mode: the version's own answer to each clean item is what its perturbed samples
-        must agree with (a clean answer that errored agrees with nothing)."""
+        must agree with (a clean answer that errored agrees with nothing; asking for it is the
+        layer's model work too, usually taken from the output cache)."""
         outputs = model_outputs_predict(
             version=version,
             texts=[i.input for i in ctx.items],
@@ -402,6 +405,7 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             on_batch=ctx.progress.advance,
             use_cache=ctx.policy.general.output_cache,
         )
+        work.outputs_add(version=version, outputs=outputs, candidate=version.pk == ctx.run.candidate_id)
         return {
             item.external_id: Expected(
                 label=(p.label or "") if p.error is None else "",

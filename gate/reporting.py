@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engines.reasons import ENGLISH, Reason, Words, reason_render, stored_reason_read
+from gate.cost import VersionCost
 
 LEVELS = ("phenomenon", "data", "system")
 RULE = (
@@ -47,8 +48,11 @@ class Attribution:
 
 @dataclass(frozen=True, kw_only=True)
 class LayerCost:
+    """The layer's wall seconds and device, and each version's model work priced (model layers)."""
+
     wall_seconds: float
     device: str
+    versions: list[VersionCost] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +116,9 @@ class GateReport:
     # Stored results of layers this version does not have (name -> verdict).
     retired_layers: dict[str, str] = field(default_factory=dict)
     rule: str = RULE
+    # The model layers' costs summed (None: some of it unpriced), in `cost_currency`.
+    cost_total: float | None = None
+    cost_currency: str = ""
 
 
 def _number(value: Any) -> str:
@@ -250,6 +257,36 @@ def _stored_policy_markdown(policy: PolicyRef, *, words: Words) -> list[str]:
     return [line for table in tables if table.rows for line in [*table_markdown(table), ""]]
 
 
+def _known(value: float | int | None, spec: str = "") -> str:
+    return "unknown" if value is None else format(value, spec)
+
+
+def _money(value: float | None, currency: str) -> str:
+    return "unpriced" if value is None else f"{value:.4f} {currency}"
+
+
+def cost_markdown(report: GateReport) -> list[str]:
+    """The model work of each layer and version, priced, and the run's total (none: no lines)."""
+    costs = [(layer.layer, cost) for layer in report.layers for cost in layer.cost.versions]
+    if not costs:
+        return []
+    lines = [
+        "",
+        "## Cost",
+        "",
+        "| layer | version | device | queries | tokens in | tokens out | wall s | device s | cost |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, c in costs:
+        lines.append(
+            f"| {name} | {c.version} | {c.device or '–'} | {c.queries} | {_known(c.tokens_in)} | "
+            f"{_known(c.tokens_out)} | {c.wall_seconds:.2f} | {_known(c.device_seconds, '.2f')} | "
+            f"{_money(c.cost, c.currency)} |"
+        )
+    lines += ["", f"Total: {_money(report.cost_total, report.cost_currency)}"]
+    return lines
+
+
 def gate_report_markdown(report: GateReport, *, words: Words) -> str:
     """The report for audits, its reasons in `words` (the reader's language, given by the edge)."""
     suite = report.suite
@@ -280,6 +317,7 @@ def gate_report_markdown(report: GateReport, *, words: Words) -> str:
         lines.append(f"| {name} | **missing** | | | | | | |")
     for name, verdict in report.retired_layers.items():
         lines.append(f"| {name} | {verdict} (retired layer) | | | | | | |")
+    lines += cost_markdown(report)
     for layer in report.layers:
         lines += ["", f"## {layer.layer}: {layer.verdict}", "", f"Method: {layer.method}", ""]
         lines += [f"- {reason_render(reason, words=words)}" for reason in layer.reasons]

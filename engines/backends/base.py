@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 from engines.reasons import ENGLISH, Reason, gettext_noop, reason_render, wordings_register
 
@@ -30,10 +30,50 @@ wordings_register(
 
 @dataclass(frozen=True)
 class Prediction:
+    """One answer. `tokens_in`/`tokens_out`: what the model counted for it (an endpoint's `usage`);
+    None where the backend does not count tokens (not 0: unknown is not free)."""
+
     label: str | None
     text: str
     latency_ms: float
     error: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+
+
+def _plus(a: int | float | None, b: int | float | None) -> Any:
+    return None if a is None or b is None else a + b
+
+
+@dataclass(frozen=True, kw_only=True)
+class Usage:
+    """What model work spent: queries asked, tokens in and out (None: not known for some query), and
+    seconds the model ran on a local device (None: a remote endpoint's device time is not known)."""
+
+    queries: int = 0
+    tokens_in: int | None = 0
+    tokens_out: int | None = 0
+    device_seconds: float | None = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            queries=self.queries + other.queries,
+            tokens_in=_plus(self.tokens_in, other.tokens_in),
+            tokens_out=_plus(self.tokens_out, other.tokens_out),
+            device_seconds=_plus(self.device_seconds, other.device_seconds),
+        )
+
+
+def usage_of(*, predictions: Sequence[Prediction], device_seconds: float | None) -> Usage:
+    """The usage of answers just computed (one query each), their tokens summed when all are known."""
+    tokens_in = [p.tokens_in for p in predictions]
+    tokens_out = [p.tokens_out for p in predictions]
+    return Usage(
+        queries=len(predictions),
+        tokens_in=None if None in tokens_in else sum(t or 0 for t in tokens_in),
+        tokens_out=None if None in tokens_out else sum(t or 0 for t in tokens_out),
+        device_seconds=device_seconds,
+    )
 
 
 class BackendError(Exception):

@@ -97,6 +97,9 @@ SCHEMAS: dict[str, dict[str, tuple[_ValueType, object, bool]]] = {
             DEFAULT_TOP_LOGPROBS,
             False,
         ),  # alternatives asked for at each token when scoring
+        # What the endpoint charges per 1 000 tokens in and out (the gate's cost); absent: unpriced.
+        "price_per_1k_input": ((int, float), None, False),
+        "price_per_1k_output": ((int, float), None, False),
     },
     "hf": {
         "path": (str, None, True),
@@ -117,10 +120,14 @@ LIMITS = {
     "max_length": (8, 8192),
     "batch_size": (1, 4096),
     "top_logprobs": (1, 20),
+    "price_per_1k_input": (0, 1_000_000),
+    "price_per_1k_output": (0, 1_000_000),
 }
+# Keys that price a model rather than name it: left out of its hash and of the output cache's key.
+PRICE_KEYS = frozenset({"price_per_1k_input", "price_per_1k_output"})
 # Keys added after versions were stored: left out when absent (not filled with their default), so a
 # stored config validates to itself and its hash (`backend_config_hash`) stays what it was.
-ADDED_LATER = frozenset({"labels", "top_logprobs"})
+ADDED_LATER = frozenset({"labels", "top_logprobs", *PRICE_KEYS})
 MAX_LABELS = 1000
 
 
@@ -234,4 +241,9 @@ def backend_config_hash(*, kind: str, config: dict[str, Any]) -> str:
     """What identifies a version's model: its backend kind and config, hashed (a changed checkpoint
     path or endpoint is another model). The model server announces it; the gate and the canary check
     that a serving address announces its version's."""
-    return hashlib.sha256(json.dumps([kind, config], sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([kind, config_unpriced(config)], sort_keys=True).encode()).hexdigest()
+
+
+def config_unpriced(config: dict[str, Any]) -> dict[str, Any]:
+    """The config without its prices: a new price is the same model, answering the same."""
+    return {key: value for key, value in config.items() if key not in PRICE_KEYS}

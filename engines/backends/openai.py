@@ -75,6 +75,17 @@ class _Unreachable(Exception):
     """No attempt got through (the last one's failure is the message)."""
 
 
+def _tokens(answer: dict[str, Any]) -> tuple[int | None, int | None]:
+    """Tokens in and out from a completion's `usage` (OpenAI's `prompt_tokens`, `completion_tokens`);
+    None for what the endpoint does not say."""
+    usage = answer.get("usage")
+    if not isinstance(usage, dict):
+        return None, None
+    counts = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
+    known = [c if isinstance(c, int) and not isinstance(c, bool) and c >= 0 else None for c in counts]
+    return known[0], known[1]
+
+
 class OpenAIBackend:
     def __init__(
         self,
@@ -163,20 +174,28 @@ class OpenAIBackend:
     def _predict_one(self, text: str, *, seed: int | None = None) -> Prediction:
         started = time.perf_counter()
         try:
-            content = self._completion(self._request_body(text, seed))["message"]["content"] or ""
+            answer = self._completion(self._request_body(text, seed))
         except _Unreachable as exc:
             return self._failed(f"{UNREACHABLE}{exc}", started)
         except BackendError as exc:
             return self._failed(str(exc), started)
+        content = answer["choices"][0]["message"]["content"] or ""
         match = self.label_pattern.search(content)
         label = match.group("label").strip() if match else None
-        answer = (content[: match.start()] + content[match.end() :]).strip() if match else content
-        return Prediction(label=label, text=answer, latency_ms=self._ms(started))
+        text_out = (content[: match.start()] + content[match.end() :]).strip() if match else content
+        tokens_in, tokens_out = _tokens(answer)
+        return Prediction(
+            label=label,
+            text=text_out,
+            latency_ms=self._ms(started),
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+        )
 
     def _scores_one(self, text: str) -> list[float]:
         body = {**self._request_body(text), "logprobs": True, "top_logprobs": self.top_logprobs}
         try:
-            choice = self._completion(body)
+            choice = self._completion(body)["choices"][0]
         except _Unreachable as exc:
             raise BackendError(
                 reason(BackendCode.UNREACHABLE, url=self.url, why=str(exc)), transient=True
@@ -191,7 +210,7 @@ class OpenAIBackend:
         return scores
 
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The answer's first choice; transient failures retried with backoff, then _Unreachable."""
+        """The answer (a chat completion); transient failures retried with backoff, then _Unreachable."""
         attempts = self.config["max_retries"] + 1
         for attempt in range(attempts):
             try:
@@ -216,12 +235,12 @@ class OpenAIBackend:
         if response.status_code >= 400:
             raise BackendError(f"HTTP {response.status_code}: {response.text[:200]}")
         try:
-            choice: dict[str, Any] = response.json()["choices"][0]
-            if "content" not in choice["message"]:  # a chat completion has it (maybe null)
+            answer: dict[str, Any] = response.json()
+            if "content" not in answer["choices"][0]["message"]:  # a chat completion has it (maybe null)
                 raise KeyError("content")
         except (ValueError, KeyError, IndexError, TypeError):
             raise BackendError(f"not a chat completion: {response.text[:200]}") from None
-        return choice
+        return answer
 
     @staticmethod
     def _ms(started: float) -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -284,6 +285,16 @@ EVALHUB_PROXY_TIMEOUT_SECONDS = float(os.environ.get("EVALHUB_PROXY_TIMEOUT_SECO
 # mirrored questions, and how many mirrors may wait for them (one more is dropped, and counted).
 EVALHUB_SHADOW_WORKERS = int(os.environ.get("EVALHUB_SHADOW_WORKERS", 4))
 EVALHUB_SHADOW_QUEUE = int(os.environ.get("EVALHUB_SHADOW_QUEUE", 200))
+
+# Gate cost (gate.cost): the price of an hour of each device kind a model runs on locally, as
+# JSON ({"cpu": 0.05, "cuda": 2.5}; a kind not named is unpriced), and the currency prices are in.
+EVALHUB_DEVICE_HOUR_PRICE: dict[str, float] = {
+    str(kind): float(price)
+    for kind, price in json.loads(os.environ.get("EVALHUB_DEVICE_HOUR_PRICE", "{}")).items()
+}
+if any(price < 0 for price in EVALHUB_DEVICE_HOUR_PRICE.values()):
+    raise ValueError("EVALHUB_DEVICE_HOUR_PRICE: a price must not be negative")
+EVALHUB_COST_CURRENCY = os.environ.get("EVALHUB_COST_CURRENCY", "USD")
 
 # ---------------------------------------------------------------------------------------------
 # Celery: CELERY_BROKER_URL, else kombu's filesystem transport under var/ (no server)

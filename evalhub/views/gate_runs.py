@@ -15,12 +15,18 @@ from django.views.decorators.http import require_POST
 
 from evalhub.permissions import error_text, reader_required, roles_required
 from evalhub.terms import term_label
+from gate.cost import costs_total
 from gate.layers.base import to_json
 from gate.selectors.gate_runs import gate_run_get, wrong_answer_filters, wrong_answer_list
 from gate.services.charts import gate_run_charts
 from gate.services.gate_runs import gate_run_cancel, gate_run_cancellable_by
 from gate.services.progress import gate_run_live
-from gate.services.report import gate_run_layers, gate_run_policy_findings, gate_run_retired_layers
+from gate.services.report import (
+    gate_run_costs,
+    gate_run_layers,
+    gate_run_policy_findings,
+    gate_run_retired_layers,
+)
 from registry.errors import ApplicationError
 from registry.roles import WRITE_ROLES
 
@@ -66,7 +72,10 @@ def gate_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         kept.pop(key, None)
     layers = gate_run_layers(run=run)
     charts = gate_run_charts(layers=layers)
+    costs = gate_run_costs(layers=layers)
     context = {
+        "costs": costs,
+        "cost_total": costs_total([row.cost for row in costs]),
         "run": run,
         "layers": layers,
         "live": gate_run_live(run=run),

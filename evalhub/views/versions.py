@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 
 from evalhub.permissions import error_text, reader_required, roles_required
 from evalhub.terms import term_label
+from gate.selectors.costs import family_costs_by_month
 from gate.selectors.decisions import (
     decision_get,
     decision_list,
@@ -35,6 +36,7 @@ def version_detail(request, ref: str):
     context = {
         "version": version,
         "runs": gate_run_list(filters={"candidate": version})[:50],
+        "family_costs": family_costs_by_month(family=version.family),
         "decisions": decision_list(filters={"version": version}),
         "can_decide": RELEASE_MANAGER in user_roles(request.user),
         "decided_run": gate_run_latest_finished(version=version),

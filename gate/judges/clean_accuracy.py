@@ -6,11 +6,12 @@ import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from engines.stats.intervals import clustered_mean_interval, wilson_interval
+from gate.cost import VersionCost
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
 from gate.policy import LOWER_BOUND, PolicySection, setting
 
@@ -135,6 +136,7 @@ class CleanAccuracyDetails:
     candidate: AccuracySide
     baseline: AccuracySide | None = None
     difference: float | None = None
+    costs: list[VersionCost] = field(default_factory=list)  # each version's model work, priced
 
 
 def repeat_seed(*, seed: int, item_id: str, repeat: int) -> int:

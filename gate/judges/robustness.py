@@ -12,6 +12,7 @@ from engines.perturbation.attack import AttackReport, AttackSpec
 from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from engines.stats.hypothesis import mcnemar_exact
 from engines.stats.intervals import wilson_interval
+from gate.cost import VersionCost
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
 from gate.policy import LOWER_BOUND, PolicyError, PolicySection, setting
 
@@ -223,6 +224,7 @@ class RobustnessDetails:
     comparison: PairedComparison | None = None
     worst_items: list[WorstItem] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    costs: list[VersionCost] = field(default_factory=list)  # each version's model work (this attempt), priced
 
 
 def robustness_summarize(*, outcomes: Sequence[SampleOutcome], confidence: float) -> RobustnessSummary:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 import time
 from dataclasses import replace
 
@@ -36,6 +38,7 @@ from gate.layers.model import (
     breakdown_chart,
     breakdown_table,
     model_attribution,
+    versions_cost,
 )
 from gate.layers.outputs import VersionOutputs, model_outputs_predict
 from gate.models import GateRun, LayerResult, SampleResult
@@ -80,6 +83,7 @@ def _repeated_predict(*, ctx: LayerContext, version: ModelVersion, repeats: int)
         computed=sum(out.computed for out in rounds),
         cached=sum(out.cached for out in rounds),
         device=rounds[0].device,
+        usage=functools.reduce(operator.add, (out.usage for out in rounds)),
     )
 
 
@@ -129,6 +133,12 @@ def _details(
         suite=str(run.suite),
         suite_hash=run.suite.content_hash,
         candidate=_side(run.candidate, result.candidate, outputs[run.candidate_id], repeats),
+        costs=versions_cost(
+            versions=ctx.versions,
+            usage={pk: out.usage for pk, out in outputs.items()},
+            seconds={pk: out.seconds for pk, out in outputs.items()},
+            devices={pk: out.device for pk, out in outputs.items()},
+        ),
     )
     if baseline is None or result.baseline is None:
         return details
@@ -254,7 +264,7 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
             )
         return ReportPart(
             inputs=inputs,
-            estimates=estimates_of(details, without=("suite", "suite_hash")),
+            estimates=estimates_of(details, without=("suite", "suite_hash", "costs")),
             attribution=attribution,
         )
 

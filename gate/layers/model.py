@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from django.conf import settings
 from django.db.models import Avg, Count, Q
 from django.utils.translation import gettext as _
 
-from engines.backends.base import Prediction
+from engines.backends.base import Prediction, Usage
 from engines.reasons import Reason, gettext_noop, reason, sentences, stored_reason_read, wordings_register
 from engines.scoring.answers import answer_correct
 from gate.charts import Cell, Chart, bars_chart
+from gate.cost import Prices, VersionCost, version_cost
 from gate.layers.outputs import VersionOutputs
 from gate.models import GateRun, LayerResult
 from gate.reporting import Attribution, AttributionLevel, Table
@@ -233,6 +235,8 @@ class ModelWork:
     computed: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
     cached: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
     device: str = ""
+    usage: defaultdict[int, Usage] = field(default_factory=lambda: defaultdict(Usage))
+    devices: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.timings = {**dict.fromkeys(self.phases, 0.0), **self.timings}
@@ -251,5 +255,39 @@ class ModelWork:
         self.timings["inference"] = self.timings.get("inference", 0.0) + outputs.seconds
         self.computed[version.pk] += outputs.computed
         self.cached[version.pk] += outputs.cached
+        self.usage[version.pk] += outputs.usage
+        self.devices[version.pk] = outputs.device
         if candidate:
             self.device = outputs.device
+
+
+def version_prices(version: ModelVersion) -> Prices:
+    """The version's prices: its endpoint's per 1 000 tokens (its backend config), the deployment's
+    per device-hour (EVALHUB_DEVICE_HOUR_PRICE), in EVALHUB_COST_CURRENCY."""
+    config = version.backend_config if isinstance(version.backend_config, dict) else {}
+    return Prices(
+        per_1k_input=config.get("price_per_1k_input"),
+        per_1k_output=config.get("price_per_1k_output"),
+        device_hour=settings.EVALHUB_DEVICE_HOUR_PRICE,
+        currency=settings.EVALHUB_COST_CURRENCY,
+    )
+
+
+def versions_cost(
+    *,
+    versions: Sequence[ModelVersion],
+    usage: dict[int, Usage],
+    seconds: dict[int, float],
+    devices: dict[int, str],
+) -> list[VersionCost]:
+    """Each version's model work in a layer, priced (by version pk: its usage, model seconds, device)."""
+    return [
+        version_cost(
+            version=v.ref,
+            usage=usage.get(v.pk, Usage()),
+            wall_seconds=seconds.get(v.pk, 0.0),
+            device=devices.get(v.pk, ""),
+            prices=version_prices(v),
+        )
+        for v in versions
+    ]

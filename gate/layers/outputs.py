@@ -11,9 +11,11 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from engines.backends.base import Usage, usage_of
+from engines.backends.config import config_unpriced
 from engines.reasons import reason
 from gate.models import ModelOutput
 from registry.models import ModelVersion
@@ -27,11 +29,14 @@ class VersionOutputs:
     computed: int
     cached: int
     device: str
+    # What the computed answers spent (the cached ones spent nothing now).
+    usage: Usage = field(default_factory=Usage)
 
 
 def model_output_key(*, version: ModelVersion, text: str, seed: int | None = None) -> str:
-    """The cache key of a version's answer to `text`; a seeded request (a repeat) is its own answer."""
-    config = json.dumps([version.backend_kind, version.backend_config], sort_keys=True)
+    """The cache key of a version's answer to `text` (its price aside: a price is not the model); a
+    seeded request (a repeat) is its own answer."""
+    config = json.dumps([version.backend_kind, config_unpriced(version.backend_config)], sort_keys=True)
     seeded = "" if seed is None else f"\nseed={seed}"
     return hashlib.sha256(f"{config}\n{text}{seeded}".encode()).hexdigest()
 
@@ -99,10 +104,15 @@ def model_outputs_predict(
     except BackendError as exc:
         why = reason(BackendCode.OF_VERSION, ref=version.ref, why=exc.reason)
         raise BackendError(why, transient=exc.transient) from exc
+    seconds = time.perf_counter() - started if todo else 0.0
+    device = backend_device(version.backend_kind)
     return VersionOutputs(
         predictions=[known[key] for key in keys],
-        seconds=time.perf_counter() - started if todo else 0.0,
+        seconds=seconds,
         computed=len(todo),
         cached=cached,
-        device=backend_device(version.backend_kind),
+        device=device,
+        usage=usage_of(
+            predictions=[known[keys[i]] for i in todo], device_seconds=None if device == "remote" else seconds
+        ),
     )

@@ -49,6 +49,7 @@ from gate.layers.model import (
     breakdown_chart,
     breakdown_table,
     model_attribution,
+    versions_cost,
 )
 from gate.layers.outputs import model_outputs_predict
 from gate.layers.robustness_adversarial import adversarial_run, version_scores_classes
@@ -228,6 +229,9 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             worst_items=result.worst,
             # Seconds of this attempt: building the set, model calls, chunk commits, judging.
             timings=work.timings,
+            costs=versions_cost(
+                versions=ctx.versions, usage=work.usage, seconds=work.seconds, devices=work.devices
+            ),
         )
         return self.store(
             run=ctx.run,
@@ -291,7 +295,7 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
         section = ctx.policy.section(RobustnessPolicy)
         by_id = {item.external_id: item for item in ctx.items}
         expected = (
-            {v.pk: self._clean_expected(ctx=ctx, version=v) for v in ctx.versions}
+            {v.pk: self._clean_expected(ctx=ctx, version=v, work=work) for v in ctx.versions}
             if section.robustness_judge_by == "consistency"
             else None
         )
@@ -388,9 +392,12 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             )
         return outcomes
 
-    def _clean_expected(self, *, ctx: LayerContext, version: ModelVersion) -> dict[str, Expected]:
+    def _clean_expected(
+        self, *, ctx: LayerContext, version: ModelVersion, work: ModelWork
+    ) -> dict[str, Expected]:
         """Consistency mode: the version's own answer to each clean item is what its perturbed samples
-        must agree with (a clean answer that errored agrees with nothing)."""
+        must agree with (a clean answer that errored agrees with nothing; asking for it is the
+        layer's model work too, usually taken from the output cache)."""
         outputs = model_outputs_predict(
             version=version,
             texts=[i.input for i in ctx.items],
@@ -398,6 +405,7 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
             on_batch=ctx.progress.advance,
             use_cache=ctx.policy.general.output_cache,
         )
+        work.outputs_add(version=version, outputs=outputs, candidate=version.pk == ctx.run.candidate_id)
         return {
             item.external_id: Expected(
                 label=(p.label or "") if p.error is None else "",
@@ -502,7 +510,9 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
                     ),
                 ],
             )
-        estimates = estimates_of(details, without=(*SETUP_FIELDS, "timings", "attack_recipe", "worst_items"))
+        estimates = estimates_of(
+            details, without=(*SETUP_FIELDS, "timings", "attack_recipe", "worst_items", "costs")
+        )
         return ReportPart(inputs=inputs, estimates=estimates, attribution=attribution)
 
     def charts(self, *, details: RobustnessDetails, threshold: float | None) -> list[Chart]:

@@ -31,7 +31,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from engines.backends.base import language_of
+from engines.backends.base import Usage, language_of
 from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from gate.judges.robustness import (
     AdversarialReport,
@@ -51,7 +51,7 @@ from gate.layers.base import (
     gate_run_assert_held,
     worker_hostname,
 )
-from gate.layers.model import ModelWork
+from gate.layers.model import ModelWork, versions_cost
 from gate.layers.outputs import model_outputs_predict
 from gate.models import AdversarialSet, GateRun, LayerResult, SampleResult
 from registry.dispatch import Task, task_send
@@ -416,6 +416,7 @@ class _Answered:
     seconds: float
     set_hash: str
     device: str
+    usage: Usage  # the attack's queries when this call attacked the set (none when it was reused)
 
 
 def _version_answer(
@@ -459,7 +460,30 @@ def _version_answer(
         for e, ok, error in zip(examples, correct, errors, strict=True)
     ]
     set_hash = hashlib.sha256(json.dumps(examples, sort_keys=True).encode()).hexdigest()
-    return _Answered(report=report, outcomes=outcomes, seconds=seconds, set_hash=set_hash, device=device)
+    return _Answered(
+        report=report,
+        outcomes=outcomes,
+        seconds=seconds,
+        set_hash=set_hash,
+        device=device,
+        usage=_attack_usage(aset=aset, cached=cached, device=device)
+        if aset.version_id == version.pk
+        else Usage(),
+    )
+
+
+def _attack_usage(*, aset: AdversarialSet, cached: bool, device: str) -> Usage:
+    """What attacking the set spent, for the version attacked: its search's queries (class scores:
+    tokens not counted) and its seconds, on a local device; nothing when the set was reused (attacked
+    before this call; in transfer mode the reference's set is)."""
+    if cached:
+        return Usage()
+    return Usage(
+        queries=sum(e["queries"] for e in aset.examples),
+        tokens_in=None,
+        tokens_out=None,
+        device_seconds=None if device == "remote" else aset.seconds,
+    )
 
 
 def _mode(ctx: LayerContext) -> str:
@@ -565,6 +589,12 @@ def _judged_store(
         comparison=result.comparison,
         worst_items=result.worst,
         timings=attack.work.timings,
+        costs=versions_cost(
+            versions=ctx.versions,
+            usage={v.pk: attack.work.usage[v.pk] + answered[v.pk].usage for v in ctx.versions},
+            seconds={v.pk: answered[v.pk].seconds for v in ctx.versions},
+            devices={v.pk: answered[v.pk].device for v in ctx.versions},
+        ),
     )
     return layer.store(
         run=ctx.run,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engines.reasons import stored_reason_read
+from gate.cost import VersionCost, costs_total
 from gate.layers.base import GateLayer, ReportPart, StoredDetails
 from gate.layers.registry import gate_layers, gate_policy_read
 from gate.models import GateRun, LayerResult
@@ -41,6 +42,23 @@ def gate_run_layers(*, run: GateRun) -> list[LayerView]:
         LayerView(layer=layer, result=stored[layer.name], read=layer.details_read(stored[layer.name]))
         for layer in gate_layers()
         if layer.name in stored
+    ]
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """One version's model work in one layer, for the run page's cost table."""
+
+    layer: GateLayer[Any]
+    cost: VersionCost
+
+
+def gate_run_costs(*, layers: list[LayerView]) -> list[CostRow]:
+    """Each model layer's stored costs, version by version, in the layers' order."""
+    return [
+        CostRow(layer=view.layer, cost=cost)
+        for view in layers
+        for cost in (getattr(view.details, "costs", None) or [])
     ]
 
 
@@ -78,7 +96,11 @@ def _layer_report(*, run: GateRun, view: LayerView, required: bool) -> LayerRepo
         inputs=part.inputs,
         method=view.layer.method,
         estimates=part.estimates,
-        cost=LayerCost(wall_seconds=result.wall_seconds, device=result.device),
+        cost=LayerCost(
+            wall_seconds=result.wall_seconds,
+            device=result.device,
+            versions=list(getattr(view.details, "costs", None) or []),
+        ),
         attribution=part.attribution,
         retired_keys=view.read.retired_keys,
         unreadable=view.read.unreadable,
@@ -90,7 +112,10 @@ def gate_run_report(*, run: GateRun) -> GateReport:
     policy, found = stored_policy.config, stored_policy.found
     views = gate_run_layers(run=run)
     stored = {view.layer.name for view in views}
+    costs = [row.cost for row in gate_run_costs(layers=views)]
     return GateReport(
+        cost_total=costs_total(costs),
+        cost_currency=costs[0].currency if costs else "",
         gate_run=run.pk,
         candidate=run.candidate.ref,
         baseline=run.baseline.ref if run.baseline else None,

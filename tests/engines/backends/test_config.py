@@ -8,6 +8,7 @@ from engines.backends.config import (
     BackendConfigCode,
     BackendConfigError,
     api_key_env_check,
+    backend_config_hash,
     backend_config_validate,
     checkpoint_path_resolve,
 )
@@ -24,6 +25,8 @@ OPENAI_KEYS = [
     "max_retries",
     "max_tokens",
     "model",
+    "price_per_1k_input",
+    "price_per_1k_output",
     "system_prompt",
     "temperature",
     "timeout_s",
@@ -190,3 +193,21 @@ def test_a_checkpoint_outside_the_model_folder(tmp_path):
         "backend_config.path",
         reason(BackendConfigCode.OUTSIDE_MODEL_DIR, root=str(Path(root).resolve())),
     )
+
+
+def test_prices_are_optional_numbers_at_least_0_and_not_part_of_the_models_identity():
+    base = {"base_url": "http://h:1/v1", "model": "m"}
+    assert "price_per_1k_input" not in backend_config_validate(kind="openai", config=base)
+    priced = backend_config_validate(
+        kind="openai", config={**base, "price_per_1k_input": 0, "price_per_1k_output": 0.25}
+    )
+    assert (priced["price_per_1k_input"], priced["price_per_1k_output"]) == (0, 0.25)
+    # A new price is the same model: the same hash, which its server announces.
+    unpriced = backend_config_validate(kind="openai", config=base)
+    assert backend_config_hash(kind="openai", config=priced) == backend_config_hash(
+        kind="openai", config=unpriced
+    )
+    for bad in (-0.01, "1", True):
+        with pytest.raises(BackendConfigError) as caught:
+            backend_config_validate(kind="openai", config={**base, "price_per_1k_output": bad})
+        assert caught.value.field == "backend_config.price_per_1k_output"

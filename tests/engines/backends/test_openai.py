@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from engines.backends.base import BackendError
+from engines.backends.base import BackendError, Usage, usage_of
 from engines.backends.config import backend_config_validate
 from engines.backends.logprobs import LogprobsCode
 from engines.backends.openai import OpenAIBackend
@@ -96,6 +96,15 @@ def test_reads_label_and_answer_in_order(endpoint_factory):
     path, _, body = endpoint.requests[0]
     assert path == "/v1/chat/completions"
     assert body["messages"][0] == {"role": "system", "content": "Classify."}
+
+
+def test_an_answer_without_usage_has_unknown_tokens_not_0(endpoint_factory):
+    endpoint = endpoint_factory()  # its answers carry no `usage`
+    predictions = backend(endpoint.url).predict(["payment a", "deposit b"])
+    assert [(p.tokens_in, p.tokens_out) for p in predictions] == [(None, None)] * 2
+    assert usage_of(predictions=predictions, device_seconds=None) == Usage(
+        queries=2, tokens_in=None, tokens_out=None, device_seconds=None
+    )
 
 
 def test_api_key_sent_as_bearer(endpoint_factory):

@@ -69,6 +69,11 @@ def test_adaptive_rate_is_accuracy_under_attack_per_language_draw(versions, suit
     assert comparison["only_candidate_correct"] == comparison["only_baseline_correct"] == 0
     page = page_text(admin_client.get(f"/gate-runs/{layer.gate_run_id}/"))
     assert "Under attack: textfooler-v1, adaptive" in page
+    # Each version's cost: its own attack's queries (class scores: tokens not counted) and seconds.
+    queries = sum(e["queries"] for e in AdversarialSet.objects.get(version=candidate).examples)
+    cost = details["costs"][0]
+    assert (cost["version"], cost["queries"], cost["tokens_in"]) == (candidate.ref, queries, None)
+    assert cost["device_seconds"] > 0 and cost["cost"] is None  # no device-hour price in the tests
 
 
 def test_an_unchanged_version_is_not_attacked_again_and_a_cut_attack_resumes(versions, suite):

@@ -208,6 +208,10 @@ def test_robustness_layer_scores_perturbed_inputs(versions, suite, admin_client)
     assert layer.verdict == expected and run.verdict == expected
     page = page_text(admin_client.get(f"/gate-runs/{run.pk}/"))
     assert "type char_swap" in page and "McNemar p = 1.0000" in page
+    # Each version's model work: one query per answer computed, seconds on the worker's device.
+    costs = {c["version"]: c for c in details["costs"]}
+    assert costs[candidate.ref]["queries"] == details["candidate"]["computed"]
+    assert costs[candidate.ref]["device_seconds"] == pytest.approx(details["candidate"]["seconds"])
 
 
 def test_same_seed_same_set_other_seed_other_set(versions, suite):

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import Count, Max
+
 from canary.models import Experiment, TurnEvent
 from engines.stats.comparisons import RatioStatistic
 
@@ -29,6 +31,16 @@ class LatencySamples:
     @property
     def streamed(self) -> bool:
         return bool(self.first_token_ms)
+
+
+def latency_state(*, experiment: Experiment, start: datetime, end: datetime) -> tuple[int, int | None]:
+    """How many answers the experiment has in [start, end), and the newest one's id: what a speed
+    readout of the window depends on, read in one query (a new answer, stored late or not, changes it)."""
+    answers = TurnEvent.objects.filter(
+        experiment=experiment, role=TurnEvent.Role.ASSISTANT, occurred_at__gte=start, occurred_at__lt=end
+    ).exclude(source=TurnEvent.Source.PROBE)
+    state = answers.aggregate(count=Count("id"), newest=Max("id"))
+    return state["count"], state["newest"]
 
 
 def latency_samples(

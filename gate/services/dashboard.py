@@ -66,7 +66,7 @@ from gate.selectors.gate_runs import gate_run_list
 from gate.selectors.policies import gate_policy_get
 from gate.services.policies import gate_policy_resolve
 from gate.services.shadow_panel import ShadowPanel, shadow_panel_build
-from gate.services.speed_panel import SpeedPanel, speed_charts, speed_panel
+from gate.services.speed_panel import SpeedPanel, speed_readout
 from registry.errors import ApplicationError
 
 DAY = timedelta(days=1)
@@ -299,12 +299,10 @@ def experiment_dashboard(
     probe_run = probe_run_latest(experiment=experiment)
     probe_rows = probe_findings(run=probe_run) if probe_run else []
     guardrails = {**GUARDRAIL_DEFAULTS, **experiment.guardrails}
-    speed = speed_panel(window=window, guardrails=guardrails)
+    speed, speed_charts_all = speed_readout(window=window, guardrails=guardrails)
     follow_up = _follow_up(window=window, policy=policy)
     business_panel = _business(window=window, policy=business, direction=direction)
-    speed_shown = [
-        c for c in speed_charts(window=window, guardrails=guardrails, streamed=speed.streamed) if c.has_data
-    ]
+    speed_shown = [c for c in speed_charts_all if c.has_data]
     return ExperimentDashboard(
         window=window,
         hours=(window.end - window.start).total_seconds() / 3600,

@@ -67,3 +67,25 @@ def test_the_page_shows_both_in_each_language(rolled_back, language, words):
     assert words in page
     assert 'id="readout-rows"' in page and 'data-metric="first_token_p50"' in page
     assert 'id="speed-rows"' in page and "chart-speed-ratio" in page
+
+
+def test_the_speed_readout_is_computed_once_per_state_of_the_answers_and_language(rolled_back, monkeypatch):
+    from django.utils import translation
+
+    from gate.services import speed_panel
+
+    calls = []
+    compare = speed_panel.quantile_ratio_compare
+    monkeypatch.setattr(speed_panel, "quantile_ratio_compare", lambda **kw: calls.append(1) or compare(**kw))
+    first = experiment_dashboard(experiment=rolled_back, now=timezone.now())
+    computed = len(calls)
+    assert computed > 5  # the panel's rows and a ratio per slice
+    again = experiment_dashboard(experiment=rolled_back, now=timezone.now())
+    assert len(calls) == computed and again.speed == first.speed  # the page's refresh: no bootstrap
+    with translation.override("zh-hans"):
+        chinese = experiment_dashboard(experiment=rolled_back, now=timezone.now())
+    assert len(calls) == 2 * computed  # the charts' words are the reader's
+    assert {c.title for c in chinese.charts} != {c.title for c in first.charts}
+    traffic(sessions=1, arm="candidate", first_token=600.0, seed=7, minutes_ago=20)  # a new answer
+    experiment_dashboard(experiment=rolled_back, now=timezone.now())
+    assert len(calls) == 3 * computed

@@ -28,7 +28,7 @@ from engines.backends.base import language_of
 from engines.stats.intervals import wilson_interval
 
 SAMPLE = 2000  # texts per side and language, at most
-FARTHEST = 10  # live questions least like the suite, listed as examples
+FARTHEST = 10  # live questions least like the suite, listed as examples (distinct texts)
 DATA = Path(__file__).resolve().parent / "perturbation" / "data"
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
@@ -187,6 +187,17 @@ def _live_spread(live: Sequence[str], *, workers: int) -> float | None:
     return _quartiles(nearest_distances(live[:half], live[half:], workers=workers)[0])[1]
 
 
+def _farthest(live: Sequence[str], distances: np.ndarray) -> list[int]:
+    """The indexes of the FARTHEST live questions from the suite, farthest first, each text once."""
+    seen: set[str] = set()
+    found: list[int] = []
+    for i in sorted(range(len(distances)), key=lambda i: (-float(distances[i]), live[i])):
+        if live[i] not in seen and len(found) < FARTHEST:
+            seen.add(live[i])
+            found.append(i)
+    return found
+
+
 def language_shift(
     *,
     language: str,
@@ -204,7 +215,7 @@ def language_shift(
     forward, nearest = nearest_distances(live_sample, suite_sample, workers=workers)
     backward, _ = nearest_distances(suite_sample, live_sample, workers=workers)
     q1, median, q3 = _quartiles(forward)
-    order = sorted(range(len(forward)), key=lambda i: (-float(forward[i]), live_sample[i]))[:FARTHEST]
+    order = _farthest(live_sample, forward)
     return LanguageShift(
         language=language,
         live_total=len(live),

@@ -122,6 +122,8 @@ def test_the_panel_renders_on_the_run_and_experiment_pages(experiment, suite, ad
     canary = admin_client.get("/canary/exp/").content.decode()
     assert 'id="suite-shift"' in canary and "hey so wat abt payment lol??" in canary
     assert f"gate run {run.pk}" in canary
+    report = admin_client.get(f"/api/v1/gate-runs/{run.pk}/report/?format=md")
+    assert report.status_code == 200 and "## suite_shift: " in report.content.decode()
     chinese = admin_client.get(f"/gate-runs/{run.pk}/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "与评测集最不相像的线上问题（en）" in chinese and "评测集不像线上流量" in chinese
 

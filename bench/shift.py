@@ -4,6 +4,10 @@ some with typos) in a scratch SQLite table shaped like canary_turnevent, read as
 grouped by language and measured (`engines.shift.shift_measure`) against a --suite-item suite.
 
     python bench/shift.py [--turns 1000000] [--suite 2000] [--sample 2000] [--workers -1]
+                          [--postgres postgres://postgres@127.0.0.1:5432/bench_shift]
+
+With --postgres the table is in that PostgreSQL database (created when missing, the table replaced)
+instead of SQLite.
 
 Prints the seconds of each step and in all (the table's filling is not counted), and the figures per
 language. Pure Python and SQLite, no Django.
@@ -12,6 +16,7 @@ language. Pure Python and SQLite, no Django.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import sqlite3
 import sys
@@ -83,6 +88,43 @@ def live_read(path: str, *, sample: int, seed: int) -> tuple[list[str], int]:
     return texts, len(ids)
 
 
+def pg_fill(url: str, *, turns: int, seed: int) -> None:
+    import psycopg  # only with --postgres
+
+    base, _, name = url.rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
+        if not admin.execute("select 1 from pg_database where datname = %s", (name,)).fetchone():
+            admin.execute(f'create database "{name}"')
+    rng = random.Random(seed)
+    with psycopg.connect(url) as db:
+        db.execute("drop table if exists turn")
+        db.execute(
+            "create table turn (id bigint primary key, experiment_id int, role text, source text, text text)"
+        )
+        with db.cursor().copy("copy turn from stdin") as copy:
+            for k in range(2 * turns):
+                copy.write_row((k, 1, "user" if k % 2 == 0 else "assistant", "client", live_text(rng)))
+        db.execute("create index turn_experiment_role on turn (experiment_id, role)")
+        db.execute("analyze turn")
+
+
+def pg_read(url: str, *, sample: int, seed: int) -> tuple[list[str], int]:
+    """As `live_read`, on PostgreSQL."""
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        rows = db.execute("select id from turn where experiment_id = 1 and role = 'user'").fetchall()
+        ids = [row[0] for row in rows]
+        drawn = sorted(random.Random(seed).sample(ids, min(len(ids), 4 * sample)))
+        texts: list[str] = []
+        for start in range(0, len(drawn), 1000):
+            chunk = drawn[start : start + 1000]
+            texts += [
+                r[0] for r in db.execute("select text from turn where id = any(%s) order by id", (chunk,))
+            ]
+    return texts, len(ids)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=1_000_000, help="live user turns")
@@ -90,19 +132,27 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=2000, help="texts per side and language, at most")
     parser.add_argument("--workers", type=int, default=-1, help="rapidfuzz threads (-1: every core)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--postgres", default="", help="a PostgreSQL URL (its last part a scratch database)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch:
-        path = str(Path(scratch) / "turns.sqlite3")
-        table_fill(path, turns=args.turns, seed=args.seed)
-        started = time.perf_counter()
-        texts, total = live_read(path, sample=args.sample, seed=args.seed)
+    with contextlib.ExitStack() as stack:
+        if args.postgres:
+            pg_fill(args.postgres, turns=args.turns, seed=args.seed)
+            started = time.perf_counter()
+            texts, total = pg_read(args.postgres, sample=args.sample, seed=args.seed)
+        else:
+            path = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "turns.sqlite3")
+            table_fill(path, turns=args.turns, seed=args.seed)
+            started = time.perf_counter()
+            texts, total = live_read(path, sample=args.sample, seed=args.seed)
         read = time.perf_counter() - started
     live = texts_by_language(texts)
     suite = texts_by_language(suite_texts(args.suite, random.Random(args.seed)))
     mark = time.perf_counter()
     figures = shift_measure(live=live, suite=suite, sample=args.sample, seed=args.seed, workers=args.workers)
     measured = time.perf_counter() - mark
-    print(f"{total} live user turns, {len(texts)} read, suite {args.suite} items, sample {args.sample}")
+    print(
+        f"{'PostgreSQL' if args.postgres else 'SQLite'}: {total} live user turns, {len(texts)} read, suite {args.suite} items, sample {args.sample}"
+    )
     print(f"read {read:.2f} s, measure {measured:.2f} s, in all {read + measured:.2f} s")
     for f in figures:
         print(

@@ -150,9 +150,9 @@ def main() -> None:
     mark = time.perf_counter()
     figures = shift_measure(live=live, suite=suite, sample=args.sample, seed=args.seed, workers=args.workers)
     measured = time.perf_counter() - mark
-    print(
-        f"{'PostgreSQL' if args.postgres else 'SQLite'}: {total} live user turns, {len(texts)} read, suite {args.suite} items, sample {args.sample}"
-    )
+    store = "PostgreSQL" if args.postgres else "SQLite"
+    print(f"{store}: {total} live user turns, {len(texts)} read", end="")
+    print(f", suite {args.suite} items, sample {args.sample}")
     print(f"read {read:.2f} s, measure {measured:.2f} s, in all {read + measured:.2f} s")
     for f in figures:
         print(

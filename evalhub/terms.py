@@ -82,6 +82,8 @@ TERMS = {
     "robustness": pgettext_lazy("code", "robustness"),
     "follow_up_rate": pgettext_lazy("code", "follow_up_rate"),
     "business_value": pgettext_lazy("code", "business_value"),
+    "suite_shift": pgettext_lazy("code", "suite_shift"),
+    "live_to_suite_distance": pgettext_lazy("code", "live_to_suite_distance"),
     "accuracy": pgettext_lazy("code", "accuracy"),
     "robustness_rate": pgettext_lazy("code", "robustness_rate"),
     # Attribution levels and its tables' columns

@@ -276,12 +276,12 @@ def _text_cutoffs(key: str, value: Any) -> dict[str, float]:
 class GeneralPolicy(PolicySection):
     """Keys every layer shares."""
 
-    # Absent from the input: every layer installed now (`policy_parse` fills them in, and a saved
-    # policy stores them, so a layer added later is required only where a policy names it).
+    # Absent from the input: every layer installed now but the opt-in ones (`policy_parse` fills them in,
+    # and a saved policy stores them, so a layer added later is required only where a policy names it).
     required_layers: tuple[str, ...] = setting(
         (),
         help="layers that must all pass; a missing layer is never a pass (default: every layer installed "
-        "when the policy is saved, stored with it)",
+        "when the policy is saved but the opt-in suite_shift, stored with it)",
     )
     batch_size: int = setting(32, low=1, high=4096, help="inputs per model call")
     run_baseline: bool = setting(True, help="also run the baseline, for the paired comparisons")
@@ -328,9 +328,13 @@ class GatePolicyConfig:
 
 
 def policy_parse(
-    data: Mapping[str, Any] | None, *, sections: Mapping[str, type[PolicySection]]
+    data: Mapping[str, Any] | None,
+    *,
+    sections: Mapping[str, type[PolicySection]],
+    defaults: Sequence[str] | None = None,
 ) -> GatePolicyConfig:
-    """Check `data` against the general keys and the layers' `sections` (layer name -> section)."""
+    """Check `data` against the general keys and the layers' `sections` (layer name -> section). A
+    document that names no `required_layers` requires `defaults` (None: every section's layer)."""
     data = dict(data or {})
     known = set(GeneralPolicy.key_names())
     for section in sections.values():
@@ -346,7 +350,8 @@ def policy_parse(
                 "required_layers", reason(PolicyCode.UNKNOWN_LAYER, layer=unknown[0], known=list(sections))
             )
     else:
-        general = GeneralPolicy.parse({**data, "required_layers": list(sections)})
+        required = list(sections) if defaults is None else list(defaults)
+        general = GeneralPolicy.parse({**data, "required_layers": required})
     return GatePolicyConfig(
         general=general, layers={name: section.parse(data) for name, section in sections.items()}
     )

@@ -34,6 +34,7 @@ SMOKE = {
     "robustness.py": ("--items 2 --repeats 1 --budget 20 --noise-samples 10 --endpoint --concurrency 2", ()),
     "robustness_gate.py": ("--samples 4", ()),
     "router.py": ("--smoke --database bench_load_smoke_router --telemetry-redis {redis}", (PG, REDIS)),
+    "shift.py": ("--turns 2000 --suite 40 --sample 100 --workers 1", ()),
     "stats.py": (
         "--sessions 2000 --repeat 1 --warmup 0 --regenerate --chunk 1000 --database bench_load_smoke_stats",
         (PG,),

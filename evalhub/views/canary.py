@@ -19,6 +19,7 @@ from engines.reasons import reason
 from evalhub.permissions import error_text, reader_required, roles_required
 from evalhub.terms import term_label
 from gate.layers.base import to_json
+from gate.layers.suite_shift import suite_shift_latest
 from gate.services.dashboard import experiment_dashboard
 from gate.services.horizons import experiment_start_registered
 from registry.errors import ApplicationError
@@ -40,6 +41,7 @@ def experiment_detail(request: HttpRequest, name: str) -> HttpResponse:
         "charts_json": [to_json(chart) for chart in dashboard.charts],
         "can_act": RELEASE_MANAGER in user_roles(request.user),
         "can_unblind": request.user.has_perm(UNBLIND_PERMISSION) and experiment.unblinded_at is None,
+        "shift": suite_shift_latest(experiment=experiment),
     }
     return render(request, "canary/experiment_detail.html", context)
 

@@ -218,6 +218,9 @@ class GateLayer(ABC, Generic[D]):
     # Part of the full sandwich: a run whose policy leaves an essential layer out is a weakened gate
     # (approving on it takes an override). The gate's own layers are; one an app adds is not.
     essential: ClassVar[bool] = False
+    # Required by a policy that names no layers. False: only a policy that names it requires it (a check
+    # offered, not imposed: saving a policy, or a new run's defaults, leave it out).
+    required_by_default: ClassVar[bool] = True
 
     @property
     def template(self) -> str:

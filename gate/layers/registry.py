@@ -52,6 +52,11 @@ def layer_names() -> tuple[str, ...]:
     return tuple(layer.name for layer in gate_layers())
 
 
+def default_layer_names() -> tuple[str, ...]:
+    """The layers a policy that names none requires: every installed layer but the opt-in ones."""
+    return tuple(layer.name for layer in gate_layers() if layer.required_by_default)
+
+
 def layer_get(name: str) -> GateLayer[Any] | None:
     return next((layer for layer in gate_layers() if layer.name == name), None)
 
@@ -63,7 +68,7 @@ def _sections() -> dict[str, type[PolicySection]]:
 def gate_policy_parse(data: dict[str, Any] | None) -> GatePolicyConfig:
     """Input (a new run's policy and overrides, a policy edit) checked strictly against every layer's
     section (PolicyError names the bad key). A stored document is read with `gate_policy_read`."""
-    return policy_parse(data, sections=_sections())
+    return policy_parse(data, sections=_sections(), defaults=default_layer_names())
 
 
 def gate_policy_read(data: dict[str, Any] | None) -> StoredPolicy:

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from engines.reasons import gettext_noop, reason, wordings_register
-from gate.layers.registry import gate_policy_parse, layer_names
+from gate.layers.registry import default_layer_names, gate_policy_parse
 from gate.models import GatePolicy
 from gate.policy import GatePolicyConfig, PolicyError
 from gate.selectors.policies import gate_policy_get
@@ -111,11 +111,12 @@ def gate_policy_save(*, name: str, config: dict[str, Any], description: str = ""
 
 
 def gate_policy_layers_fill(*, config: dict[str, Any]) -> dict[str, Any]:
-    """`config` naming the layers it requires: one that names none requires every layer installed now,
-    written down, so that a layer installed later is required only by the policies that name it."""
+    """`config` naming the layers it requires: one that names none requires every layer installed now
+    (but the opt-in ones, such as suite_shift), written down, so that a layer installed later is required
+    only by the policies that name it."""
     if "required_layers" in config:
         return config
-    return {**config, "required_layers": list(layer_names())}
+    return {**config, "required_layers": list(default_layer_names())}
 
 
 def gate_policy_pre_save(*, instance: GatePolicy, **kwargs: object) -> None:

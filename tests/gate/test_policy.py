@@ -4,7 +4,7 @@ import pytest
 
 from gate.judges.business_value import BusinessValuePolicy
 from gate.judges.robustness import RobustnessPolicy
-from gate.layers.registry import gate_layers, gate_policy_parse, gate_policy_read, layer_names
+from gate.layers.registry import default_layer_names, gate_layers, gate_policy_parse, gate_policy_read
 from gate.policy import (
     GeneralPolicy,
     PolicyError,
@@ -17,9 +17,10 @@ from gate.policy import (
 from tests.wordings import english
 
 
-def test_defaults_require_every_layer():
+def test_defaults_require_every_layer_but_the_opt_in_ones():
     config = gate_policy_parse({})
-    assert config.general.required_layers == layer_names()
+    assert config.general.required_layers == default_layer_names()
+    assert "suite_shift" not in config.general.required_layers
     assert config.section(RobustnessPolicy) == RobustnessPolicy()
     assert config.section(BusinessValuePolicy).business_metric is None
 

@@ -5,7 +5,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from gate.layers.registry import layer_names
+from gate.layers.registry import default_layer_names
 from gate.models import Decision
 from gate.services.decisions import decision_record
 from registry.models import AuditLog, ModelVersion
@@ -272,9 +272,9 @@ def test_the_policy_admin_refuses_what_a_run_would_refuse(decision_user):
     assert client.post(url, {"name": "fam", "description": "", "config": "[1]"}).status_code == 200
     assert not GatePolicy.objects.filter(name="fam").exists()
     good = client.post(url, {"name": "fam", "description": "", "config": '{"follow_up_max": 0.2}'})
-    # Saved naming the layers it requires (every layer installed now), whoever saves it.
+    # Saved naming the layers it requires (every layer installed now but the opt-in ones), whoever saves it.
     stored = GatePolicy.objects.get(name="fam").config
     assert good.status_code == 302 and stored == {
         "follow_up_max": 0.2,
-        "required_layers": list(layer_names()),
+        "required_layers": list(default_layer_names()),
     }

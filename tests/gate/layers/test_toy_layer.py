@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from engines.demo.dataset import demo_dataset_build
-from gate.layers.registry import gate_policy_read, layer_names
+from gate.layers.registry import default_layer_names, gate_policy_read, layer_names
 from gate.models import GatePolicy, SampleResult
 from gate.services.decisions import gate_run_weakened
 from gate.services.gate_runs import gate_run_execute, gate_run_start
@@ -62,6 +62,7 @@ def test_an_installed_layer_runs_renders_in_both_languages_and_reports(
         "answer_length",
         "follow_up_rate",
         "business_value",
+        "suite_shift",
     )
     candidate, _ = versions
     overrides = {
@@ -115,7 +116,7 @@ def test_an_installed_layer_runs_renders_in_both_languages_and_reports(
 def test_a_policy_saved_before_a_layer_was_installed_does_not_require_it(settings, monkeypatch, toy_package):
     before = gate_policy_save(name="strict", config={"clean_accuracy_min": 0.9}, actor=SYSTEM)
     legacy = GatePolicy.objects.create(name="handmade", config={})
-    assert before.config["required_layers"] == list(layer_names()) == legacy.config["required_layers"]
+    assert before.config["required_layers"] == list(default_layer_names()) == legacy.config["required_layers"]
 
     monkeypatch.syspath_prepend(str(toy_package))
     settings.INSTALLED_APPS = [*django_settings.INSTALLED_APPS, "toy_layer"]

@@ -439,7 +439,7 @@ def parser_build() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "cancel",
         help="cancel a queued or running gate run",
         description="Cancel a gate run (its starter or a release manager): a queued run never starts, a "
-        "running one stops within about a second of model work. Exits 0 once cancelled.",
+        "running one stops at the end of the model call in flight. Exits 0 once cancelled.",
     )
     server_argument_add(cancel_parser)
     cancel_parser.add_argument("run_id", metavar="RUN_ID", type=int, help="the gate run to cancel")

@@ -188,9 +188,10 @@ def gate_run_cancellable_by(*, run: GateRun, actor: Actor) -> bool:
 
 def gate_run_cancel(*, gate_run_id: int, actor: Actor, why: str = "") -> GateRun:
     """Cancel a queued or running run (a release manager, or the user who started it). A queued run
-    is never started; the worker of a running one finds it no longer held at its next report (within
-    about a second of model work) and stops, storing nothing more. The run ends `cancelled`, verdict
-    error: a cancelled gate never passes."""
+    is never started; the worker of a running one finds it no longer held at its next report (at
+    the end of the model call in flight: a step of the attack, which through a slow endpoint can take
+    minutes) and stops, storing nothing more. The run ends `cancelled`, verdict error: a cancelled
+    gate never passes."""
     actor_require_role(actor, WRITE_ROLES, action="cancel a gate run")
     with transaction.atomic():
         run = GateRun.objects.select_for_update().get(pk=gate_run_id)

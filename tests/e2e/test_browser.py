@@ -133,8 +133,11 @@ def release_manager():
 
 
 def execute_in_background(run_id: int, monkeypatch) -> threading.Thread:
-    """A gpu worker's part, in a thread of this process: the run, its heartbeats slowed so a person
-    (and the page's 3 s poll) sees it move."""
+    """A gpu worker's part, in a thread of this process: the run, reporting each batch and each report
+    slowed, so a person (and the page's 3 s poll) sees it move."""
+    from gate.layers.base import Progress
+
+    monkeypatch.setattr(Progress, "REPORT_SECONDS", 0.0)  # a report per batch, not one a second
     original = gate_runs_service.gate_run_heartbeat
 
     def slow(**kwargs):

@@ -18,7 +18,7 @@ from django.conf import settings
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 ARGS = (
-    "--clients 12 --seconds 4 --direct-clients 4 --fault-clients 8 --fault-seconds 3 --token-delay-ms 30 "
+    "--clients 12 --seconds 4 --direct-clients 4 --fault-clients 8 --fault-seconds 3 --token-delay-ms 60 "
     "--port-base 0 --redis-port 0 --database bench_load_test_stream"
 )
 

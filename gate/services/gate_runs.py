@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
@@ -296,10 +296,15 @@ def gate_run_heartbeat(*, run: GateRun, progress: int, detail: dict | None = Non
     fields: dict = {"progress": Greatest(F("progress"), progress), "heartbeat_at": timezone.now()}
     if detail is not None:
         fields["progress_detail"] = detail
-    updated = GateRun.objects.filter(pk=run.pk, status=Status.RUNNING, worker=run.worker).update(**fields)
+    updated = _held(run).update(**fields)
     if not updated:
         raise ClaimLost(f"gate run {run.pk} is no longer held by {run.worker}")
     run.progress = max(run.progress, progress)
+
+
+def _held(run: GateRun) -> QuerySet[GateRun]:
+    """The run, while it is still running under this worker's claim."""
+    return GateRun.objects.filter(pk=run.pk, status=Status.RUNNING, worker=run.worker)
 
 
 def gate_run_park(*, run: GateRun, parked: RunParked, detail: dict) -> None:
@@ -311,7 +316,7 @@ def gate_run_park(*, run: GateRun, parked: RunParked, detail: dict) -> None:
         "worker": parked.holder,
         "set": parked.set_id,
     }
-    GateRun.objects.filter(pk=run.pk, status=Status.RUNNING, worker=run.worker).update(
+    _held(run).update(
         status=Status.QUEUED,
         worker="",
         attempts=F("attempts") - 1,
@@ -324,8 +329,7 @@ def gate_run_park(*, run: GateRun, parked: RunParked, detail: dict) -> None:
 def gate_run_beat(*, run: GateRun) -> bool:
     """Renew the run's lease (its worker is alive, whatever the work in progress); False once the
     run is no longer this worker's."""
-    held = GateRun.objects.filter(pk=run.pk, status=Status.RUNNING, worker=run.worker)
-    return bool(held.update(heartbeat_at=timezone.now()))
+    return bool(_held(run).update(heartbeat_at=timezone.now()))
 
 
 def gate_run_execute(*, gate_run_id: int, worker: str) -> GateRun | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -145,7 +146,9 @@ def agreement_measure(
         square = [rows[0], rows[1], [0, 0, 0]]  # people never give "unreadable"
         expected = sum(sum(r[i] for r in square) * sum(square[i]) for i in range(3)) / n**2
         if expected < 1:
-            result = cohens_kappa(square)
+            with warnings.catch_warnings():  # its test of kappa = 0 divides by 0 for a one-column table
+                warnings.simplefilter("ignore", RuntimeWarning)
+                result = cohens_kappa(square)
             kappa, se = float(result.kappa), float(result.std_kappa)
             z = float(norm.isf((1 - confidence) / 2))
             low, high = max(-1.0, kappa - z * se), min(1.0, kappa + z * se)
@@ -162,3 +165,39 @@ def agreement_measure(
         unreadable=rows[0][2] + rows[1][2],
         table=table,
     )
+
+
+def cutoffs_agreement_print(*, path: str, confidence: float = 0.95) -> None:
+    """The shipped BERTScore/chrF cut-offs' agreement with the verdicts of a labelled file, by
+    language and in all (`python -m engines.scoring.judge FILE`; loads BERTScore: ~10 s)."""
+    from engines.scoring.text import text_scores
+
+    with open(path, encoding="utf-8") as handle:
+        labelled = labelled_answers_parse(content=handle.read())
+    scores = text_scores(
+        references=[a.reference for a in labelled],
+        candidates=[a.answer for a in labelled],
+        languages=[a.language for a in labelled],
+    )
+    judged = [
+        a.answer.strip() == a.reference.strip() or s.correct for a, s in zip(labelled, scores, strict=True)
+    ]
+    for language in (*sorted({a.language for a in labelled}), "all"):
+        chosen = [i for i, a in enumerate(labelled) if language in ("all", a.language)]
+        agreement = agreement_measure(
+            human=[labelled[i].correct for i in chosen],
+            judged=[judged[i] for i in chosen],
+            confidence=confidence,
+        )
+        kappa = (
+            "undefined"
+            if agreement.kappa is None
+            else (f"{agreement.kappa:.3f} [{agreement.ci_low:.3f}, {agreement.ci_high:.3f}]")
+        )
+        print(f"{language:4} n={agreement.n:4}  agreement {agreement.agreement or 0:.3f}  kappa {kappa}")
+
+
+if __name__ == "__main__":
+    import sys
+
+    cutoffs_agreement_print(path=sys.argv[1])

@@ -220,7 +220,8 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
     essential = True
     method = (
         "share of suite items answered correctly (label match, else BERTScore/chrF cut-off against the "
-        "reference), Wilson interval; with repeats, the mean over every item's k answers with an interval "
+        "reference, or the policy's answer judge once its Cohen's kappa with labelled answers clears its "
+        "bar), Wilson interval; with repeats, the mean over every item's k answers with an interval "
         "clustered by item (t, n-1 df), pass^k and the flaky items; judged on the bound the policy names"
     )
 

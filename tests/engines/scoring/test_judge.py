@@ -51,7 +51,9 @@ class TestVerdictParse:
 
     def test_the_prompt_holds_the_three_texts_and_asks_for_the_verdict_line(self):
         prompt = answer_judge_prompt(question="Q?", reference="R.", answer="A.")
-        assert "Question: Q?" in prompt and "Reference answer: R." in prompt and "Answer to grade: A." in prompt
+        assert (
+            "Question: Q?" in prompt and "Reference answer: R." in prompt and "Answer to grade: A." in prompt
+        )
         assert '"VERDICT: correct"' in prompt and '"VERDICT: incorrect"' in prompt
 
 
@@ -134,5 +136,7 @@ class TestAgreement:
             agreement_measure(human=[True], judged=[])
 
     def test_the_interval_stays_inside_minus_one_one(self):
-        a = agreement_measure(human=[True, False, True, False, True], judged=[True, False, True, False, False])
+        a = agreement_measure(
+            human=[True, False, True, False, True], judged=[True, False, True, False, False]
+        )
         assert -1.0 <= a.ci_low <= a.kappa <= a.ci_high <= 1.0 and not math.isnan(a.se)

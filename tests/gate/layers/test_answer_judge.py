@@ -15,9 +15,9 @@ from engines.demo.dataset import ANSWERS, CLAUSE_TYPES, demo_dataset_build
 from engines.model_server import model_server_create
 from engines.scoring.build_baseline import PARAPHRASES
 from engines.scoring.judge import agreement_measure, labelled_answers_parse
+from gate.layers.registry import gate_policy_parse
 from gate.policy import PolicyError
 from gate.services.gate_runs import gate_run_execute, gate_run_start
-from gate.layers.registry import gate_policy_parse
 from registry.actors import SYSTEM
 from registry.services.suites import eval_suite_import, suite_items_parse
 from registry.services.versions import model_version_register
@@ -111,12 +111,21 @@ def free_text_suite():
 @pytest.fixture
 def candidate(small_bow):
     return model_version_register(
-        family="fam", label="bow", backend_kind="builtin", backend_config={"path": str(small_bow)}, actor=SYSTEM
+        family="fam",
+        label="bow",
+        backend_kind="builtin",
+        backend_config={"path": str(small_bow)},
+        actor=SYSTEM,
     )
 
 
 def clean_layer(candidate, suite, **policy):
-    overrides = {"required_layers": ["clean_accuracy"], "run_baseline": False, "clean_min_items": 20, **policy}
+    overrides = {
+        "required_layers": ["clean_accuracy"],
+        "run_baseline": False,
+        "clean_min_items": 20,
+        **policy,
+    }
     run = gate_run_start(candidate=candidate, suite=suite, actor=SYSTEM, policy_overrides=overrides)
     return gate_run_execute(gate_run_id=run.pk, worker="w").layers.get(layer="clean_accuracy")
 
@@ -221,9 +230,13 @@ def test_no_labels_is_insufficient_and_a_file_outside_the_folder_an_error(
     escaped = clean_layer(candidate, suite, answer_judge=judge.ref, answer_judge_labels="link.jsonl")
     assert escaped.verdict == "error" and escaped.reasons[0]["code"] == "clean_accuracy.labels_unreadable"
     assert "outside" in escaped.reasons[0]["params"]["why"]
-    missing = clean_layer(candidate, suite, answer_judge="judges:nobody", answer_judge_labels="demo/answers.jsonl")
+    missing = clean_layer(
+        candidate, suite, answer_judge="judges:nobody", answer_judge_labels="demo/answers.jsonl"
+    )
     assert missing.verdict == "error" and missing.reasons[0]["code"] == "clean_accuracy.judge_unusable"
-    classifier = clean_layer(candidate, suite, answer_judge=candidate.ref, answer_judge_labels="demo/answers.jsonl")
+    classifier = clean_layer(
+        candidate, suite, answer_judge=candidate.ref, answer_judge_labels="demo/answers.jsonl"
+    )
     assert classifier.verdict == "error" and "not a chat endpoint" in str(classifier.reasons[0]["params"])
 
 

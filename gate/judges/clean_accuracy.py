@@ -8,12 +8,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import PurePosixPath
+from typing import Any
 
+from engines.input_checks import FieldCode, text_problem
 from engines.reasons import Reason, gettext_noop, reason, wordings_register
+from engines.scoring.judge import Agreement
 from engines.stats.intervals import clustered_mean_interval, wilson_interval
 from gate.cost import VersionCost
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
-from gate.policy import LOWER_BOUND, PolicySection, setting
+from gate.policy import LOWER_BOUND, PolicyError, PolicySection, setting
 
 
 class CleanAccuracyCode(StrEnum):
@@ -23,6 +27,17 @@ class CleanAccuracyCode(StrEnum):
     ACCURACY_CLEARS = "clean_accuracy.accuracy_clears"
     ACCURACY_BELOW = "clean_accuracy.accuracy_below"
     ITEMS_ERRORED = "clean_accuracy.items_errored"
+    JUDGE_ADMITTED = "clean_accuracy.judge_admitted"
+    JUDGE_BOUND_BELOW = "clean_accuracy.judge_bound_below"
+    JUDGE_KAPPA_BELOW = "clean_accuracy.judge_kappa_below"
+    JUDGE_KAPPA_UNDEFINED = "clean_accuracy.judge_kappa_undefined"
+    JUDGE_TOO_FEW_LABELS = "clean_accuracy.judge_too_few_labels"
+    JUDGE_NO_LABELS = "clean_accuracy.judge_no_labels"
+    JUDGE_UNREADABLE = "clean_accuracy.judge_unreadable"
+    JUDGE_UNUSABLE = "clean_accuracy.judge_unusable"
+    LABELS_UNREADABLE = "clean_accuracy.labels_unreadable"
+    NOT_A_REF = "clean_accuracy.not_a_ref"
+    LABELS_PATH = "clean_accuracy.labels_path"
 
 
 wordings_register(
@@ -33,8 +48,67 @@ wordings_register(
         CleanAccuracyCode.ACCURACY_CLEARS: gettext_noop("accuracy {value:.3f} >= bar {bar:.3f}"),
         CleanAccuracyCode.ACCURACY_BELOW: gettext_noop("accuracy {value:.3f} < bar {bar:.3f}"),
         CleanAccuracyCode.ITEMS_ERRORED: gettext_noop("{errors} of {n} items errored (counted as wrong)"),
+        CleanAccuracyCode.JUDGE_ADMITTED: gettext_noop(
+            "answer judge {judge} decides free-text answers: Cohen's kappa {kappa:.3f} "
+            "[{low:.3f}, {high:.3f}] on {n} labelled answers clears the bar {bar:.3f}"
+        ),
+        CleanAccuracyCode.JUDGE_BOUND_BELOW: gettext_noop(
+            "answer judge {judge} may not decide: Cohen's kappa {kappa:.3f} [{low:.3f}, {high:.3f}] on {n} "
+            "labelled answers, lower bound below the bar {bar:.3f}"
+        ),
+        CleanAccuracyCode.JUDGE_KAPPA_BELOW: gettext_noop(
+            "answer judge {judge} may not decide: Cohen's kappa {kappa:.3f} [{low:.3f}, {high:.3f}] on {n} "
+            "labelled answers, below the bar {bar:.3f}"
+        ),
+        CleanAccuracyCode.JUDGE_KAPPA_UNDEFINED: gettext_noop(
+            "answer judge {judge} may not decide: Cohen's kappa is undefined on the {n} labelled answers "
+            "(they and the judge give one verdict only)"
+        ),
+        CleanAccuracyCode.JUDGE_TOO_FEW_LABELS: gettext_noop(
+            "answer judge {judge} may not decide: {n} labelled answers, at least {need} are needed to "
+            "measure its agreement with people"
+        ),
+        CleanAccuracyCode.JUDGE_NO_LABELS: gettext_noop(
+            "answer judge {judge} may not decide: no labelled answers (answer_judge_labels) to measure its "
+            "agreement with people"
+        ),
+        CleanAccuracyCode.JUDGE_UNREADABLE: gettext_noop(
+            "{unreadable} of {n} verdicts of the answer judge could not be read (those answers counted "
+            "as wrong)"
+        ),
+        CleanAccuracyCode.JUDGE_UNUSABLE: gettext_noop("answer judge {judge}: {why}"),
+        # `why`: the parser's own message (English: a line number and what is wrong there).
+        CleanAccuracyCode.LABELS_UNREADABLE: gettext_noop("labelled answers {path}: {why}"),
+        CleanAccuracyCode.NOT_A_REF: gettext_noop("must name a version as family:label"),
+        CleanAccuracyCode.LABELS_PATH: gettext_noop(
+            "must be a relative path inside the labels folder (EVALHUB_LABELS_DIR), without '..'"
+        ),
     }
 )
+
+
+def _version_ref(key: str, value: Any) -> str:
+    if not isinstance(value, str) or len(value) > 200 or value.count(":") < 1 or value.strip() != value:
+        raise PolicyError(key, reason(CleanAccuracyCode.NOT_A_REF))
+    family, _, label = value.partition(":")
+    if not family or not label:
+        raise PolicyError(key, reason(CleanAccuracyCode.NOT_A_REF))
+    if problem := text_problem(value):
+        raise PolicyError(key, problem)
+    return value
+
+
+def _labels_path(key: str, value: Any) -> str:
+    """A labelled file's path, relative to the labels folder: no absolute path, no `..` (where it
+    resolves to, symlinks followed, is checked again when it is read)."""
+    if not isinstance(value, str) or not value.strip() or len(value) > 300:
+        raise PolicyError(key, reason(FieldCode.SHORT_STRING, limit=300))
+    path = PurePosixPath(value.replace("\\", "/"))
+    if path.is_absolute() or ".." in path.parts or ":" in value:
+        raise PolicyError(key, reason(CleanAccuracyCode.LABELS_PATH))
+    if problem := text_problem(value):
+        raise PolicyError(key, problem)
+    return value
 
 
 @dataclass(frozen=True)
@@ -55,6 +129,29 @@ class CleanAccuracyPolicy(PolicySection):
         low=0,
         high=2**31 - 1,
         help="with repeats > 1, the seed the request of each item and repeat derives from",
+    )
+    answer_judge: str | None = setting(
+        None,
+        check=_version_ref,
+        help="a registered chat version (family:label) that judges free-text answers against the "
+        "reference with a rubric, in place of the BERTScore/chrF cut-offs, once its agreement with "
+        "people on answer_judge_labels clears answer_judge_kappa_min; null: the cut-offs judge",
+    )
+    answer_judge_labels: str | None = setting(
+        None,
+        check=_labels_path,
+        help="the labelled answers the judge is measured on: a JSONL file (id, question, reference, "
+        "answer, verdict correct|incorrect, language) relative to the labels folder EVALHUB_LABELS_DIR",
+    )
+    answer_judge_kappa_min: float = setting(
+        0.6,
+        low=0.0,
+        high=1.0,
+        help="the bar for the judge's Cohen's kappa with people (its interval's lower bound, or the "
+        "estimate, as decide_on says); 0.6 is where Landis & Koch's 'substantial' agreement begins",
+    )
+    answer_judge_min_labels: int = setting(
+        30, low=1, high=10**6, help="fewer labelled answers leave the judge unmeasured (insufficient data)"
     )
 
 
@@ -128,15 +225,37 @@ class AccuracySide(AccuracySummary):
 
 
 @dataclass(frozen=True, kw_only=True)
+class AnswerJudgeDetails:
+    """The answer judge's measurement and work: its agreement with people on the labelled answers,
+    the BERTScore/chrF cut-offs' agreement on the same answers (the offline default, for comparison),
+    whether it was admitted, and what it decided (`items_judged` free-text answers of all versions,
+    `unreadable` of them without a verdict) and cost (`cost`: its queries and tokens, both phases)."""
+
+    judge: str
+    labels: str
+    labels_hash: str
+    kappa_min: float
+    decide_on: str
+    admitted: bool
+    judge_agreement: Agreement
+    default_agreement: Agreement | None
+    cutoffs: dict[str, float]
+    items_judged: int = 0
+    unreadable: int = 0
+    cost: VersionCost | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class CleanAccuracyDetails:
     """What the layer stores (LayerResult.details) and the report, templates and dashboards read."""
 
     suite: str
     suite_hash: str
-    candidate: AccuracySide
+    candidate: AccuracySide | None  # None: not asked (an answer judge that may not decide)
     baseline: AccuracySide | None = None
     difference: float | None = None
     costs: list[VersionCost] = field(default_factory=list)  # each version's model work, priced
+    answer_judge: AnswerJudgeDetails | None = None  # None: the policy names no judge
 
 
 def repeat_seed(*, seed: int, item_id: str, repeat: int) -> int:
@@ -264,3 +383,32 @@ def clean_accuracy_judge(
     if summary.errors:
         reasons.append(reason(CleanAccuracyCode.ITEMS_ERRORED, errors=summary.errors, n=summary.n))
     return CleanAccuracyResult(FAIL, reasons, summary, baseline_summary)
+
+
+def answer_judge_admit(
+    *, judge: str, agreement: Agreement | None, policy: CleanAccuracyPolicy, decide_on: str
+) -> tuple[bool, Reason]:
+    """Whether the answer judge may decide free-text answers: its Cohen's kappa with people on at
+    least `answer_judge_min_labels` labelled answers (by default its interval's lower bound) reaches
+    `answer_judge_kappa_min`. `agreement` None: no labelled answers were given."""
+    bar = policy.answer_judge_kappa_min
+    if agreement is None:
+        return False, reason(CleanAccuracyCode.JUDGE_NO_LABELS, judge=judge)
+    if agreement.n < policy.answer_judge_min_labels:
+        need = policy.answer_judge_min_labels
+        return False, reason(CleanAccuracyCode.JUDGE_TOO_FEW_LABELS, judge=judge, n=agreement.n, need=need)
+    if agreement.kappa is None or agreement.ci_low is None or agreement.ci_high is None:
+        return False, reason(CleanAccuracyCode.JUDGE_KAPPA_UNDEFINED, judge=judge, n=agreement.n)
+    numbers = {
+        "judge": judge,
+        "kappa": agreement.kappa,
+        "low": agreement.ci_low,
+        "high": agreement.ci_high,
+        "n": agreement.n,
+        "bar": bar,
+    }
+    use_bound = decide_on == LOWER_BOUND
+    if (agreement.ci_low if use_bound else agreement.kappa) >= bar:
+        return True, reason(CleanAccuracyCode.JUDGE_ADMITTED, **numbers)
+    below = CleanAccuracyCode.JUDGE_BOUND_BELOW if use_bound else CleanAccuracyCode.JUDGE_KAPPA_BELOW
+    return False, reason(below, **numbers)

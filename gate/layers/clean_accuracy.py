@@ -16,12 +16,22 @@ from gate.charts import Chart
 from gate.judges.clean_accuracy import (
     AccuracySide,
     AccuracySummary,
+    AnswerJudgeDetails,
+    CleanAccuracyCode,
     CleanAccuracyDetails,
     CleanAccuracyPolicy,
     CleanAccuracyResult,
     ItemOutcome,
     clean_accuracy_judge,
     repeat_seed,
+)
+from gate.judges.verdict import INSUFFICIENT
+from gate.layers.answer_judge import (
+    AnswerJudge,
+    AnswerJudgeUnusable,
+    JudgePrepared,
+    answer_cutoffs,
+    answer_judge_prepare,
 )
 from gate.layers.base import (
     GateLayer,
@@ -30,6 +40,7 @@ from gate.layers.base import (
     ReportPart,
     estimates_of,
     gate_run_assert_held,
+    layer_error_store,
     to_json,
 )
 from gate.layers.model import (
@@ -104,11 +115,18 @@ def _side(
     )
 
 
-def _outcomes(*, ctx: LayerContext, outputs: VersionOutputs) -> list[ItemOutcome]:
-    """A version's answers to the suite (each item's repeats in turn), each judged against its item."""
+def _outcomes(
+    *, ctx: LayerContext, outputs: VersionOutputs, judge: AnswerJudge | None = None
+) -> list[ItemOutcome]:
+    """A version's answers to the suite (each item's repeats in turn), each judged against its item
+    (free text by the answer `judge` when one is admitted)."""
     items = ctx.items * (len(outputs.predictions) // len(ctx.items)) if ctx.items else []
     judged = answers_judge(
-        items=items, predictions=outputs.predictions, cutoffs=ctx.policy.general.text_cutoffs
+        items=items,
+        predictions=outputs.predictions,
+        cutoffs=ctx.policy.general.text_cutoffs,
+        judge=judge,
+        questions=[i.input for i in items],
     )
     return [
         ItemOutcome(
@@ -124,21 +142,29 @@ def _outcomes(*, ctx: LayerContext, outputs: VersionOutputs) -> list[ItemOutcome
 
 
 def _details(
-    *, ctx: LayerContext, result: CleanAccuracyResult, outputs: dict[int, VersionOutputs]
+    *,
+    ctx: LayerContext,
+    result: CleanAccuracyResult,
+    outputs: dict[int, VersionOutputs],
+    judge: AnswerJudgeDetails | None,
 ) -> CleanAccuracyDetails:
     """What the layer stores: each side's accuracy with its model time, and their difference."""
     run, baseline = ctx.run, ctx.baseline
     repeats = ctx.policy.section(CleanAccuracyPolicy).repeats
     details = CleanAccuracyDetails(
+        answer_judge=judge,
         suite=str(run.suite),
         suite_hash=run.suite.content_hash,
         candidate=_side(run.candidate, result.candidate, outputs[run.candidate_id], repeats),
-        costs=versions_cost(
-            versions=ctx.versions,
-            usage={pk: out.usage for pk, out in outputs.items()},
-            seconds={pk: out.seconds for pk, out in outputs.items()},
-            devices={pk: out.device for pk, out in outputs.items()},
-        ),
+        costs=[
+            *versions_cost(
+                versions=ctx.versions,
+                usage={pk: out.usage for pk, out in outputs.items()},
+                seconds={pk: out.seconds for pk, out in outputs.items()},
+                devices={pk: out.device for pk, out in outputs.items()},
+            ),
+            *([judge.cost] if judge is not None and judge.cost is not None else []),  # the judge's work
+        ],
     )
     if baseline is None or result.baseline is None:
         return details
@@ -194,7 +220,8 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
     essential = True
     method = (
         "share of suite items answered correctly (label match, else BERTScore/chrF cut-off against the "
-        "reference), Wilson interval; with repeats, the mean over every item's k answers with an interval "
+        "reference, or the policy's answer judge once its Cohen's kappa with labelled answers clears its "
+        "bar), Wilson interval; with repeats, the mean over every item's k answers with an interval "
         "clustered by item (t, n-1 df), pass^k and the flaky items; judged on the bound the policy names"
     )
 
@@ -206,8 +233,15 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
         general = ctx.policy.general
         section = ctx.policy.section(CleanAccuracyPolicy)
         started = time.perf_counter()
+        try:
+            prepared = answer_judge_prepare(ctx=ctx)
+        except AnswerJudgeUnusable as exc:
+            return layer_error_store(layer=self, run=ctx.run, reasons=[exc.reason])
+        if prepared is not None and not prepared.admitted:
+            return self._judge_refused(ctx=ctx, prepared=prepared, started=started)
+        judge = prepared.judge if prepared is not None else None
         outputs = {v.pk: _repeated_predict(ctx=ctx, version=v, repeats=section.repeats) for v in ctx.versions}
-        outcomes = {pk: _outcomes(ctx=ctx, outputs=out) for pk, out in outputs.items()}
+        outcomes = {pk: _outcomes(ctx=ctx, outputs=out, judge=judge) for pk, out in outputs.items()}
         result = clean_accuracy_judge(
             candidate=outcomes[ctx.run.candidate_id],
             baseline=ctx.baseline_of(outcomes),
@@ -215,6 +249,21 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
             decide_on=general.decide_on,
             confidence=general.confidence,
         )
+        judge_details = None
+        if prepared is not None:
+            judge_details = prepared.details(
+                section=section, decide_on=general.decide_on, cutoffs=answer_cutoffs(general.text_cutoffs)
+            )
+            notes = [prepared.why]
+            if judge_details.unreadable:
+                notes.append(
+                    reason(
+                        CleanAccuracyCode.JUDGE_UNREADABLE,
+                        unreadable=judge_details.unreadable,
+                        n=judge_details.items_judged,
+                    )
+                )
+            result = replace(result, reasons=[*result.reasons, *notes])
         with transaction.atomic():
             gate_run_assert_held(ctx.run)
             layer = LayerResult.objects.create(
@@ -227,12 +276,40 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
                 ci_high=result.candidate.ci_high,
                 threshold=section.clean_accuracy_min,
                 reasons=reasons_to_json(result.reasons),
-                details=to_json(_details(ctx=ctx, result=result, outputs=outputs)),
+                details=to_json(_details(ctx=ctx, result=result, outputs=outputs, judge=judge_details)),
                 wall_seconds=time.perf_counter() - started,
                 device=outputs[ctx.run.candidate_id].device,
             )
             _samples_store(ctx=ctx, layer=layer, outputs=outputs, outcomes=outcomes)
         return layer
+
+    def _judge_refused(self, *, ctx: LayerContext, prepared: JudgePrepared, started: float) -> LayerResult:
+        """The answer judge may not decide: insufficient data, no version asked; the details hold its
+        measurement (and the cut-offs' on the same labelled answers)."""
+        general, section = ctx.policy.general, ctx.policy.section(CleanAccuracyPolicy)
+        judge = prepared.details(
+            section=section, decide_on=general.decide_on, cutoffs=answer_cutoffs(general.text_cutoffs)
+        )
+        details = CleanAccuracyDetails(
+            suite=str(ctx.run.suite),
+            suite_hash=ctx.run.suite.content_hash,
+            candidate=None,
+            costs=[judge.cost] if judge.cost is not None else [],
+            answer_judge=judge,
+        )
+        with transaction.atomic():
+            gate_run_assert_held(ctx.run)
+            return LayerResult.objects.create(
+                gate_run=ctx.run,
+                layer=self.name,
+                verdict=INSUFFICIENT,
+                metric=self.metric,
+                threshold=section.clean_accuracy_min,
+                reasons=reasons_to_json([prepared.why]),
+                details=to_json(details),
+                wall_seconds=time.perf_counter() - started,
+                device=judge.cost.device if judge.cost else "",
+            )
 
     def report(
         self, *, run: GateRun, result: LayerResult, details: CleanAccuracyDetails | None
@@ -241,7 +318,7 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
         if details is None:
             return ReportPart(inputs=inputs, estimates={})
         attribution = None
-        if result.verdict not in ("pass", "pending"):
+        if result.verdict not in ("pass", "pending") and details.candidate is not None:
             candidate, baseline = details.candidate, details.baseline
             attribution = model_attribution(
                 run=run,
@@ -269,6 +346,8 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
         )
 
     def charts(self, *, details: CleanAccuracyDetails, threshold: float | None) -> list[Chart]:
+        if details.candidate is None:
+            return []
         return [
             breakdown_chart(
                 details=details,

@@ -102,3 +102,39 @@ def test_repeats_give_pass_k_the_flaky_items_and_an_interval_clustered_by_item()
     # Asked once, the same 24 answers are 24 items with a Wilson interval (narrower), no repeats.
     once = accuracy_summarize(outcomes=data, confidence=0.95)
     assert once.repeats is None and summary.ci_low < once.ci_low
+
+
+class TestAnswerJudgeAdmit:
+    """The answer judge decides only when its kappa with people, on enough labelled answers, clears
+    the bar."""
+
+    def admit(self, human, judged, decide_on="lower_bound", **policy):
+        from engines.scoring.judge import agreement_measure
+        from gate.judges.clean_accuracy import answer_judge_admit
+
+        agreement = agreement_measure(human=human, judged=judged) if human is not None else None
+        return answer_judge_admit(
+            judge="j:1", agreement=agreement, policy=CleanAccuracyPolicy(**policy), decide_on=decide_on
+        )
+
+    def test_kappa_0_8_on_50_answers_clears_0_6_on_its_estimate_not_on_its_lower_bound(self):
+        # [[23, 2], [3, 22]]: p_o 0.9, p_e 0.5, kappa 0.8; its 95 % lower bound is about 0.63.
+        human = [True] * 25 + [False] * 25
+        judged = [True] * 23 + [False] * 2 + [True] * 3 + [False] * 22
+        admitted, why = self.admit(human, judged)
+        assert admitted and why.code == CleanAccuracyCode.JUDGE_ADMITTED
+        assert why.params["kappa"] == pytest.approx(0.8) and 0.6 < why.params["low"] < 0.8
+        refused, why = self.admit(human, judged, answer_judge_kappa_min=0.7)
+        assert not refused and why.code == CleanAccuracyCode.JUDGE_BOUND_BELOW
+        admitted, why = self.admit(human, judged, decide_on="point", answer_judge_kappa_min=0.7)
+        assert admitted and why.code == CleanAccuracyCode.JUDGE_ADMITTED
+        refused, why = self.admit(human, judged, decide_on="point", answer_judge_kappa_min=0.85)
+        assert not refused and why.code == CleanAccuracyCode.JUDGE_KAPPA_BELOW and why.params["bar"] == 0.85
+
+    def test_too_few_labels_no_labels_and_an_undefined_kappa_are_refused(self):
+        few, why = self.admit([True, False] * 10, [True, False] * 10)  # perfect, but 20 < 30
+        assert not few and why.code == CleanAccuracyCode.JUDGE_TOO_FEW_LABELS and why.params["need"] == 30
+        none, why = self.admit(None, None)
+        assert not none and why.code == CleanAccuracyCode.JUDGE_NO_LABELS
+        undefined, why = self.admit([True] * 40, [True] * 40)
+        assert not undefined and why.code == CleanAccuracyCode.JUDGE_KAPPA_UNDEFINED

@@ -35,6 +35,11 @@ api_v1 = (
         path(
             "eval-suites/<str:ref>/items/", registry_apis.EvalSuiteItemsApi.as_view(), name="eval-suite-items"
         ),
+        path(
+            "eval-suites/<str:ref>/from-reviews/",
+            review_apis.SuiteFromReviewsApi.as_view(),
+            name="eval-suite-from-reviews",
+        ),
         path("gate-runs/", gate_apis.GateRunListApi.as_view(), name="gate-run-list"),
         path("gate-runs/<int:pk>/", gate_apis.GateRunDetailApi.as_view(), name="gate-run-detail"),
         path("gate-runs/<int:pk>/cancel/", gate_apis.GateRunCancelApi.as_view(), name="gate-run-cancel"),

@@ -18,6 +18,7 @@ from canary.selectors.experiments import experiment_get
 from canary.selectors.reviews import experiments_for_review, follow_up_reviews_count
 from canary.services.reviews import (
     LANGUAGES,
+    expected_labels,
     follow_up_review_next,
     follow_up_review_record,
     follow_up_reviews_export,
@@ -46,7 +47,8 @@ def _language(request: HttpRequest) -> str | None:
 @roles_required(REVIEW_ROLES)
 def review_queue(request: HttpRequest, name: str) -> HttpResponse:
     """GET: a random turn nobody labelled yet (`?second=1`: one another reviewer labelled once;
-    `?language=en|zh`). POST `turn_id`, `label`: record the label, then the next."""
+    `?language=en|zh`). POST `turn_id`, `label` and optionally `expected_label`, `expected_reference`
+    (the question's expected answer): record them, then the next."""
     experiment = experiment_get(name=name)
     language = _language(request)
     second = (request.GET.get("second") or request.POST.get("second")) == "1"
@@ -62,6 +64,8 @@ def review_queue(request: HttpRequest, name: str) -> HttpResponse:
                     experiment=experiment,
                     turn_id=turn_id,
                     label=request.POST.get("label", ""),
+                    expected_label=request.POST.get("expected_label", ""),
+                    expected_reference=request.POST.get("expected_reference", ""),
                     actor=request.user,
                 )
             except ApplicationError as exc:
@@ -77,6 +81,7 @@ def review_queue(request: HttpRequest, name: str) -> HttpResponse:
         "language": language,
         "languages": LANGUAGES,
         "buttons": [(value, LABEL_NAMES[value], *keys) for value, keys in SHORTCUTS.items()],
+        "expected_labels": expected_labels(experiment=experiment) if item else [],
         "mine": follow_up_reviews_count(experiment=experiment, reviewer_name=request.user.get_username()),
         "second": second,
         "live": follow_up_review_agreement(experiment=experiment, actor=request.user),

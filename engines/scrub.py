@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 RULE = "scrub-v1"
@@ -64,9 +65,7 @@ SURNAMES = (
     "王李张刘陈杨黄赵吴周徐孙马朱胡郭何林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘蒋蔡余杜叶苏魏吕丁任沈姚卢"
     "姜崔钟谭陆汪范石廖贾夏韦白邹孟熊秦邱江尹薛闫段雷侯龙陶黎贺顾毛郝龚邵万钱严覃武戴莫孔汤"
 )
-_ZH_NAME = re.compile(
-    rf"[{SURNAMES}][\u4e00-\u9fff]{{0,2}}?(?=先生|女士|小姐|太太|老师|律师|经理|总监|医生)"
-)
+_ZH_NAME = re.compile(rf"[{SURNAMES}][\u4e00-\u9fff]{{0,2}}?(?=先生|女士|小姐|太太|老师|律师|经理|总监|医生)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,7 +94,7 @@ def scrub_text(text: str) -> Scrubbed:
     """`text` with the personal data of `RULE` replaced (see the module's docstring)."""
     counts: Counter[str] = Counter()
 
-    def replace(kind: str):
+    def replace(kind: str) -> Callable[[re.Match[str]], str]:
         def sub(match: re.Match[str]) -> str:
             counts[kind] += 1
             return PLACEHOLDERS[kind]

@@ -144,6 +144,7 @@ urlpatterns = [
     path("review/", reviews.review_list, name="review-list"),
     path("review/<str:name>/", reviews.review_queue, name="review-queue"),
     path("review/<str:name>/export.jsonl", reviews.review_export, name="review-export"),
+    path("review/<str:name>/suite/", reviews.review_suite_build, name="review-suite-build"),
     path("login/", accounts.sign_in, name="login"),
     path("logout/", accounts.sign_out, name="logout"),
     # POST /i18n/setlang/ {language, next}: the language switch, remembered in a cookie.

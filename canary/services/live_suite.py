@@ -116,8 +116,10 @@ def _reviews(*, experiment: Experiment | None, family: str | None):
         .select_related("turn", "experiment")
         .order_by("pk")
     )
-    return reviews.filter(experiment=experiment) if experiment is not None else reviews.filter(
-        experiment__family=family
+    return (
+        reviews.filter(experiment=experiment)
+        if experiment is not None
+        else reviews.filter(experiment__family=family)
     )
 
 
@@ -186,7 +188,11 @@ def eval_suite_from_reviews(
     base_items = list(suite.items.order_by("position"))
     previous = eval_suite_latest(name=target)
     kept = (
-        [i for i in previous.items.order_by("position") if i.metadata.get("provenance", {}).get("source") == LIVE]
+        [
+            i
+            for i in previous.items.order_by("position")
+            if i.metadata.get("provenance", {}).get("source") == LIVE
+        ]
         if previous is not None
         else []
     )

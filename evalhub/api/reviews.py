@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from canary.selectors.experiments import experiment_get
-from canary.services.live_suite import PER_STRATUM_MAX, eval_suite_from_reviews
+from canary.services.live_suite import PER_STRATUM_MAX, LiveSuiteBuild, eval_suite_from_reviews
 from canary.services.reviews import (
     LABELS,
     LANGUAGES,
@@ -190,7 +190,7 @@ class SuiteFromReviewsApi(APIView):
         class Meta:
             ref_name = "SuiteFromReviewsOutput"
 
-        def get_base(self, obj) -> str:
+        def get_base(self, obj: LiveSuiteBuild) -> str:
             return f"{obj.base.name}@{obj.base.version}"
 
     @extend_schema(request=InputSerializer, responses={201: OutputSerializer})

@@ -22,7 +22,11 @@ def reviewed_question(
     """A session (the question, an answer, "thanks") in the event store, its third turn labelled by
     `reviewer` with the question's expected answer. Returns the review."""
     turns = chat_session(
-        experiment, session=session, turns=[question, "[answer] See the clause.", "Thanks."], kind="new", arm=arm
+        experiment,
+        session=session,
+        turns=[question, "[answer] See the clause.", "Thanks."],
+        kind="new",
+        arm=arm,
     )
     return follow_up_review_record(
         experiment=experiment,

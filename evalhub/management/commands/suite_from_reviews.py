@@ -21,7 +21,9 @@ class Command(BaseCommand):
         source = parser.add_mutually_exclusive_group(required=True)
         source.add_argument("--experiment", help="the reviewed questions of this experiment")
         source.add_argument("--family", help="the reviewed questions of every experiment of this family")
-        parser.add_argument("--per-stratum", type=int, default=50, help="new questions per language and label")
+        parser.add_argument(
+            "--per-stratum", type=int, default=50, help="new questions per language and label"
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--name", help="the suite to write (default: <suite>-live)")
 
@@ -42,9 +44,9 @@ class Command(BaseCommand):
                 for key, notes in exc.fields.items()
             )
             raise CommandError(f"{exc.message}\n{details}".rstrip()) from None
-        out = build.suite
+        out, base = build.suite, build.base
         self.stdout.write(
-            f"built {out.name}@{out.version} from {build.base.name}@{build.base.version}: {out.item_count} items, "
+            f"built {out.name}@{out.version} from {base.name}@{base.version}: {out.item_count} items, "
             f"{build.added} live added, {build.kept} kept, {build.scrubbed} scrubbed; "
             f"sha256 {out.content_hash[:12]}"
         )

@@ -27,7 +27,12 @@ pytestmark = pytest.mark.django_db
 BUILTIN = {"backend_kind": "builtin", "backend_config": {"path": "placeholder"}}
 BASE = [
     {"id": "b1", "input": "What does the payment clause say?", "label": "payment", "language": "en"},
-    {"id": "b2", "input": "这是什么条款：'合同可提前30日书面通知解除。'", "label": "termination", "language": "zh"},
+    {
+        "id": "b2",
+        "input": "这是什么条款：'合同可提前30日书面通知解除。'",
+        "label": "termination",
+        "language": "zh",
+    },
     {"id": "b3", "input": "Is the liability cap enforceable?", "label": "liability", "language": "en"},
 ]
 
@@ -150,13 +155,21 @@ def test_a_suite_version_from_reviewed_questions(experiment, base, annotator, ma
     )
     # A label the base suite no longer has.
     gone = reviewed_question(
-        experiment, session="gone", question="Can they sue us?", reviewer=annotator, expected_label="liability"
+        experiment,
+        session="gone",
+        question="Can they sue us?",
+        reviewer=annotator,
+        expected_label="liability",
     )
     FollowUpReview.objects.filter(pk=gone.pk).update(expected_label="indemnity")
     # Probe traffic is never a live question, even with a review row.
     probe = chat_session(experiment, session="probe", turns=["Probe q?", "[a]", "Thanks."], source="probe")
     FollowUpReview.objects.create(
-        turn=probe[2], experiment=experiment, label="new", detector_kind="new", expected_label="payment",
+        turn=probe[2],
+        experiment=experiment,
+        label="new",
+        detector_kind="new",
+        expected_label="payment",
         reviewer_name="ann",
     )
 
@@ -198,7 +211,11 @@ def test_a_suite_version_from_reviewed_questions(experiment, base, annotator, ma
     row = AuditLog.objects.get(action="eval_suite.from_reviews")
     assert (row.actor, row.target_id) == (manager, str(suite.pk))
     assert row.after["base"] == "fam@1" and row.after["experiment"] == "exp"
-    assert (row.after["added"], row.after["scrub_rule"], row.after["skipped"]["duplicate"]) == (2, "scrub-v1", 1)
+    assert (row.after["added"], row.after["scrub_rule"], row.after["skipped"]["duplicate"]) == (
+        2,
+        "scrub-v1",
+        1,
+    )
     assert row.after["strata"] == [
         {"language": "en", "label": "payment", "candidates": 1, "drawn": 1},
         {"language": "zh", "label": "", "candidates": 1, "drawn": 1},
@@ -210,7 +227,11 @@ def test_a_suite_version_from_reviewed_questions(experiment, base, annotator, ma
         eval_suite_from_reviews(suite=base, experiment=experiment, actor=manager)
     assert nothing.value.code == "nothing_new" and nothing.value.status_code == 400
     reviewed_question(
-        experiment, session="new", question="Can the cap be lifted?", reviewer=annotator, expected_label="liability"
+        experiment,
+        session="new",
+        question="Can the cap be lifted?",
+        reviewer=annotator,
+        expected_label="liability",
     )
     again = eval_suite_from_reviews(suite=base, experiment=experiment, actor=manager)
     assert (again.suite.version, again.added, again.kept, again.suite.item_count) == (2, 1, 2, 6)
@@ -220,12 +241,18 @@ def test_a_suite_version_from_reviewed_questions(experiment, base, annotator, ma
 def test_stratified_by_language_and_label_with_a_seeded_draw(experiment, base, annotator, manager):
     for k in range(6):
         reviewed_question(
-            experiment, session=f"en{k}", question=f"Question {k}: who pays?", reviewer=annotator,
+            experiment,
+            session=f"en{k}",
+            question=f"Question {k}: who pays?",
+            reviewer=annotator,
             expected_label="payment",
         )
     for k in range(3):
         reviewed_question(
-            experiment, session=f"zh{k}", question=f"第{k}个问题：可以解约吗？", reviewer=annotator,
+            experiment,
+            session=f"zh{k}",
+            question=f"第{k}个问题：可以解约吗？",
+            reviewer=annotator,
             expected_label="termination",
         )
 
@@ -245,7 +272,9 @@ def test_stratified_by_language_and_label_with_a_seeded_draw(experiment, base, a
 
 
 def test_who_may_build_and_what_is_refused(experiment, base, annotator, manager):
-    reviewed_question(experiment, session="s", question="Who pays?", reviewer=annotator, expected_label="payment")
+    reviewed_question(
+        experiment, session="s", question="Who pays?", reviewer=annotator, expected_label="payment"
+    )
     for role in ("annotator", "ci", "viewer"):
         with pytest.raises(ApplicationError) as caught:
             eval_suite_from_reviews(suite=base, experiment=experiment, actor=user_with(role, f"u-{role}"))
@@ -266,5 +295,7 @@ def test_who_may_build_and_what_is_refused(experiment, base, annotator, manager)
 
 
 def test_text_normalise():
-    assert text_normalise("  What DOES   the ＰＡＹＭＥＮＴ clause say?! ") == "what does the payment clause say"
+    assert (
+        text_normalise("  What DOES   the ＰＡＹＭＥＮＴ clause say?! ") == "what does the payment clause say"
+    )
     assert text_normalise("这是什么条款：“付款”？") == text_normalise("这是什么条款 付款")

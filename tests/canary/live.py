@@ -18,13 +18,14 @@ def reviewed_question(
     expected_reference: str = "",
     label: str = "new",
     arm: str = "baseline",
+    next_turn: str = "Thanks.",
 ) -> FollowUpReview:
-    """A session (the question, an answer, "thanks") in the event store, its third turn labelled by
+    """A session (the question, an answer, `next_turn`) in the event store, its third turn labelled by
     `reviewer` with the question's expected answer. Returns the review."""
     turns = chat_session(
         experiment,
         session=session,
-        turns=[question, "[answer] See the clause.", "Thanks."],
+        turns=[question, "[answer] See the clause.", next_turn],
         kind="new",
         arm=arm,
     )

@@ -194,7 +194,8 @@ def _demo_chat_versions_install(
     """V3 and V4 again, as a team whose versions are chat endpoints registers them: `openai` versions
     whose base URL is the model server bin/run-local starts for each. Their label set lets the
     layer-1 attack read class scores from the answers' log-probabilities, so the whole sandwich runs
-    on them as on the in-process ones."""
+    on them as on the in-process ones. Sixteen requests in flight: the model server batches the ones
+    waiting into each forward pass, as a real serving stack does."""
     chat: list[ModelVersion] = []
     for version in (v3, v4):
         label = f"{version.label}-chat"
@@ -205,7 +206,12 @@ def _demo_chat_versions_install(
                 family=FAMILY,
                 label=label,
                 backend_kind=ModelVersion.BackendKind.OPENAI,
-                backend_config={"base_url": version.serving_url, "model": version.ref, "labels": labels},
+                backend_config={
+                    "base_url": version.serving_url,
+                    "model": version.ref,
+                    "labels": labels,
+                    "max_concurrency": 16,
+                },
                 baseline=chat[0] if chat else None,
                 description=f"Demo {version.label.upper()} behind its model server, as an OpenAI-compatible "
                 "chat endpoint (the same checkpoint). Trained on synthetic demo data.",

@@ -105,6 +105,7 @@ OWN_COMMANDS: dict[str, str] = {
     "import_probes": "run: imports a probe set",
     "export_follow_up_reviews": "run: writes a file",
     "export_adversarial": "run: writes a file",
+    "export_shift_examples": "run: writes a file",
     "demo_setup": "run (test_demo_setup_declares_its_incumbent_through_two_release_managers): "
     "declares V3 through two release managers",
     "followup_train": "not run: trains the follow-up detector from files; no registry write",
@@ -397,6 +398,9 @@ def command_runs(tmp_path: Path) -> dict[str, Callable[[], object]]:
         ),
         "export_adversarial": lambda: call_command(
             "export_adversarial", "1", "--out", str(tmp_path / "adv.jsonl")
+        ),
+        "export_shift_examples": lambda: call_command(
+            "export_shift_examples", "1", "--out", str(tmp_path / "shift.jsonl")
         ),
     }
 

@@ -48,6 +48,11 @@ api_v1 = (
             gate_apis.GateRunAdversarialApi.as_view(),
             name="gate-run-adversarial",
         ),
+        path(
+            "gate-runs/<int:pk>/shift-examples.jsonl",
+            gate_apis.GateRunShiftExamplesApi.as_view(),
+            name="gate-run-shift-examples",
+        ),
         path("gate-runs/<int:pk>/samples/", gate_apis.GateRunSamplesApi.as_view(), name="gate-run-samples"),
         path("gate-runs/<int:pk>/report/", gate_apis.GateRunReportApi.as_view(), name="gate-run-report"),
         path("decisions/", gate_apis.DecisionListApi.as_view(), name="decision-list"),

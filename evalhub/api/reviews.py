@@ -3,9 +3,6 @@ and the labels as JSONL (release managers and annotators; readers may read the a
 
 from __future__ import annotations
 
-import json
-
-from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -25,6 +22,7 @@ from canary.services.reviews import (
 )
 from evalhub.api.common import SlugNameField, StrictSerializer
 from evalhub.api.registry import EvalSuiteOutputSerializer
+from evalhub.exports import jsonl_response
 from gate.layers.base import to_json
 from gate.services.reviews import follow_up_review_agreement, follow_up_reviewer_agreement
 from registry.roles import READ_ROLES, RELEASE_ROLES, REVIEW_ROLES
@@ -142,11 +140,7 @@ class ReviewExportApi(APIView):
     def get(self, request: Request, name: str) -> Response:
         experiment = experiment_get(name=name)
         rows = follow_up_reviews_export(experiment=experiment, actor=request.user)
-        response = StreamingHttpResponse(
-            (json.dumps(row, ensure_ascii=False) + "\n" for row in rows), content_type="application/x-ndjson"
-        )
-        response["Content-Disposition"] = f'attachment; filename="{experiment.name}-follow-up-reviews.jsonl"'
-        return response
+        return jsonl_response(rows=rows, filename=f"{experiment.name}-follow-up-reviews.jsonl")
 
 
 class LiveStratumSerializer(serializers.Serializer):

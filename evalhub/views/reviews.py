@@ -4,7 +4,6 @@ as JSONL in the labelled set's format."""
 
 from __future__ import annotations
 
-import json
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -25,6 +24,7 @@ from canary.services.reviews import (
     follow_up_review_record,
     follow_up_reviews_export,
 )
+from evalhub.exports import jsonl_response
 from evalhub.permissions import error_text, roles_required
 from gate.services.reviews import follow_up_review_agreement, follow_up_reviewer_agreement
 from registry.errors import ApplicationError
@@ -134,8 +134,4 @@ def review_suite_build(request: HttpRequest, name: str) -> HttpResponse:
 def review_export(request: HttpRequest, name: str) -> StreamingHttpResponse:
     experiment = experiment_get(name=name)
     rows = follow_up_reviews_export(experiment=experiment, actor=request.user)
-    response = StreamingHttpResponse(
-        (json.dumps(row, ensure_ascii=False) + "\n" for row in rows), content_type="application/x-ndjson"
-    )
-    response["Content-Disposition"] = f'attachment; filename="{experiment.name}-follow-up-reviews.jsonl"'
-    return response
+    return jsonl_response(rows=rows, filename=f"{experiment.name}-follow-up-reviews.jsonl")

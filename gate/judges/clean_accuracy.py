@@ -12,9 +12,11 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from engines.input_checks import FieldCode, text_problem
+from engines.perturbation.recipes import RECIPES
 from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from engines.scoring.judge import Agreement
-from engines.stats.intervals import clustered_mean_interval, wilson_interval
+from engines.stats.hypothesis import mcnemar_exact
+from engines.stats.intervals import clustered_mean_interval, paired_difference_interval, wilson_interval
 from gate.cost import VersionCost
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
 from gate.policy import LOWER_BOUND, PolicyError, PolicySection, setting
@@ -38,6 +40,9 @@ class CleanAccuracyCode(StrEnum):
     LABELS_UNREADABLE = "clean_accuracy.labels_unreadable"
     NOT_A_REF = "clean_accuracy.not_a_ref"
     LABELS_PATH = "clean_accuracy.labels_path"
+    NOISY_MIX = "clean_accuracy.noisy_mix"
+    NOISY_NONE = "clean_accuracy.noisy_none"
+    NOISY_UNAVAILABLE = "clean_accuracy.noisy_unavailable"
 
 
 wordings_register(
@@ -83,6 +88,14 @@ wordings_register(
         CleanAccuracyCode.LABELS_PATH: gettext_noop(
             "must be a relative path inside the labels folder (EVALHUB_LABELS_DIR), without '..'"
         ),
+        CleanAccuracyCode.NOISY_MIX: gettext_noop(
+            "with {replaced} of {items} items replaced by noisy versions ({recipe}): accuracy {value:.3f} "
+            "against {clean:.3f} clean, a drop of {drop:.3f} [{low:.3f}, {high:.3f}] (reported, not judged)"
+        ),
+        CleanAccuracyCode.NOISY_NONE: gettext_noop(
+            "noisy mix: none of the {items} items could be replaced by a noisy version ({recipe})"
+        ),
+        CleanAccuracyCode.NOISY_UNAVAILABLE: gettext_noop("noisy mix not made: {why}"),
     }
 )
 
@@ -152,6 +165,22 @@ class CleanAccuracyPolicy(PolicySection):
     )
     answer_judge_min_labels: int = setting(
         30, low=1, high=10**6, help="fewer labelled answers leave the judge unmeasured (insufficient data)"
+    )
+    clean_noise_share: float | None = setting(
+        None,
+        low=0.001,
+        high=1.0,
+        help="the seed's fix for a suite too clean: also score the suite with this share of its items "
+        "(0.15 in the seed) replaced by noisy versions from clean_noise_recipe, reported beside the "
+        "clean figure (the verdict stays on the clean one); null: off",
+    )
+    clean_noise_recipe: str = setting(
+        "robustness-v1",
+        choices=tuple(RECIPES),
+        help="the random-noise perturbation recipe the noisy versions come from",
+    )
+    clean_noise_seed: int = setting(
+        0, low=0, high=2**31 - 1, help="seed of the draw of replaced items and of their noise"
     )
 
 
@@ -246,6 +275,173 @@ class AnswerJudgeDetails:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NoisyItem:
+    """A replaced item: its noisy version's perturbation type, edits and opening."""
+
+    item_id: str
+    language: str
+    type: str
+    diff: str
+    snippet: str
+
+
+NOISY_LISTED = 50  # replaced items stored with their edits (`replaced` counts them all)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoisyCell(AccuracyCell):
+    """The noisy mix's accuracy over a group of items (`accuracy`, `ci_low`, `ci_high`: every answer,
+    the interval as for the clean figure) and its drop from the same items' clean accuracy: clean −
+    mix, paired by item, with the t interval of the per-item differences (`drop_low`, `drop_high`)."""
+
+    items: int
+    replaced: int
+    clean_accuracy: float | None
+    drop: float | None
+    drop_low: float
+    drop_high: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoisySide(NoisyCell):
+    """One version on the noisy mix. `only_clean_right` / `only_noisy_right`: replaced items right in
+    one form only (each item's first answer), and the exact McNemar p-value of the two."""
+
+    version: str
+    by_language: dict[str, NoisyCell]
+    only_clean_right: int
+    only_noisy_right: int
+    mcnemar_p: float
+    seconds: float = 0.0
+    computed: int = 0
+    cached: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoisyMixDetails:
+    """The suite with `share` of its items (per language, seeded) replaced by their noisy version from
+    `recipe`, answered by each version. Reported beside the clean figure; the verdict does not read it."""
+
+    share: float
+    recipe: str
+    seed: int
+    items: int
+    replaced: int = 0
+    replaced_by_language: dict[str, int] = field(default_factory=dict)
+    set_hash: str = ""
+    notes: list[str] = field(default_factory=list)
+    examples: list[NoisyItem] = field(default_factory=list)
+    candidate: NoisySide | None = None
+    baseline: NoisySide | None = None
+    difference: float | None = None  # the candidate's mix accuracy − the baseline's
+
+
+def noisy_counts(*, sizes: dict[str, int], share: float) -> dict[str, int]:
+    """How many items of each language (`sizes`: language → items) to replace: `share` of the whole
+    suite, rounded half up, dealt by largest remainder so each language gets `share` of its own items
+    rounded down or up (ties to the larger language, then by name)."""
+    total = math.floor(share * sum(sizes.values()) + 0.5)
+    counts = {language: math.floor(share * n) for language, n in sizes.items()}
+    by_remainder = sorted(sizes, key=lambda lang: (-(share * sizes[lang] - counts[lang]), -sizes[lang], lang))
+    for language in by_remainder[: max(0, total - sum(counts.values()))]:
+        counts[language] += 1
+    return {language: min(count, sizes[language]) for language, count in sorted(counts.items())}
+
+
+def _noisy_cell(
+    clean: list[list[bool]], mix: list[list[bool]], replaced: int, confidence: float, repeated: bool
+) -> NoisyCell:
+    cell = accuracy_cell(mix, confidence, repeated)
+    clean_means = [sum(m) / len(m) for m in clean]
+    drop, low, high = paired_difference_interval(
+        differences=[c - sum(m) / len(m) for c, m in zip(clean_means, mix, strict=True)],
+        confidence=confidence,
+    )
+    return NoisyCell(
+        n=cell.n,
+        correct=cell.correct,
+        accuracy=cell.accuracy,
+        ci_low=cell.ci_low,
+        ci_high=cell.ci_high,
+        items=len(clean),
+        replaced=replaced,
+        clean_accuracy=math.fsum(clean_means) / len(clean) if clean else None,
+        drop=None if math.isnan(drop) else drop,
+        drop_low=low,
+        drop_high=high,
+    )
+
+
+def noisy_side_summarize(
+    *,
+    version: str,
+    clean: Sequence[ItemOutcome],
+    mix: Sequence[ItemOutcome],
+    replaced: set[str] | frozenset[str],
+    confidence: float,
+    repeats: int = 1,
+) -> NoisySide:
+    """A version's figures on the noisy mix: `clean` its outcomes on the suite, `mix` on the suite with
+    the `replaced` items in their noisy version, both in the same order (each item's repeats grouped
+    by `item_id`). The clean accuracy beside each figure is that of the same items and answers."""
+    if len(clean) != len(mix):
+        raise ValueError("the clean and the mixed outcomes must pair up")
+    repeated = repeats > 1
+    clean_items, mix_items = _by_item(clean, True), _by_item(mix, True)
+    groups: dict[str, list[int]] = defaultdict(list)
+    for index, answers in enumerate(clean_items):
+        groups[answers[0].language or "unknown"].append(index)
+    clean_marks = [[o.correct for o in answers] for answers in clean_items]
+    mix_marks = [[o.correct for o in answers] for answers in mix_items]
+    first = [
+        (c[0].correct, m[0].correct)
+        for c, m in zip(clean_items, mix_items, strict=True)
+        if c[0].item_id in replaced
+    ]
+    only_clean = sum(c and not m for c, m in first)
+    only_noisy = sum(m and not c for c, m in first)
+
+    def cell(indexes: Sequence[int]) -> NoisyCell:
+        return _noisy_cell(
+            [clean_marks[i] for i in indexes],
+            [mix_marks[i] for i in indexes],
+            sum(clean_items[i][0].item_id in replaced for i in indexes),
+            confidence,
+            repeated,
+        )
+
+    overall = cell(range(len(clean_items)))
+    return NoisySide(
+        **{name: getattr(overall, name) for name in NoisyCell.__dataclass_fields__},
+        version=version,
+        by_language={language: cell(indexes) for language, indexes in sorted(groups.items())},
+        only_clean_right=only_clean,
+        only_noisy_right=only_noisy,
+        mcnemar_p=mcnemar_exact(only_first=only_clean, only_second=only_noisy),
+    )
+
+
+def noisy_reason(*, noisy: NoisyMixDetails) -> Reason | None:
+    """The candidate's noisy-mix figure as a reason beside the verdict's (None when not computed)."""
+    if noisy.replaced == 0:
+        return reason(CleanAccuracyCode.NOISY_NONE, items=noisy.items, recipe=noisy.recipe)
+    side = noisy.candidate
+    if side is None or side.accuracy is None or side.clean_accuracy is None or side.drop is None:
+        return None
+    return reason(
+        CleanAccuracyCode.NOISY_MIX,
+        replaced=noisy.replaced,
+        items=noisy.items,
+        recipe=noisy.recipe,
+        value=side.accuracy,
+        clean=side.clean_accuracy,
+        drop=side.drop,
+        low=side.drop_low,
+        high=side.drop_high,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class CleanAccuracyDetails:
     """What the layer stores (LayerResult.details) and the report, templates and dashboards read."""
 
@@ -256,6 +452,7 @@ class CleanAccuracyDetails:
     difference: float | None = None
     costs: list[VersionCost] = field(default_factory=list)  # each version's model work, priced
     answer_judge: AnswerJudgeDetails | None = None  # None: the policy names no judge
+    noisy: NoisyMixDetails | None = None  # policy clean_noise_share: the suite with noisy items mixed in
 
 
 def repeat_seed(*, seed: int, item_id: str, repeat: int) -> int:
@@ -265,7 +462,7 @@ def repeat_seed(*, seed: int, item_id: str, repeat: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def _cell(answers: Sequence[Sequence[bool]], confidence: float, repeated: bool) -> AccuracyCell:
+def accuracy_cell(answers: Sequence[Sequence[bool]], confidence: float, repeated: bool) -> AccuracyCell:
     """The accuracy of the items' answers (one list per item): a Wilson interval when each item was
     asked once, else the interval clustered by item (`clustered_mean_interval`)."""
     n = sum(len(marks) for marks in answers)
@@ -328,7 +525,7 @@ def accuracy_summarize(
         for tag in answers[0].tags or ("untagged",):
             tag_groups[tag].append(marks)
         language_groups[answers[0].language or "unknown"].append(marks)
-    overall = _cell([[o.correct for o in answers] for answers in items], confidence, repeated)
+    overall = accuracy_cell([[o.correct for o in answers] for answers in items], confidence, repeated)
     return AccuracySummary(
         n=overall.n,
         correct=overall.correct,
@@ -336,8 +533,10 @@ def accuracy_summarize(
         ci_low=overall.ci_low,
         ci_high=overall.ci_high,
         errors=sum(o.errored for o in outcomes),
-        by_tag={t: _cell(g, confidence, repeated) for t, g in sorted(tag_groups.items())},
-        by_language={lang: _cell(g, confidence, repeated) for lang, g in sorted(language_groups.items())},
+        by_tag={t: accuracy_cell(g, confidence, repeated) for t, g in sorted(tag_groups.items())},
+        by_language={
+            lang: accuracy_cell(g, confidence, repeated) for lang, g in sorted(language_groups.items())
+        },
         repeats=_repeats_summarize(items, repeats, confidence) if repeated else None,
     )
 

@@ -48,6 +48,7 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "api:gate-run-samples": {"GET": READERS},
     "api:gate-run-report": {"GET": READERS},
     "api:gate-run-adversarial": {"GET": READERS},
+    "api:gate-run-shift-examples": {"GET": READERS},
     # And the ci user who started the run (tests/gate/services/test_gate_run_cancel.py).
     "api:gate-run-cancel": {"POST": RELEASE},
     "api:decision-list": {"GET": READERS, "POST": RELEASE},

@@ -108,6 +108,7 @@ OWN_COMMANDS: dict[str, str] = {
     "export_follow_up_reviews": "run: writes a file",
     "suite_from_reviews": "run: builds a suite version from reviewed live questions (none here: refused)",
     "export_adversarial": "run: writes a file",
+    "export_shift_examples": "run: writes a file",
     "demo_setup": "run (test_demo_setup_declares_its_incumbent_through_two_release_managers): "
     "declares V3 through two release managers",
     "followup_train": "not run: trains the follow-up detector from files; no registry write",
@@ -403,6 +404,9 @@ def command_runs(tmp_path: Path) -> dict[str, Callable[[], object]]:
         ),
         "suite_from_reviews": lambda: call_command(
             "suite_from_reviews", "--suite", "fam", "--experiment", "exp", stdout=io.StringIO()
+        ),
+        "export_shift_examples": lambda: call_command(
+            "export_shift_examples", "1", "--out", str(tmp_path / "shift.jsonl")
         ),
     }
 

@@ -55,7 +55,7 @@ def turn():
 def test_an_annotator_gives_an_expected_answer_and_a_release_manager_builds_the_suite(turn):
     annotator = signed_in("annotator")
     page = annotator.get(URL).content.decode()
-    assert 'id="expected-answer"' in page and '<option value="termination">' in page
+    assert 'id="expected-answer"' in page and '<option value="termination" translate="no">' in page
     assert 'id="suite-from-reviews"' not in page  # not an annotator's to build
     wrong = annotator.post(
         URL, {"turn_id": turn.pk, "label": "new", "expected_label": "penalty"}, follow=True

@@ -96,8 +96,16 @@ def _content(chunk: dict) -> str:
     return (delta or {}).get("content") or ""
 
 
-def sse_stream(client: httpx.Client, url: str, body: dict, *, leave_after: int = 0) -> Outcome:
-    """One streamed chat completion read by hand (server-sent events over httpx)."""
+def sse_stream(
+    client: httpx.Client,
+    url: str,
+    body: dict,
+    *,
+    leave_after: int = 0,
+    answering: threading.Event | None = None,
+) -> Outcome:
+    """One streamed chat completion read by hand (server-sent events over httpx); `answering` is set
+    once its second content chunk arrives (a stream is mid-answer)."""
     outcome = Outcome(user=body.get("user", ""))
     started = time.perf_counter()
     try:
@@ -122,6 +130,8 @@ def sse_stream(client: httpx.Client, url: str, body: dict, *, leave_after: int =
                 if _content(chunk):
                     outcome.chunks += 1
                     outcome.ttfb = outcome.ttfb or time.perf_counter() - started
+                    if answering is not None and outcome.chunks == 2:
+                        answering.set()
                     if leave_after and outcome.chunks >= leave_after:
                         outcome.left = True  # leaving the block closes the connection mid-answer
                         break
@@ -131,8 +141,9 @@ def sse_stream(client: httpx.Client, url: str, body: dict, *, leave_after: int =
     return outcome
 
 
-def sdk_stream(client, body: dict) -> Outcome:
-    """One streamed chat completion through the official SDK, which raises the error event."""
+def sdk_stream(client, body: dict, *, answering: threading.Event | None = None) -> Outcome:
+    """One streamed chat completion through the official SDK, which raises the error event; `answering`
+    as in `sse_stream`."""
     import openai
 
     outcome = Outcome(user=body["user"])
@@ -144,6 +155,8 @@ def sdk_stream(client, body: dict) -> Outcome:
             if chunk.choices and chunk.choices[0].delta.content:
                 outcome.chunks += 1
                 outcome.ttfb = outcome.ttfb or time.perf_counter() - started
+                if answering is not None and outcome.chunks == 2:
+                    answering.set()
         outcome.done = True
     except openai.APIStatusError as exc:
         outcome.status, outcome.raised = exc.status_code, str(exc)[:200]
@@ -257,7 +270,8 @@ class Phase:
     direct: int = 0  # clients streaming straight to the baseline's server beside
     leave_after: int = 0  # content chunks each client reads before it goes away (0: all)
     sdk: bool = False  # the official openai SDK instead of httpx
-    fault: Callable[[], None] | None = None  # done half-way
+    fault: Callable[[], None] | None = None  # done half-way, once a stream is mid-answer
+    answering: threading.Event = field(default_factory=threading.Event)
     outcomes: list[Outcome] = field(default_factory=list)
     directs: list[Outcome] = field(default_factory=list)
 
@@ -298,11 +312,12 @@ def _client_loop(phase: Phase, stack: Stack, index: int, stop_at: float) -> None
             if time.perf_counter() >= stop_at:
                 break
             if phase.sdk:
-                outcome = sdk_stream(sdk, _body(user, n))
+                outcome = sdk_stream(sdk, _body(user, n), answering=phase.answering)
             else:
                 url = f"{path}/chat/completions"
+                body = {**_body(user, n), "stream": True}
                 outcome = sse_stream(
-                    client, url, {**_body(user, n), "stream": True}, leave_after=phase.leave_after
+                    client, url, body, leave_after=phase.leave_after, answering=phase.answering
                 )
             phase.outcomes.append(outcome)
     sdk.close()
@@ -330,7 +345,11 @@ def phase_run(phase: Phase, *, stack: Stack) -> None:
     for thread in threads:
         thread.start()
     if phase.fault is not None:
+        # Half-way, and then at the next second chunk of any stream: a fault timed by the clock alone
+        # can fall between two answers on a quiet machine, where nothing is cut.
         time.sleep(phase.seconds / 2)
+        phase.answering.clear()
+        phase.answering.wait(timeout=phase.seconds / 2)
         phase.fault()
     for thread in threads:
         thread.join(timeout=phase.seconds + 120)

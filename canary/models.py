@@ -391,6 +391,11 @@ class FollowUpReview(models.Model):
     # agreement is counted from this table alone.
     detector_kind = models.CharField(max_length=12)
     is_first = models.BooleanField(default=True)
+    # The reviewer's expected answer to the turn's question (the user turn two before it), optional: a
+    # clause-type label of the family's suite and/or a reference text. A first label with one makes the
+    # question a candidate item of a suite built from live questions (canary.services.live_suite).
+    expected_label = models.CharField(max_length=200, blank=True)
+    expected_reference = models.TextField(blank=True)
     reviewer = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="follow_up_reviews"
     )

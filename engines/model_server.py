@@ -23,7 +23,9 @@ It holds the concurrency a canary puts on it: each connection has its own (daemo
 listen backlog is as deep as the kernel allows (the standard library's 5 made a burst of new
 connections wait for SYN retransmits or fail, which the canary proxy counts as the candidate's
 failures), and the model runs one forward pass at a time (torch uses both cores per call) on one
-thread that takes the waiting requests in the order they came.
+thread that batches the requests waiting when it starts one (dynamic batching, as vLLM, TGI and
+Triton do: up to `max_batch` questions, each distinct question once), so many clients at once share
+forward passes instead of queueing for one each.
 """
 
 from __future__ import annotations
@@ -63,10 +65,12 @@ class _Job:
 
 class ModelQueue:
     """One forward pass at a time, in arrival order: requests wait in a queue (never refused) for
-    the one thread that calls the model."""
+    the one thread that calls the model, which takes every request waiting when it starts a pass,
+    up to `max_batch`, in that one pass."""
 
-    def __init__(self, backend: ModelBackend):
+    def __init__(self, backend: ModelBackend, *, max_batch: int = 64):
         self.backend = backend
+        self.max_batch = max_batch
         # The class scores, where the backend gives them (a classifier: `class_scores` and `labels`).
         scores = getattr(backend, "class_scores", None)
         self.labels: list[str] = list(getattr(backend, "labels", None) or []) if callable(scores) else []
@@ -89,14 +93,44 @@ class ModelQueue:
 
     def _work(self) -> None:
         while (job := self.jobs.get()) is not None:
-            try:
-                job.prediction = self.backend.predict([job.question])[0]
-                if job.want_scores:
-                    job.scores = self.backend.class_scores([job.question])[0]  # type: ignore[attr-defined]
-            except Exception as exc:  # the request that asked answers it; the queue goes on
-                job.failure = exc
-            finally:
-                job.done.set()
+            batch, closing = [job], False
+            while len(batch) < self.max_batch:
+                try:
+                    waiting = self.jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if waiting is None:
+                    closing = True
+                    break
+                batch.append(waiting)
+            self._run(batch)
+            if closing:
+                return
+
+    def _run(self, batch: list[_Job]) -> None:
+        try:
+            self._answer(batch)
+        except Exception as exc:  # a question the model fails on fails its own request, not the batch
+            if len(batch) > 1:
+                for job in batch:
+                    self._run([job])
+                return
+            batch[0].failure = exc
+        for job in batch:
+            job.done.set()
+
+    def _answer(self, batch: list[_Job]) -> None:
+        questions = list(dict.fromkeys(job.question for job in batch))
+        predictions = dict(zip(questions, self.backend.predict(questions), strict=True))
+        scored = list(dict.fromkeys(job.question for job in batch if job.want_scores))
+        scores = (
+            dict(zip(scored, self.backend.class_scores(scored), strict=True))  # type: ignore[attr-defined]
+            if scored
+            else {}
+        )
+        for job in batch:
+            job.prediction = predictions[job.question]
+            job.scores = scores.get(job.question) if job.want_scores else None
 
 
 class ModelHTTPServer(ThreadingHTTPServer):

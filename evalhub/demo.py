@@ -7,6 +7,7 @@ and V4 (MiniLM classifier, the candidate), and imports the golden eval suite.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -91,19 +92,25 @@ SUITE_DESCRIPTION = (
 
 
 def _train_if_needed(*, name: str, train, items, out_dir: Path, fingerprint: str, log) -> dict:
-    marker = out_dir / "evalhub_training.json"
-    if marker.exists():
-        recorded = json.loads(marker.read_text())
-        if recorded.get("fingerprint") == fingerprint:
-            log(f"{name}: checkpoint up to date in {out_dir}")
-            return recorded
-    log(f"{name}: training into {out_dir} ...")
-    started = time.perf_counter()
-    metrics = train(items=items, out_dir=out_dir, seed=0)
-    recorded = {"fingerprint": fingerprint, "seconds": time.perf_counter() - started, "metrics": metrics}
-    marker.write_text(json.dumps(recorded, indent=2))
-    log(f"{name}: trained in {recorded['seconds']:.1f} s")
-    return recorded
+    # One trainer per checkpoint: processes that install the demo at once (a test run and a bench, two
+    # sessions on one machine) would otherwise train the same folder together; the others wait, then
+    # find it up to date.
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_dir.parent / f".{out_dir.name}.training.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        marker = out_dir / "evalhub_training.json"
+        if marker.exists():
+            recorded = json.loads(marker.read_text())
+            if recorded.get("fingerprint") == fingerprint:
+                log(f"{name}: checkpoint up to date in {out_dir}")
+                return recorded
+        log(f"{name}: training into {out_dir} ...")
+        started = time.perf_counter()
+        metrics = train(items=items, out_dir=out_dir, seed=0)
+        recorded = {"fingerprint": fingerprint, "seconds": time.perf_counter() - started, "metrics": metrics}
+        marker.write_text(json.dumps(recorded, indent=2))
+        log(f"{name}: trained in {recorded['seconds']:.1f} s")
+        return recorded
 
 
 def demo_install(*, log=print, seed: int = 0) -> dict:
@@ -187,7 +194,8 @@ def _demo_chat_versions_install(
     """V3 and V4 again, as a team whose versions are chat endpoints registers them: `openai` versions
     whose base URL is the model server bin/run-local starts for each. Their label set lets the
     layer-1 attack read class scores from the answers' log-probabilities, so the whole sandwich runs
-    on them as on the in-process ones."""
+    on them as on the in-process ones. Sixteen requests in flight: the model server batches the ones
+    waiting into each forward pass, as a real serving stack does."""
     chat: list[ModelVersion] = []
     for version in (v3, v4):
         label = f"{version.label}-chat"
@@ -198,7 +206,12 @@ def _demo_chat_versions_install(
                 family=FAMILY,
                 label=label,
                 backend_kind=ModelVersion.BackendKind.OPENAI,
-                backend_config={"base_url": version.serving_url, "model": version.ref, "labels": labels},
+                backend_config={
+                    "base_url": version.serving_url,
+                    "model": version.ref,
+                    "labels": labels,
+                    "max_concurrency": 16,
+                },
                 baseline=chat[0] if chat else None,
                 description=f"Demo {version.label.upper()} behind its model server, as an OpenAI-compatible "
                 "chat endpoint (the same checkpoint). Trained on synthetic demo data.",

@@ -35,6 +35,11 @@ api_v1 = (
         path(
             "eval-suites/<str:ref>/items/", registry_apis.EvalSuiteItemsApi.as_view(), name="eval-suite-items"
         ),
+        path(
+            "eval-suites/<str:ref>/from-reviews/",
+            review_apis.SuiteFromReviewsApi.as_view(),
+            name="eval-suite-from-reviews",
+        ),
         path("gate-runs/", gate_apis.GateRunListApi.as_view(), name="gate-run-list"),
         path("gate-runs/<int:pk>/", gate_apis.GateRunDetailApi.as_view(), name="gate-run-detail"),
         path("gate-runs/<int:pk>/cancel/", gate_apis.GateRunCancelApi.as_view(), name="gate-run-cancel"),
@@ -42,6 +47,11 @@ api_v1 = (
             "gate-runs/<int:pk>/adversarial.jsonl",
             gate_apis.GateRunAdversarialApi.as_view(),
             name="gate-run-adversarial",
+        ),
+        path(
+            "gate-runs/<int:pk>/shift-examples.jsonl",
+            gate_apis.GateRunShiftExamplesApi.as_view(),
+            name="gate-run-shift-examples",
         ),
         path("gate-runs/<int:pk>/samples/", gate_apis.GateRunSamplesApi.as_view(), name="gate-run-samples"),
         path("gate-runs/<int:pk>/report/", gate_apis.GateRunReportApi.as_view(), name="gate-run-report"),
@@ -139,6 +149,7 @@ urlpatterns = [
     path("review/", reviews.review_list, name="review-list"),
     path("review/<str:name>/", reviews.review_queue, name="review-queue"),
     path("review/<str:name>/export.jsonl", reviews.review_export, name="review-export"),
+    path("review/<str:name>/suite/", reviews.review_suite_build, name="review-suite-build"),
     path("login/", accounts.sign_in, name="login"),
     path("logout/", accounts.sign_out, name="logout"),
     # POST /i18n/setlang/ {language, next}: the language switch, remembered in a cookie.

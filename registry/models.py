@@ -125,6 +125,8 @@ class AuditAction(StrEnum):
     DECISION_OVERRIDE_REQUEST = "decision.override_request"
     DECISION_REJECT = "decision.reject"
     EVAL_SUITE_IMPORT = "eval_suite.import"
+    # A suite version built from reviewed live questions (canary.services.live_suite).
+    EVAL_SUITE_FROM_REVIEWS = "eval_suite.from_reviews"
     EXPERIMENT_CREATE = "experiment.create"
     EXPERIMENT_HORIZON_REGISTER = "experiment.horizon_register"
     EXPERIMENT_LOOK = "experiment.look"

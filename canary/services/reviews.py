@@ -23,11 +23,13 @@ from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 
 from canary.models import Experiment, FollowUpReview, TurnEvent
 from canary.selectors.reviews import follow_up_reviews_first
-from engines.reasons import gettext_noop, reason, wordings_register
+from engines.input_checks import FieldCode, text_problem
+from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from registry.actors import Actor, actor_name, actor_require_role, actor_user
 from registry.errors import ApplicationError, CommonCode, NotFoundError
 from registry.models import AuditAction
 from registry.roles import REVIEW_ROLES
+from registry.selectors.suites import eval_suite_labels, eval_suite_latest
 from registry.services.audit import audit_record
 
 
@@ -35,6 +37,9 @@ class ReviewsCode(StrEnum):
     UNKNOWN_LANGUAGE = "reviews.unknown_language"
     UNKNOWN_LABEL = "reviews.unknown_label"
     NO_TURN = "reviews.no_turn"
+    UNKNOWN_EXPECTED_LABEL = "reviews.unknown_expected_label"
+    NO_LABEL_SET = "reviews.no_label_set"
+    EXPECTED_ANSWER = "reviews.expected_answer"
 
 
 wordings_register(
@@ -42,6 +47,14 @@ wordings_register(
         ReviewsCode.UNKNOWN_LANGUAGE: gettext_noop("Unknown language '{language}'."),
         ReviewsCode.UNKNOWN_LABEL: gettext_noop("Unknown label '{label}'."),
         ReviewsCode.NO_TURN: gettext_noop("No reviewable turn {turn} in experiment '{name}'."),
+        ReviewsCode.UNKNOWN_EXPECTED_LABEL: gettext_noop(
+            "Unknown expected label '{label}': not a label of suite '{suite}'."
+        ),
+        ReviewsCode.NO_LABEL_SET: gettext_noop(
+            "No suite named '{suite}' (the experiment's family) to take the expected labels from: give a "
+            "reference text instead."
+        ),
+        ReviewsCode.EXPECTED_ANSWER: gettext_noop("The expected answer cannot be stored."),
     }
 )
 
@@ -51,6 +64,7 @@ LABELS = tuple(FollowUpReview.Label.values)
 # turns per query after a drawn id, at most MAX_SCANNED per pick (so a language that is rare in the
 # traffic cannot make one pick read the whole experiment).
 DRAWS = 64
+REFERENCE_MAX_CHARS = 10_000
 ROUNDS = 16
 BATCH = 64
 MAX_SCANNED = 4096
@@ -218,46 +232,113 @@ def _scan(
     return None
 
 
+def expected_labels(*, experiment: Experiment) -> list[str]:
+    """The labels an expected answer may name: the label set of the latest version of the suite named
+    after the experiment's family (the suite its gate runs on, as the demo names it); empty without one."""
+    suite = eval_suite_latest(name=experiment.family)
+    return eval_suite_labels(suite=suite) if suite is not None else []
+
+
+def _expected_check(*, experiment: Experiment, expected_label: str, expected_reference: str) -> None:
+    if expected_label:
+        labels = expected_labels(experiment=experiment)
+        if not labels:
+            raise ApplicationError(
+                reason(ReviewsCode.NO_LABEL_SET, suite=experiment.family),
+                fields={"expected_label": [reason(ReviewsCode.NO_LABEL_SET, suite=experiment.family)]},
+            )
+        if expected_label not in labels:
+            raise ApplicationError(
+                reason(ReviewsCode.UNKNOWN_EXPECTED_LABEL, label=expected_label, suite=experiment.family),
+                fields={"expected_label": [reason(CommonCode.ONE_OF, choices=labels)]},
+            )
+    problems: dict[str, list[Reason | str]] = {}
+    for name, value in (("expected_label", expected_label), ("expected_reference", expected_reference)):
+        if problem := text_problem(value):
+            problems[name] = [problem]
+    if len(expected_reference) > REFERENCE_MAX_CHARS:
+        problems["expected_reference"] = [reason(FieldCode.AT_MOST_CHARS, limit=REFERENCE_MAX_CHARS)]
+    if problems:
+        raise ApplicationError(reason(ReviewsCode.EXPECTED_ANSWER), fields=problems)
+
+
+def _review_state(*, label: str, expected_label: str, expected_reference: str) -> dict[str, str]:
+    """A review as its audit rows show it: the label, and the expected answer's parts that are set."""
+    state = {"label": label}
+    if expected_label:
+        state["expected_label"] = expected_label
+    if expected_reference:
+        state["expected_reference"] = expected_reference
+    return state
+
+
 @transaction.atomic
 def follow_up_review_record(
-    *, experiment: Experiment, turn_id: int, label: str, actor: Actor
+    *,
+    experiment: Experiment,
+    turn_id: int,
+    label: str,
+    actor: Actor,
+    expected_label: str = "",
+    expected_reference: str = "",
 ) -> FollowUpReview:
-    """Record `actor`'s label of one reviewable turn of the experiment (audited). Labelling the same
-    turn again changes this reviewer's label."""
+    """Record `actor`'s label of one reviewable turn of the experiment (audited), and with it, when
+    given, their expected answer to the turn's question: a label of the family's suite
+    (`expected_labels`) and/or a reference text. Labelling the same turn again changes this reviewer's
+    label and expected answer (an empty one clears it)."""
     actor_require_role(actor, REVIEW_ROLES, action="review follow-ups")
     if label not in LABELS:
         raise ApplicationError(
             reason(ReviewsCode.UNKNOWN_LABEL, label=label),
             fields={"label": [reason(CommonCode.ONE_OF, choices=list(LABELS))]},
         )
+    expected_label, expected_reference = expected_label.strip(), expected_reference.strip()
+    _expected_check(
+        experiment=experiment, expected_label=expected_label, expected_reference=expected_reference
+    )
     # Locked: of two reviewers labelling one turn at once, exactly one gives its first label.
     turn = _reviewable(experiment=experiment).select_for_update().filter(pk=turn_id).first()
     if turn is None or turn.pk not in _items([turn]):
         raise NotFoundError(reason(ReviewsCode.NO_TURN, turn=turn_id, name=experiment.name), field="turn_id")
     name = actor_name(actor)
     review = FollowUpReview.objects.filter(turn=turn, reviewer_name=name).first()
-    before = {"label": review.label} if review else None
+    state = _review_state(label=label, expected_label=expected_label, expected_reference=expected_reference)
+    before = (
+        _review_state(
+            label=review.label,
+            expected_label=review.expected_label,
+            expected_reference=review.expected_reference,
+        )
+        if review
+        else None
+    )
     if review is None:
         review = FollowUpReview.objects.create(
             turn=turn,
             experiment=experiment,
             label=label,
+            expected_label=expected_label,
+            expected_reference=expected_reference,
             detector_kind=turn.follow_up_kind,
             is_first=not FollowUpReview.objects.filter(turn=turn).exists(),
             reviewer=actor_user(actor),
             reviewer_name=name,
         )
-    elif review.label == label:
+    elif before == state:
         return review
     else:
-        review.label = label
-        review.save(update_fields=["label"])
+        review.label, review.expected_label, review.expected_reference = (
+            label,
+            expected_label,
+            expected_reference,
+        )
+        review.save(update_fields=["label", "expected_label", "expected_reference"])
     audit_record(
         actor=actor,
         action=AuditAction.FOLLOW_UP_REVIEW_RECORD,
         target=review,
         before=before,
-        after={"label": label, "experiment": experiment.name, "event_id": turn.event_id},
+        after={**state, "experiment": experiment.name, "event_id": turn.event_id},
     )
     return review
 

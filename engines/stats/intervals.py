@@ -74,3 +74,24 @@ def clustered_mean_interval(
     se = math.sqrt(variance / g)
     half = float(scipy_stats.t.ppf(0.5 + confidence / 2, g - 1)) * se
     return (mean, se, max(0.0, mean - half), min(1.0, mean + half))
+
+
+def paired_difference_interval(
+    *, differences: Sequence[float], confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """The mean of paired differences (one per unit, e.g. an item's clean minus noisy correctness) and
+    its t interval with n - 1 degrees of freedom, not clipped: (mean, low, high). It is the one-sample
+    t interval of `scipy.stats.ttest_1samp(differences, 0).confidence_interval()`; for 0/±1
+    differences, the Wald interval of two paired proportions with the n - 1 variance. Every difference
+    equal gives a zero-width interval; fewer than two units, (mean, -1, 1)."""
+    n = len(differences)
+    if n == 0:
+        return (math.nan, -1.0, 1.0)
+    mean = math.fsum(differences) / n
+    if n < 2:
+        return (mean, -1.0, 1.0)
+    from scipy import stats as scipy_stats
+
+    variance = math.fsum((d - mean) ** 2 for d in differences) / (n - 1)
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, n - 1)) * math.sqrt(variance / n)
+    return (mean, mean - half, mean + half)

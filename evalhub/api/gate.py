@@ -28,6 +28,7 @@ from evalhub.api.common import (
     paginated,
 )
 from evalhub.api.errors import ApiCode
+from evalhub.exports import jsonl_response
 from evalhub.wordings import WORDS, reason_payload
 from gate.layers.base import to_json
 from gate.layers.registry import gate_policy_read, layer_names
@@ -41,6 +42,7 @@ from gate.selectors.gate_runs import (
     sample_result_list,
 )
 from gate.services.decisions import REASON_MAX_LENGTH, decision_record
+from gate.services.exports import shift_examples_export
 from gate.services.gate_runs import gate_run_cancel, gate_run_error, gate_run_start
 from gate.services.progress import gate_queue_snapshot, gate_run_live
 from gate.services.report import gate_run_report
@@ -255,11 +257,21 @@ class GateRunAdversarialApi(APIView):
     def get(self, request: Request, pk: int) -> StreamingHttpResponse:
         run = gate_run_get(gate_run_id=pk)
         rows = adversarial_examples_export(run=run)
-        response = StreamingHttpResponse(
-            (json.dumps(row, ensure_ascii=False) + "\n" for row in rows), content_type="application/x-ndjson"
-        )
-        response["Content-Disposition"] = f'attachment; filename="gate-run-{run.pk}-adversarial.jsonl"'
-        return response
+        return jsonl_response(rows=rows, filename=f"gate-run-{run.pk}-adversarial.jsonl")
+
+
+class GateRunShiftExamplesApi(APIView):
+    """The run's suite-vs-live shift examples as JSONL (`gate.services.exports.shift_examples_export`):
+    per language, the live questions farthest from the suite. 404 when the run has no shift result."""
+
+    @extend_schema(
+        operation_id="gate_run_shift_examples_export",
+        responses={(200, "application/x-ndjson"): OpenApiTypes.STR},
+    )
+    def get(self, request: Request, pk: int) -> StreamingHttpResponse:
+        run = gate_run_get(gate_run_id=pk)
+        rows = shift_examples_export(run=run)
+        return jsonl_response(rows=rows, filename=f"gate-run-{run.pk}-shift-examples.jsonl")
 
 
 class MarkdownRenderer(renderers.BaseRenderer):

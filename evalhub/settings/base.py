@@ -240,6 +240,9 @@ EVALHUB_JSON_MAX_DEPTH = int(os.environ.get("EVALHUB_JSON_MAX_DEPTH", 64))
 # Checkpoints (`hf`, `builtin` backends) live in this folder: relative paths are resolved against
 # it, and a path outside it (after `..` and symlinks) is refused.
 EVALHUB_MODEL_DIR = Path(os.environ.get("EVALHUB_MODEL_DIR", VAR_DIR / "models"))
+# Labelled answers that an answer judge is measured on (policy `answer_judge_labels`) live in this
+# folder: a path is resolved against it, and one outside it (after `..` and symlinks) is refused.
+EVALHUB_LABELS_DIR = Path(os.environ.get("EVALHUB_LABELS_DIR", VAR_DIR / "labels"))
 
 # A running gate run whose worker has not reported for this long is considered lost.
 EVALHUB_GATE_RUN_STALE_SECONDS = int(os.environ.get("EVALHUB_GATE_RUN_STALE_SECONDS", 300))

@@ -8,12 +8,18 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import PurePosixPath
+from typing import Any
 
+from engines.input_checks import FieldCode, text_problem
+from engines.perturbation.recipes import RECIPES
 from engines.reasons import Reason, gettext_noop, reason, wordings_register
-from engines.stats.intervals import clustered_mean_interval, wilson_interval
+from engines.scoring.judge import Agreement
+from engines.stats.hypothesis import mcnemar_exact
+from engines.stats.intervals import clustered_mean_interval, paired_difference_interval, wilson_interval
 from gate.cost import VersionCost
 from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
-from gate.policy import LOWER_BOUND, PolicySection, setting
+from gate.policy import LOWER_BOUND, PolicyError, PolicySection, setting
 
 
 class CleanAccuracyCode(StrEnum):
@@ -23,6 +29,20 @@ class CleanAccuracyCode(StrEnum):
     ACCURACY_CLEARS = "clean_accuracy.accuracy_clears"
     ACCURACY_BELOW = "clean_accuracy.accuracy_below"
     ITEMS_ERRORED = "clean_accuracy.items_errored"
+    JUDGE_ADMITTED = "clean_accuracy.judge_admitted"
+    JUDGE_BOUND_BELOW = "clean_accuracy.judge_bound_below"
+    JUDGE_KAPPA_BELOW = "clean_accuracy.judge_kappa_below"
+    JUDGE_KAPPA_UNDEFINED = "clean_accuracy.judge_kappa_undefined"
+    JUDGE_TOO_FEW_LABELS = "clean_accuracy.judge_too_few_labels"
+    JUDGE_NO_LABELS = "clean_accuracy.judge_no_labels"
+    JUDGE_UNREADABLE = "clean_accuracy.judge_unreadable"
+    JUDGE_UNUSABLE = "clean_accuracy.judge_unusable"
+    LABELS_UNREADABLE = "clean_accuracy.labels_unreadable"
+    NOT_A_REF = "clean_accuracy.not_a_ref"
+    LABELS_PATH = "clean_accuracy.labels_path"
+    NOISY_MIX = "clean_accuracy.noisy_mix"
+    NOISY_NONE = "clean_accuracy.noisy_none"
+    NOISY_UNAVAILABLE = "clean_accuracy.noisy_unavailable"
 
 
 wordings_register(
@@ -33,8 +53,75 @@ wordings_register(
         CleanAccuracyCode.ACCURACY_CLEARS: gettext_noop("accuracy {value:.3f} >= bar {bar:.3f}"),
         CleanAccuracyCode.ACCURACY_BELOW: gettext_noop("accuracy {value:.3f} < bar {bar:.3f}"),
         CleanAccuracyCode.ITEMS_ERRORED: gettext_noop("{errors} of {n} items errored (counted as wrong)"),
+        CleanAccuracyCode.JUDGE_ADMITTED: gettext_noop(
+            "answer judge {judge} decides free-text answers: Cohen's kappa {kappa:.3f} "
+            "[{low:.3f}, {high:.3f}] on {n} labelled answers clears the bar {bar:.3f}"
+        ),
+        CleanAccuracyCode.JUDGE_BOUND_BELOW: gettext_noop(
+            "answer judge {judge} may not decide: Cohen's kappa {kappa:.3f} [{low:.3f}, {high:.3f}] on {n} "
+            "labelled answers, lower bound below the bar {bar:.3f}"
+        ),
+        CleanAccuracyCode.JUDGE_KAPPA_BELOW: gettext_noop(
+            "answer judge {judge} may not decide: Cohen's kappa {kappa:.3f} [{low:.3f}, {high:.3f}] on {n} "
+            "labelled answers, below the bar {bar:.3f}"
+        ),
+        CleanAccuracyCode.JUDGE_KAPPA_UNDEFINED: gettext_noop(
+            "answer judge {judge} may not decide: Cohen's kappa is undefined on the {n} labelled answers "
+            "(they and the judge give one verdict only)"
+        ),
+        CleanAccuracyCode.JUDGE_TOO_FEW_LABELS: gettext_noop(
+            "answer judge {judge} may not decide: {n} labelled answers, at least {need} are needed to "
+            "measure its agreement with people"
+        ),
+        CleanAccuracyCode.JUDGE_NO_LABELS: gettext_noop(
+            "answer judge {judge} may not decide: no labelled answers (answer_judge_labels) to measure its "
+            "agreement with people"
+        ),
+        CleanAccuracyCode.JUDGE_UNREADABLE: gettext_noop(
+            "{unreadable} of {n} verdicts of the answer judge could not be read (those answers counted "
+            "as wrong)"
+        ),
+        CleanAccuracyCode.JUDGE_UNUSABLE: gettext_noop("answer judge {judge}: {why}"),
+        # `why`: the parser's own message (English: a line number and what is wrong there).
+        CleanAccuracyCode.LABELS_UNREADABLE: gettext_noop("labelled answers {path}: {why}"),
+        CleanAccuracyCode.NOT_A_REF: gettext_noop("must name a version as family:label"),
+        CleanAccuracyCode.LABELS_PATH: gettext_noop(
+            "must be a relative path inside the labels folder (EVALHUB_LABELS_DIR), without '..'"
+        ),
+        CleanAccuracyCode.NOISY_MIX: gettext_noop(
+            "with {replaced} of {items} items replaced by noisy versions ({recipe}): accuracy {value:.3f} "
+            "against {clean:.3f} clean, a drop of {drop:.3f} [{low:.3f}, {high:.3f}] (reported, not judged)"
+        ),
+        CleanAccuracyCode.NOISY_NONE: gettext_noop(
+            "noisy mix: none of the {items} items could be replaced by a noisy version ({recipe})"
+        ),
+        CleanAccuracyCode.NOISY_UNAVAILABLE: gettext_noop("noisy mix not made: {why}"),
     }
 )
+
+
+def _version_ref(key: str, value: Any) -> str:
+    if not isinstance(value, str) or len(value) > 200 or value.count(":") < 1 or value.strip() != value:
+        raise PolicyError(key, reason(CleanAccuracyCode.NOT_A_REF))
+    family, _, label = value.partition(":")
+    if not family or not label:
+        raise PolicyError(key, reason(CleanAccuracyCode.NOT_A_REF))
+    if problem := text_problem(value):
+        raise PolicyError(key, problem)
+    return value
+
+
+def _labels_path(key: str, value: Any) -> str:
+    """A labelled file's path, relative to the labels folder: no absolute path, no `..` (where it
+    resolves to, symlinks followed, is checked again when it is read)."""
+    if not isinstance(value, str) or not value.strip() or len(value) > 300:
+        raise PolicyError(key, reason(FieldCode.SHORT_STRING, limit=300))
+    path = PurePosixPath(value.replace("\\", "/"))
+    if path.is_absolute() or ".." in path.parts or ":" in value:
+        raise PolicyError(key, reason(CleanAccuracyCode.LABELS_PATH))
+    if problem := text_problem(value):
+        raise PolicyError(key, problem)
+    return value
 
 
 @dataclass(frozen=True)
@@ -55,6 +142,45 @@ class CleanAccuracyPolicy(PolicySection):
         low=0,
         high=2**31 - 1,
         help="with repeats > 1, the seed the request of each item and repeat derives from",
+    )
+    answer_judge: str | None = setting(
+        None,
+        check=_version_ref,
+        help="a registered chat version (family:label) that judges free-text answers against the "
+        "reference with a rubric, in place of the BERTScore/chrF cut-offs, once its agreement with "
+        "people on answer_judge_labels clears answer_judge_kappa_min; null: the cut-offs judge",
+    )
+    answer_judge_labels: str | None = setting(
+        None,
+        check=_labels_path,
+        help="the labelled answers the judge is measured on: a JSONL file (id, question, reference, "
+        "answer, verdict correct|incorrect, language) relative to the labels folder EVALHUB_LABELS_DIR",
+    )
+    answer_judge_kappa_min: float = setting(
+        0.6,
+        low=0.0,
+        high=1.0,
+        help="the bar for the judge's Cohen's kappa with people (its interval's lower bound, or the "
+        "estimate, as decide_on says); 0.6 is where Landis & Koch's 'substantial' agreement begins",
+    )
+    answer_judge_min_labels: int = setting(
+        30, low=1, high=10**6, help="fewer labelled answers leave the judge unmeasured (insufficient data)"
+    )
+    clean_noise_share: float | None = setting(
+        None,
+        low=0.001,
+        high=1.0,
+        help="the seed's fix for a suite too clean: also score the suite with this share of its items "
+        "(0.15 in the seed) replaced by noisy versions from clean_noise_recipe, reported beside the "
+        "clean figure (the verdict stays on the clean one); null: off",
+    )
+    clean_noise_recipe: str = setting(
+        "robustness-v1",
+        choices=tuple(RECIPES),
+        help="the random-noise perturbation recipe the noisy versions come from",
+    )
+    clean_noise_seed: int = setting(
+        0, low=0, high=2**31 - 1, help="seed of the draw of replaced items and of their noise"
     )
 
 
@@ -128,15 +254,205 @@ class AccuracySide(AccuracySummary):
 
 
 @dataclass(frozen=True, kw_only=True)
+class AnswerJudgeDetails:
+    """The answer judge's measurement and work: its agreement with people on the labelled answers,
+    the BERTScore/chrF cut-offs' agreement on the same answers (the offline default, for comparison),
+    whether it was admitted, and what it decided (`items_judged` free-text answers of all versions,
+    `unreadable` of them without a verdict) and cost (`cost`: its queries and tokens, both phases)."""
+
+    judge: str
+    labels: str
+    labels_hash: str
+    kappa_min: float
+    decide_on: str
+    admitted: bool
+    judge_agreement: Agreement
+    default_agreement: Agreement | None
+    cutoffs: dict[str, float]
+    items_judged: int = 0
+    unreadable: int = 0
+    cost: VersionCost | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoisyItem:
+    """A replaced item: its noisy version's perturbation type, edits and opening."""
+
+    item_id: str
+    language: str
+    type: str
+    diff: str
+    snippet: str
+
+
+NOISY_LISTED = 50  # replaced items stored with their edits (`replaced` counts them all)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoisyCell(AccuracyCell):
+    """The noisy mix's accuracy over a group of items (`accuracy`, `ci_low`, `ci_high`: every answer,
+    the interval as for the clean figure) and its drop from the same items' clean accuracy: clean −
+    mix, paired by item, with the t interval of the per-item differences (`drop_low`, `drop_high`)."""
+
+    items: int
+    replaced: int
+    clean_accuracy: float | None
+    drop: float | None
+    drop_low: float
+    drop_high: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoisySide(NoisyCell):
+    """One version on the noisy mix. `only_clean_right` / `only_noisy_right`: replaced items right in
+    one form only (each item's first answer), and the exact McNemar p-value of the two."""
+
+    version: str
+    by_language: dict[str, NoisyCell]
+    only_clean_right: int
+    only_noisy_right: int
+    mcnemar_p: float
+    seconds: float = 0.0
+    computed: int = 0
+    cached: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoisyMixDetails:
+    """The suite with `share` of its items (per language, seeded) replaced by their noisy version from
+    `recipe`, answered by each version. Reported beside the clean figure; the verdict does not read it."""
+
+    share: float
+    recipe: str
+    seed: int
+    items: int
+    replaced: int = 0
+    replaced_by_language: dict[str, int] = field(default_factory=dict)
+    set_hash: str = ""
+    notes: list[str] = field(default_factory=list)
+    examples: list[NoisyItem] = field(default_factory=list)
+    candidate: NoisySide | None = None
+    baseline: NoisySide | None = None
+    difference: float | None = None  # the candidate's mix accuracy − the baseline's
+
+
+def noisy_counts(*, sizes: dict[str, int], share: float) -> dict[str, int]:
+    """How many items of each language (`sizes`: language → items) to replace: `share` of the whole
+    suite, rounded half up, dealt by largest remainder so each language gets `share` of its own items
+    rounded down or up (ties to the larger language, then by name)."""
+    total = math.floor(share * sum(sizes.values()) + 0.5)
+    counts = {language: math.floor(share * n) for language, n in sizes.items()}
+    by_remainder = sorted(sizes, key=lambda lang: (-(share * sizes[lang] - counts[lang]), -sizes[lang], lang))
+    for language in by_remainder[: max(0, total - sum(counts.values()))]:
+        counts[language] += 1
+    return {language: min(count, sizes[language]) for language, count in sorted(counts.items())}
+
+
+def _noisy_cell(
+    clean: list[list[bool]], mix: list[list[bool]], replaced: int, confidence: float, repeated: bool
+) -> NoisyCell:
+    cell = accuracy_cell(mix, confidence, repeated)
+    clean_means = [sum(m) / len(m) for m in clean]
+    drop, low, high = paired_difference_interval(
+        differences=[c - sum(m) / len(m) for c, m in zip(clean_means, mix, strict=True)],
+        confidence=confidence,
+    )
+    return NoisyCell(
+        n=cell.n,
+        correct=cell.correct,
+        accuracy=cell.accuracy,
+        ci_low=cell.ci_low,
+        ci_high=cell.ci_high,
+        items=len(clean),
+        replaced=replaced,
+        clean_accuracy=math.fsum(clean_means) / len(clean) if clean else None,
+        drop=None if math.isnan(drop) else drop,
+        drop_low=low,
+        drop_high=high,
+    )
+
+
+def noisy_side_summarize(
+    *,
+    version: str,
+    clean: Sequence[ItemOutcome],
+    mix: Sequence[ItemOutcome],
+    replaced: set[str] | frozenset[str],
+    confidence: float,
+    repeats: int = 1,
+) -> NoisySide:
+    """A version's figures on the noisy mix: `clean` its outcomes on the suite, `mix` on the suite with
+    the `replaced` items in their noisy version, both in the same order (each item's repeats grouped
+    by `item_id`). The clean accuracy beside each figure is that of the same items and answers."""
+    if len(clean) != len(mix):
+        raise ValueError("the clean and the mixed outcomes must pair up")
+    repeated = repeats > 1
+    clean_items, mix_items = _by_item(clean, True), _by_item(mix, True)
+    groups: dict[str, list[int]] = defaultdict(list)
+    for index, answers in enumerate(clean_items):
+        groups[answers[0].language or "unknown"].append(index)
+    clean_marks = [[o.correct for o in answers] for answers in clean_items]
+    mix_marks = [[o.correct for o in answers] for answers in mix_items]
+    first = [
+        (c[0].correct, m[0].correct)
+        for c, m in zip(clean_items, mix_items, strict=True)
+        if c[0].item_id in replaced
+    ]
+    only_clean = sum(c and not m for c, m in first)
+    only_noisy = sum(m and not c for c, m in first)
+
+    def cell(indexes: Sequence[int]) -> NoisyCell:
+        return _noisy_cell(
+            [clean_marks[i] for i in indexes],
+            [mix_marks[i] for i in indexes],
+            sum(clean_items[i][0].item_id in replaced for i in indexes),
+            confidence,
+            repeated,
+        )
+
+    overall = cell(range(len(clean_items)))
+    return NoisySide(
+        **{name: getattr(overall, name) for name in NoisyCell.__dataclass_fields__},
+        version=version,
+        by_language={language: cell(indexes) for language, indexes in sorted(groups.items())},
+        only_clean_right=only_clean,
+        only_noisy_right=only_noisy,
+        mcnemar_p=mcnemar_exact(only_first=only_clean, only_second=only_noisy),
+    )
+
+
+def noisy_reason(*, noisy: NoisyMixDetails) -> Reason | None:
+    """The candidate's noisy-mix figure as a reason beside the verdict's (None when not computed)."""
+    if noisy.replaced == 0:
+        return reason(CleanAccuracyCode.NOISY_NONE, items=noisy.items, recipe=noisy.recipe)
+    side = noisy.candidate
+    if side is None or side.accuracy is None or side.clean_accuracy is None or side.drop is None:
+        return None
+    return reason(
+        CleanAccuracyCode.NOISY_MIX,
+        replaced=noisy.replaced,
+        items=noisy.items,
+        recipe=noisy.recipe,
+        value=side.accuracy,
+        clean=side.clean_accuracy,
+        drop=side.drop,
+        low=side.drop_low,
+        high=side.drop_high,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class CleanAccuracyDetails:
     """What the layer stores (LayerResult.details) and the report, templates and dashboards read."""
 
     suite: str
     suite_hash: str
-    candidate: AccuracySide
+    candidate: AccuracySide | None  # None: not asked (an answer judge that may not decide)
     baseline: AccuracySide | None = None
     difference: float | None = None
     costs: list[VersionCost] = field(default_factory=list)  # each version's model work, priced
+    answer_judge: AnswerJudgeDetails | None = None  # None: the policy names no judge
+    noisy: NoisyMixDetails | None = None  # policy clean_noise_share: the suite with noisy items mixed in
 
 
 def repeat_seed(*, seed: int, item_id: str, repeat: int) -> int:
@@ -146,7 +462,7 @@ def repeat_seed(*, seed: int, item_id: str, repeat: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def _cell(answers: Sequence[Sequence[bool]], confidence: float, repeated: bool) -> AccuracyCell:
+def accuracy_cell(answers: Sequence[Sequence[bool]], confidence: float, repeated: bool) -> AccuracyCell:
     """The accuracy of the items' answers (one list per item): a Wilson interval when each item was
     asked once, else the interval clustered by item (`clustered_mean_interval`)."""
     n = sum(len(marks) for marks in answers)
@@ -209,7 +525,7 @@ def accuracy_summarize(
         for tag in answers[0].tags or ("untagged",):
             tag_groups[tag].append(marks)
         language_groups[answers[0].language or "unknown"].append(marks)
-    overall = _cell([[o.correct for o in answers] for answers in items], confidence, repeated)
+    overall = accuracy_cell([[o.correct for o in answers] for answers in items], confidence, repeated)
     return AccuracySummary(
         n=overall.n,
         correct=overall.correct,
@@ -217,8 +533,10 @@ def accuracy_summarize(
         ci_low=overall.ci_low,
         ci_high=overall.ci_high,
         errors=sum(o.errored for o in outcomes),
-        by_tag={t: _cell(g, confidence, repeated) for t, g in sorted(tag_groups.items())},
-        by_language={lang: _cell(g, confidence, repeated) for lang, g in sorted(language_groups.items())},
+        by_tag={t: accuracy_cell(g, confidence, repeated) for t, g in sorted(tag_groups.items())},
+        by_language={
+            lang: accuracy_cell(g, confidence, repeated) for lang, g in sorted(language_groups.items())
+        },
         repeats=_repeats_summarize(items, repeats, confidence) if repeated else None,
     )
 
@@ -264,3 +582,32 @@ def clean_accuracy_judge(
     if summary.errors:
         reasons.append(reason(CleanAccuracyCode.ITEMS_ERRORED, errors=summary.errors, n=summary.n))
     return CleanAccuracyResult(FAIL, reasons, summary, baseline_summary)
+
+
+def answer_judge_admit(
+    *, judge: str, agreement: Agreement | None, policy: CleanAccuracyPolicy, decide_on: str
+) -> tuple[bool, Reason]:
+    """Whether the answer judge may decide free-text answers: its Cohen's kappa with people on at
+    least `answer_judge_min_labels` labelled answers (by default its interval's lower bound) reaches
+    `answer_judge_kappa_min`. `agreement` None: no labelled answers were given."""
+    bar = policy.answer_judge_kappa_min
+    if agreement is None:
+        return False, reason(CleanAccuracyCode.JUDGE_NO_LABELS, judge=judge)
+    if agreement.n < policy.answer_judge_min_labels:
+        need = policy.answer_judge_min_labels
+        return False, reason(CleanAccuracyCode.JUDGE_TOO_FEW_LABELS, judge=judge, n=agreement.n, need=need)
+    if agreement.kappa is None or agreement.ci_low is None or agreement.ci_high is None:
+        return False, reason(CleanAccuracyCode.JUDGE_KAPPA_UNDEFINED, judge=judge, n=agreement.n)
+    numbers = {
+        "judge": judge,
+        "kappa": agreement.kappa,
+        "low": agreement.ci_low,
+        "high": agreement.ci_high,
+        "n": agreement.n,
+        "bar": bar,
+    }
+    use_bound = decide_on == LOWER_BOUND
+    if (agreement.ci_low if use_bound else agreement.kappa) >= bar:
+        return True, reason(CleanAccuracyCode.JUDGE_ADMITTED, **numbers)
+    below = CleanAccuracyCode.JUDGE_BOUND_BELOW if use_bound else CleanAccuracyCode.JUDGE_KAPPA_BELOW
+    return False, reason(below, **numbers)

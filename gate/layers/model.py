@@ -86,16 +86,25 @@ class Expected:
     language: str
 
 
+class FreeTextJudge(Protocol):
+    """Decides free-text answers: (question, reference, answer) triples in, correct or not out."""
+
+    def __call__(self, triples: Sequence[tuple[str, str, str]]) -> list[bool]: ...
+
+
 def answers_judge(
     *,
     items: Sequence[Expectation],
     predictions: Sequence[Prediction],
     cutoffs: dict[str, float] | None = None,
+    judge: FreeTextJudge | None = None,
+    questions: Sequence[str] | None = None,
 ) -> list[bool]:
     """Label match where the item has a label (the label wins: similarity misses negation);
     otherwise the answer equals the reference, or scores at least the cut-off against it
     (BERTScore F1 for English, chrF for Chinese; `cutoffs` overrides the shipped ones by
-    metric). An errored answer is wrong."""
+    metric), or, with a `judge`, the judge says it is right (asked with the item's question from
+    `questions`, in the items' order). An errored answer is wrong."""
     verdicts: list[bool] = []
     to_score: list[int] = []
     for index, (item, prediction) in enumerate(zip(items, predictions, strict=True)):
@@ -105,7 +114,13 @@ def answers_judge(
         verdicts.append(prediction.error is None and exact)
         if prediction.error is None and not exact and not item.label and item.reference:
             to_score.append(index)
-    if to_score:
+    if to_score and judge is not None:
+        if questions is None or len(questions) != len(items):
+            raise ValueError("a judge needs each item's question")
+        decided = judge([(questions[i], items[i].reference, predictions[i].text) for i in to_score])
+        for index, correct in zip(to_score, decided, strict=True):
+            verdicts[index] = correct
+    elif to_score:
         from engines.device import device_select  # torch: only when free text is judged
         from engines.scoring.text import TEXT_CUTOFFS, text_scores
 

@@ -48,3 +48,13 @@ def eval_suite_get(*, ref: str | int, field: str = "suite") -> EvalSuite:
 def eval_suite_is_locked(*, suite: EvalSuite) -> bool:
     """Fresh from the database: a gate run may have locked it since `suite` was read."""
     return EvalSuite.objects.filter(pk=suite.pk, locked_at__isnull=False).exists()
+
+
+def eval_suite_labels(*, suite: EvalSuite) -> list[str]:
+    """The suite's label set: the distinct non-empty labels of its items, sorted."""
+    return sorted(set(suite.items.exclude(label="").values_list("label", flat=True).distinct()))
+
+
+def eval_suite_latest(*, name: str) -> EvalSuite | None:
+    """The latest version of suite `name`, or None."""
+    return EvalSuite.objects.filter(name=name).order_by("-version").first()

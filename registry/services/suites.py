@@ -77,11 +77,19 @@ def suite_items_parse(
 
 @transaction.atomic
 def eval_suite_import(
-    *, name: str, items: list[SuiteItem], actor: Actor, description: str = "", is_demo: bool = False
+    *,
+    name: str,
+    items: list[SuiteItem],
+    actor: Actor,
+    description: str = "",
+    is_demo: bool = False,
+    action: AuditAction = AuditAction.EVAL_SUITE_IMPORT,
+    audit_after: dict | None = None,
 ) -> tuple[EvalSuite, bool]:
     """Store `items` as the next version of suite `name`. Suites are never edited: new content
     makes a new version, and the same content as the latest version returns that version.
-    Returns (suite, created)."""
+    Returns (suite, created). The audit row has `action`, and `audit_after` beside the version's
+    figures (a suite built by another service says how)."""
     actor_require_role(actor, WRITE_ROLES, action="upload a suite")
     content_hash = suite_content_hash(items)
     latest = EvalSuite.objects.filter(name=name).order_by("-version").first()
@@ -127,9 +135,14 @@ def eval_suite_import(
     )
     audit_record(
         actor=actor,
-        action=AuditAction.EVAL_SUITE_IMPORT,
+        action=action,
         target=suite,
-        after={"version": suite.version, "items": suite.item_count, "content_hash": content_hash},
+        after={
+            "version": suite.version,
+            "items": suite.item_count,
+            "content_hash": content_hash,
+            **(audit_after or {}),
+        },
     )
     return suite, True
 

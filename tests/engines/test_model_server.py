@@ -11,11 +11,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engines.backends import BackendError, backend_build
+from engines.backends import BackendError, Prediction, backend_build
 from engines.backends.config import backend_config_hash, backend_config_validate
 from engines.backends.logprobs import LogprobsCode
 from engines.demo.dataset import demo_dataset_build
-from engines.model_server import answer_tokens, model_server_create
+from engines.model_server import ModelQueue, answer_tokens, model_server_create
 from engines.outbound import OutboundPolicy
 from registry.actors import SYSTEM
 from registry.services.versions import model_version_backend, model_version_register
@@ -240,3 +240,63 @@ def test_label_sample_is_seeded_and_sharpened_by_temperature():
     cold = {label_sample(labels=labels, scores=scores, temperature=0.01, seed=s) for s in range(200)}
     assert cold == {"a"}
     assert label_sample(labels=labels, scores=[0.0, 1.0, 0.0], temperature=5.0, seed=None) == "b"
+
+
+class PassRecorder:
+    """A classifier that records the questions of each forward pass; the first pass waits to be
+    released, so the requests sent meanwhile are all waiting when the next one starts."""
+
+    labels = ["yes", "no"]
+
+    def __init__(self):
+        self.passes: list[list[str]] = []
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def predict(self, questions):
+        if not self.passes:
+            self.started.set()
+            self.release.wait(10)
+        self.passes.append(list(questions))
+        if "boom" in questions:
+            raise ValueError("the model fails on boom")
+        return [Prediction(label="yes" if "y" in q else "no", text=q, latency_ms=1.0) for q in questions]
+
+    def class_scores(self, questions):
+        return [[0.9, 0.1] if "y" in q else [0.2, 0.8] for q in questions]
+
+
+def test_waiting_requests_share_one_forward_pass_and_a_failing_question_fails_only_its_own():
+    backend = PassRecorder()
+    model = ModelQueue(backend, max_batch=64)
+    questions = ["first", *[f"q{i} {'y' if i % 2 else 'n'}" for i in range(10)], "q1 y", "boom"]
+    answers: dict[int, object] = {}
+
+    def ask(i: int, question: str) -> None:
+        try:
+            answers[i] = model.answer(question, scores=i % 3 == 0)
+        except ValueError as exc:
+            answers[i] = exc
+
+    threads = [threading.Thread(target=ask, args=(0, questions[0]))]
+    threads[0].start()
+    assert backend.started.wait(10)
+    threads += [threading.Thread(target=ask, args=(i, q)) for i, q in enumerate(questions) if i]
+    for thread in threads[1:]:
+        thread.start()
+    while model.jobs.qsize() < len(questions) - 1:
+        threading.Event().wait(0.01)
+    backend.release.set()
+    for thread in threads:
+        thread.join(10)
+    model.close()
+
+    # One pass for the first, one for all that waited (each distinct question once), which failed on
+    # "boom"; then each request of that pass alone, so only "boom" fails.
+    assert backend.passes[0] == ["first"]
+    assert sorted(backend.passes[1]) == sorted(set(questions[1:]))
+    assert len(backend.passes) == 2 + len(questions[1:])
+    assert isinstance(answers[len(questions) - 1], ValueError)
+    for i, question in enumerate(questions[:-1]):
+        prediction, scores = answers[i]
+        assert prediction.text == question and prediction.label == ("yes" if "y" in question else "no")
+        assert scores == (backend.class_scores([question])[0] if i % 3 == 0 else None)

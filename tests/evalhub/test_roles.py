@@ -42,11 +42,13 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "api:eval-suite-list": {"GET": READERS, "POST": WRITERS},
     "api:eval-suite-detail": {"GET": READERS},
     "api:eval-suite-items": {"GET": READERS},
+    "api:eval-suite-from-reviews": {"POST": RELEASE},
     "api:gate-run-list": {"GET": READERS, "POST": WRITERS},
     "api:gate-run-detail": {"GET": READERS},
     "api:gate-run-samples": {"GET": READERS},
     "api:gate-run-report": {"GET": READERS},
     "api:gate-run-adversarial": {"GET": READERS},
+    "api:gate-run-shift-examples": {"GET": READERS},
     # And the ci user who started the run (tests/gate/services/test_gate_run_cancel.py).
     "api:gate-run-cancel": {"POST": RELEASE},
     "api:decision-list": {"GET": READERS, "POST": RELEASE},
@@ -84,6 +86,7 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "review-list": {"GET": REVIEWERS},
     "review-queue": {"GET": REVIEWERS, "POST": REVIEWERS},
     "review-export": {"GET": REVIEWERS},
+    "review-suite-build": {"POST": RELEASE},
     # Signing in and out and the language switch are for everyone (a signed-in visitor of the sign-in
     # page is sent on to the pages).
     "login": {"GET": frozenset(ROLES), "POST": frozenset(ROLES)},

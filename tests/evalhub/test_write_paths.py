@@ -59,6 +59,7 @@ URL_WRITES: dict[str, str] = {
     "promoted only from approved or canary",
     "api:model-version-serving": "sets where a version serves (before it is evaluated); no status",
     "api:eval-suite-list": "uploads a suite",
+    "api:eval-suite-from-reviews": "builds a suite version from reviewed live questions; no status",
     "api:gate-run-list": "starts a gate run: registered/gate_* -> evaluating",
     "api:gate-run-cancel": "cancels a gate run: evaluating -> registered once no other run is active",
     "api:decision-list": "records a decision: approve, reject, override and incumbent (two people)",
@@ -79,6 +80,7 @@ URL_WRITES: dict[str, str] = {
     "canary:experiment-probes": "runs probes",
     "canary:experiment-unblind": "the experiment page's Unblind button (the API's service)",
     "review-queue": "labels a live turn",
+    "review-suite-build": "builds a suite version from reviewed live questions; no status",
     "version-new": "registers a version (no status)",
     "suite-new": "uploads a suite",
     "gate-run-new": "starts a gate run",
@@ -104,7 +106,9 @@ OWN_COMMANDS: dict[str, str] = {
     "import_suite": "run: imports a suite",
     "import_probes": "run: imports a probe set",
     "export_follow_up_reviews": "run: writes a file",
+    "suite_from_reviews": "run: builds a suite version from reviewed live questions (none here: refused)",
     "export_adversarial": "run: writes a file",
+    "export_shift_examples": "run: writes a file",
     "demo_setup": "run (test_demo_setup_declares_its_incumbent_through_two_release_managers): "
     "declares V3 through two release managers",
     "followup_train": "not run: trains the follow-up detector from files; no registry write",
@@ -397,6 +401,12 @@ def command_runs(tmp_path: Path) -> dict[str, Callable[[], object]]:
         ),
         "export_adversarial": lambda: call_command(
             "export_adversarial", "1", "--out", str(tmp_path / "adv.jsonl")
+        ),
+        "suite_from_reviews": lambda: call_command(
+            "suite_from_reviews", "--suite", "fam", "--experiment", "exp", stdout=io.StringIO()
+        ),
+        "export_shift_examples": lambda: call_command(
+            "export_shift_examples", "1", "--out", str(tmp_path / "shift.jsonl")
         ),
     }
 

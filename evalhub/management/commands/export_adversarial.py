@@ -1,11 +1,10 @@
 """`manage.py export_adversarial RUN_ID [--out FILE]`: a gate run's layer-1 examples as JSONL."""
 
-import json
-import sys
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from evalhub.exports import jsonl_command_write
 from gate.selectors.gate_runs import adversarial_examples_export, gate_run_get
 from registry.errors import ApplicationError
 
@@ -25,13 +24,5 @@ class Command(BaseCommand):
             run = gate_run_get(gate_run_id=run_id)
         except ApplicationError as exc:
             raise CommandError(exc.message) from None
-        target = out.open("w", encoding="utf-8") if out else sys.stdout
-        count = 0
-        try:
-            for row in adversarial_examples_export(run=run):
-                target.write(json.dumps(row, ensure_ascii=False) + "\n")
-                count += 1
-        finally:
-            if out:
-                target.close()
+        count = jsonl_command_write(rows=adversarial_examples_export(run=run), out=out, stdout=self.stdout)
         self.stderr.write(f"{count} layer-1 examples of gate run {run.pk}")

@@ -1,11 +1,10 @@
-import json
-import sys
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from canary.selectors.experiments import experiment_get
 from canary.services.reviews import follow_up_reviews_export
+from evalhub.exports import jsonl_command_write
 from registry.actors import SystemActor
 from registry.errors import ApplicationError
 
@@ -27,13 +26,5 @@ class Command(BaseCommand):
             rows = follow_up_reviews_export(experiment=experiment_get(name=experiment), actor=COMMAND)
         except ApplicationError as exc:
             raise CommandError(exc.message) from None
-        target = out.open("w", encoding="utf-8") if out else sys.stdout
-        count = 0
-        try:
-            for row in rows:
-                target.write(json.dumps(row, ensure_ascii=False) + "\n")
-                count += 1
-        finally:
-            if out:
-                target.close()
+        count = jsonl_command_write(rows=rows, out=out, stdout=self.stdout)
         self.stderr.write(f"{count} reviewed turns of {experiment}")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from engines.stats.intervals import newcombe_interval, wilson_interval
+from engines.stats.intervals import newcombe_interval, paired_difference_interval, wilson_interval
 
 
 def approx(value):
@@ -95,3 +95,29 @@ class TestNewcombeInterval:
     def test_refuses_empty_arms(self):
         with pytest.raises(ValueError, match="n_1=0"):
             newcombe_interval(successes_1=0, n_1=0, successes_2=1, n_2=10)
+
+
+class TestPairedDifferenceInterval:
+    def test_is_scipys_one_sample_t_interval(self):
+        rng = np.random.default_rng(3)
+        differences = rng.choice([-1.0, 0.0, 0.0, 0.0, 1.0, 1.0], size=80)
+        mean, low, high = paired_difference_interval(differences=differences.tolist(), confidence=0.9)
+        expected = scipy_stats.ttest_1samp(differences, 0.0).confidence_interval(confidence_level=0.9)
+        assert (mean, low, high) == pytest.approx(
+            (differences.mean(), expected.low, expected.high), abs=1e-12
+        )
+
+    def test_hand_checked(self):
+        # d = (1, 1, 0, 0): mean 0.5, s² = 1/3, se = √(1/12) = 0.288675, t(0.975, 3) = 3.182446.
+        assert paired_difference_interval(differences=[1, 1, 0, 0]) == (
+            0.5,
+            approx(0.5 - 3.182446 * 0.288675),
+            approx(0.5 + 3.182446 * 0.288675),
+        )
+
+    def test_not_clipped_and_degenerate_cases(self):
+        assert paired_difference_interval(differences=[-1.0, -1.0, 0.0])[1] < -1.0
+        assert paired_difference_interval(differences=[0.0, 0.0, 0.0]) == (0.0, 0.0, 0.0)
+        assert paired_difference_interval(differences=[1.0]) == (1.0, -1.0, 1.0)
+        mean, low, high = paired_difference_interval(differences=[])
+        assert math.isnan(mean) and (low, high) == (-1.0, 1.0)

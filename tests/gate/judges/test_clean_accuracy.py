@@ -102,3 +102,106 @@ def test_repeats_give_pass_k_the_flaky_items_and_an_interval_clustered_by_item()
     # Asked once, the same 24 answers are 24 items with a Wilson interval (narrower), no repeats.
     once = accuracy_summarize(outcomes=data, confidence=0.95)
     assert once.repeats is None and summary.ci_low < once.ci_low
+
+
+class TestAnswerJudgeAdmit:
+    """The answer judge decides only when its kappa with people, on enough labelled answers, clears
+    the bar."""
+
+    def admit(self, human, judged, decide_on="lower_bound", **policy):
+        from engines.scoring.judge import agreement_measure
+        from gate.judges.clean_accuracy import answer_judge_admit
+
+        agreement = agreement_measure(human=human, judged=judged) if human is not None else None
+        return answer_judge_admit(
+            judge="j:1", agreement=agreement, policy=CleanAccuracyPolicy(**policy), decide_on=decide_on
+        )
+
+    def test_kappa_0_8_on_50_answers_clears_0_6_on_its_estimate_not_on_its_lower_bound(self):
+        # [[23, 2], [3, 22]]: p_o 0.9, p_e 0.5, kappa 0.8; its 95 % lower bound is about 0.63.
+        human = [True] * 25 + [False] * 25
+        judged = [True] * 23 + [False] * 2 + [True] * 3 + [False] * 22
+        admitted, why = self.admit(human, judged)
+        assert admitted and why.code == CleanAccuracyCode.JUDGE_ADMITTED
+        assert why.params["kappa"] == pytest.approx(0.8) and 0.6 < why.params["low"] < 0.8
+        refused, why = self.admit(human, judged, answer_judge_kappa_min=0.7)
+        assert not refused and why.code == CleanAccuracyCode.JUDGE_BOUND_BELOW
+        admitted, why = self.admit(human, judged, decide_on="point", answer_judge_kappa_min=0.7)
+        assert admitted and why.code == CleanAccuracyCode.JUDGE_ADMITTED
+        refused, why = self.admit(human, judged, decide_on="point", answer_judge_kappa_min=0.85)
+        assert not refused and why.code == CleanAccuracyCode.JUDGE_KAPPA_BELOW and why.params["bar"] == 0.85
+
+    def test_too_few_labels_no_labels_and_an_undefined_kappa_are_refused(self):
+        few, why = self.admit([True, False] * 10, [True, False] * 10)  # perfect, but 20 < 30
+        assert not few and why.code == CleanAccuracyCode.JUDGE_TOO_FEW_LABELS and why.params["need"] == 30
+        none, why = self.admit(None, None)
+        assert not none and why.code == CleanAccuracyCode.JUDGE_NO_LABELS
+        undefined, why = self.admit([True] * 40, [True] * 40)
+        assert not undefined and why.code == CleanAccuracyCode.JUDGE_KAPPA_UNDEFINED
+
+
+def test_noisy_counts_are_the_share_of_the_suite_dealt_by_language():
+    from gate.judges.clean_accuracy import noisy_counts
+
+    # 0.15 × 100 = 15: en 9.0, zh 4.5, mixed 1.5 → 9 + 4 + 1 = 14, the one left to the larger remainder tie
+    # by size (zh).
+    assert noisy_counts(sizes={"en": 60, "zh": 30, "mixed": 10}, share=0.15) == {"en": 9, "mixed": 1, "zh": 5}
+    assert noisy_counts(sizes={"en": 7, "zh": 6}, share=0.15) == {"en": 1, "zh": 1}  # 1.95 → 2
+    assert noisy_counts(sizes={"en": 3}, share=0.1) == {"en": 0}
+    assert noisy_counts(sizes={"en": 5, "zh": 5}, share=1.0) == {"en": 5, "zh": 5}
+    for sizes in ({"en": 123, "zh": 77, "mixed": 41}, {"en": 1, "zh": 1, "mixed": 1}):
+        counts = noisy_counts(sizes=sizes, share=0.15)
+        assert sum(counts.values()) == int(0.15 * sum(sizes.values()) + 0.5)
+        assert all(int(0.15 * n) <= counts[lang] <= int(0.15 * n) + 1 for lang, n in sizes.items())
+
+
+def test_noisy_side_pairs_each_item_clean_with_its_mixed_answer():
+    from engines.stats.hypothesis import mcnemar_exact
+    from engines.stats.intervals import paired_difference_interval
+    from gate.judges.clean_accuracy import noisy_side_summarize
+
+    clean = outcomes(8, 2, language="en") + outcomes(0, 0) + [ItemOutcome("z1", (), "zh", True)]
+    # Replaced: c0..c3, w1 (en) and z1 (zh). c0, c1 and z1 turn wrong, w1 turns right; w0 stays as it was.
+    replaced = {"c0", "c1", "c2", "c3", "z1", "w1"}
+    wrong_now = {"c0", "c1", "z1"}
+    mix = [
+        ItemOutcome(
+            o.item_id, o.tags, o.language, (o.correct and o.item_id not in wrong_now) or o.item_id == "w1"
+        )
+        for o in clean
+    ]
+    side = noisy_side_summarize(version="v", clean=clean, mix=mix, replaced=replaced, confidence=0.95)
+    assert (side.items, side.replaced, side.correct, side.n) == (11, 6, 7, 11)
+    assert side.clean_accuracy == pytest.approx(9 / 11) and side.accuracy == pytest.approx(7 / 11)
+    assert (side.only_clean_right, side.only_noisy_right) == (3, 1)
+    assert side.mcnemar_p == pytest.approx(mcnemar_exact(only_first=3, only_second=1))
+    drop, low, high = paired_difference_interval(differences=[1, 1, 0, 0, 0, 0, 0, 0, 0, -1, 1])
+    assert (side.drop, side.drop_low, side.drop_high) == pytest.approx((drop, low, high))
+    assert side.drop == pytest.approx(2 / 11)
+    zh = side.by_language["zh"]
+    assert (zh.items, zh.replaced, zh.accuracy, zh.clean_accuracy, zh.drop) == (1, 1, 0.0, 1.0, 1.0)
+    assert side.by_language["en"].replaced == 5
+    with pytest.raises(ValueError, match="pair up"):
+        noisy_side_summarize(version="v", clean=clean, mix=mix[:-1], replaced=replaced, confidence=0.95)
+
+
+def test_noisy_side_with_repeats_uses_each_items_mean():
+    from gate.judges.clean_accuracy import noisy_side_summarize
+
+    # Two items asked twice (repeat-major): a right twice clean, once in the mix; b wrong clean, right mixed.
+    clean = [ItemOutcome("a", (), "en", True), ItemOutcome("b", (), "en", False)] * 2
+    mix = [
+        ItemOutcome("a", (), "en", True),
+        ItemOutcome("b", (), "en", True),
+        ItemOutcome("a", (), "en", False),
+        ItemOutcome("b", (), "en", True),
+    ]
+    side = noisy_side_summarize(
+        version="v", clean=clean, mix=mix, replaced={"a", "b"}, confidence=0.95, repeats=2
+    )
+    assert (side.n, side.correct, side.accuracy, side.clean_accuracy) == (4, 3, 0.75, 0.5)
+    assert side.drop == pytest.approx(-0.25)  # per item: a 1 − 0.5, b 0 − 1
+    assert (side.only_clean_right, side.only_noisy_right) == (
+        0,
+        1,
+    )  # first answers: a right both, b turns right

@@ -128,6 +128,53 @@ def test_the_panel_renders_on_the_run_and_experiment_pages(experiment, suite, ad
     assert "与评测集最不相像的线上问题（en）" in chinese and "评测集不像线上流量" in chinese
 
 
+def test_the_farthest_live_questions_export_as_jsonl(experiment, suite, admin_client, tmp_path):
+    import json
+
+    from django.core.management import CommandError, call_command
+
+    # Seven distinct English questions, one with Chinese in it (Latin letters outnumber its CJK ones).
+    live = [f"hey so wat abt {clause} lol??" for clause in CLAUSES] * 4 + [
+        "so wat does the 付款 payment clause say"
+    ] * 2
+    questions(experiment, live)
+    run, _, details = run_shift(experiment, suite, suite_shift_min_live=20)
+    response = admin_client.get(f"/api/v1/gate-runs/{run.pk}/shift-examples.jsonl")
+    assert response.status_code == 200 and response["Content-Type"] == "application/x-ndjson"
+    assert f"gate-run-{run.pk}-shift-examples.jsonl" in response["Content-Disposition"]
+    body = b"".join(response.streaming_content).decode()
+    rows = [json.loads(line) for line in body.splitlines()]
+    expected = [
+        (f.language, rank, q.text, q.distance, q.nearest)
+        for f in details.languages
+        for rank, q in enumerate(f.farthest, start=1)
+    ]
+    assert [
+        (r["language"], r["rank"], r["question"], r["distance"], r["nearest_suite_input"]) for r in rows
+    ] == expected
+    assert len(rows) == 7 and [r["rank"] for r in rows] == [1, 2, 3, 4, 5, 6, 7]
+    assert rows[0]["distance"] >= rows[-1]["distance"] and all(
+        r["nearest_suite_input"] in SUITE for r in rows
+    )
+    assert "so wat does the 付款 payment clause say" in body  # as written, not \u-escaped
+    assert all(r["gate_run"] == run.pk and r["experiment"] == "exp" and r["bar"] == 0.3 for r in rows)
+    assert all(r["language"] == "en" and r["judged"] for r in rows)
+    out = tmp_path / "shift.jsonl"
+    call_command("export_shift_examples", str(run.pk), "--out", str(out))
+    assert out.read_text(encoding="utf-8") == body
+    # A run without a shift result: 404 on the API, a refusal from the command, nothing written.
+    other = gate_run_start(
+        candidate=experiment.candidate,
+        suite=suite,
+        actor=SYSTEM,
+        policy_overrides={"required_layers": ["clean_accuracy"]},
+    )
+    assert admin_client.get(f"/api/v1/gate-runs/{other.pk}/shift-examples.jsonl").status_code == 404
+    with pytest.raises(CommandError, match="no suite-vs-live shift result"):
+        call_command("export_shift_examples", str(other.pk), "--out", str(tmp_path / "none.jsonl"))
+    assert not (tmp_path / "none.jsonl").exists()
+
+
 def test_no_policy_requires_it_unless_it_says_so():
     assert "suite_shift" in layer_names()
     assert "suite_shift" not in default_layer_names()

@@ -260,6 +260,9 @@ class AdversarialSet(models.Model):
     seed = models.PositiveIntegerField()
     samples = models.PositiveIntegerField()
     query_budget = models.PositiveIntegerField()
+    # What the search read of the version: "scores" (class probabilities, the score-based search) or
+    # "labels" (the answer's label alone, the hard-label search): two different sets.
+    access = models.CharField(max_length=10, default="scores")
     # The drawn item ids, in order, and one entry per attacked item so far (same order).
     item_ids = models.JSONField(default=list)
     examples = models.JSONField(default=list)
@@ -282,8 +285,9 @@ class AdversarialSet(models.Model):
                     "seed",
                     "samples",
                     "query_budget",
+                    "access",
                 ],
-                name="adversarial_set_unique",
+                name="adversarial_set_unique_access",
             )
         ]
 

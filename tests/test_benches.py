@@ -24,6 +24,7 @@ SMOKE = {
     "adversarial_workers.py": ("--workers 1 --samples 4", (PG, REDIS)),
     "follow_up_detector.py": ("--pairs 64 --batch 32", ()),
     "gate_clean.py": ("--stack embedded --repeat 1 --versions contract-assistant:v3", ()),
+    "hard_label.py": ("--items 2 --budget 20", ()),
     "mcnemar.py": ("--pairs 2000 --repeat 1 --reference-pairs 200", ()),
     "record.py": ("--docs-dir {tmp} bench/mcnemar.py -- --pairs 200 --repeat 1 --reference-pairs 50", ()),
     "review_queue.py": (

@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from engines.perturbation.attack import AttackReport, AttackSpec
 from engines.reasons import Reason, gettext_noop, reason, wordings_register
@@ -17,6 +18,7 @@ from gate.judges.verdict import FAIL, INSUFFICIENT, PASS
 from gate.policy import LOWER_BOUND, PolicyError, PolicySection, setting
 
 JUDGE_BY = ("reference", "consistency")
+ACCESS = ("auto", "scores", "labels")
 
 
 class RobustnessCode(StrEnum):
@@ -72,6 +74,13 @@ class RobustnessPolicy(PolicySection):
         None,
         help="adversarial recipes: null attacks each version itself (adaptive); 'baseline' or a version "
         "(family:label) scores every version on the set made once against that version (transfer)",
+    )
+    robustness_access: str = setting(
+        "auto",
+        choices=ACCESS,
+        help="adversarial recipes: what the search reads of the attacked version: scores (class "
+        "probabilities: the score-based search), labels (the answer's label alone: the hard-label search) "
+        "or auto (scores where the version gives them, else labels)",
     )
     robustness_min_samples: int = setting(500, low=1, high=100_000, help="fewer is insufficient data")
     robustness_min: float = setting(0.85, low=0.0, high=1.0, help="the bar for the robustness rate")
@@ -193,6 +202,11 @@ class AdversarialReport:
     accuracy_under_attack: float | None
     attack_success_rate: float | None  # succeeded / (succeeded + failed), of the attacked version
     queries_per_item: float | None
+    queries_max: int | None = None  # the most queries one attacked item took
+    # How the set was searched: "score-based" (class probabilities) or "hard-label" (the answer's label
+    # alone), and why (a reason's JSON: the version's backend, or the policy's robustness_access).
+    search: str = "score-based"
+    search_reason: dict[str, Any] | None = None
     budget_spent: int  # searches that ended on the query budget (counted as not flipped)
     words_changed_per_success: float | None
     cached: bool  # the set came from an earlier run (same suite, version config, recipe, seed, size)
@@ -217,6 +231,7 @@ class RobustnessDetails:
     attack_recipe: str | None = None
     attack: AttackDetails | None = None
     mode: str = "noise"  # noise, adaptive or transfer
+    access: str = "auto"  # adversarial recipes: the policy's robustness_access
     transfer_from: str | None = None
     adversarial: dict[str, AdversarialReport] = field(default_factory=dict)
     candidate: RobustnessSide | None = None

@@ -9,8 +9,13 @@ layer's figure is the share of drawn items a version still answers correctly und
 - *transfer* (`robustness_transfer_from: baseline` or a version): the set made once against that
   version is what every version answers; cheap, comparable across candidates, and it shows whether a
   candidate fixes what broke the reference.
-- An attack is stored as an `AdversarialSet` per (suite, version config, recipe, seed, size, budget),
-  appended chunk by chunk: a resumed run continues it and a later run of an unchanged version reuses it.
+- *access* (`robustness_access`): the search reads class scores where the attacked version gives them
+  (`word_attack_run`, score-based) and the answer's label alone where it does not, e.g. a chat endpoint
+  without log-probabilities (`hard_label_attack_run`, hard-label); `scores` or `labels` forces one. Each
+  version's report says which search ran and why, and its queries per item (mean, max).
+- An attack is stored as an `AdversarialSet` per (suite, version config, recipe, seed, size, budget,
+  access), appended chunk by chunk: a resumed run continues it and a later run of an unchanged version
+  reuses it.
 - Spread over the gpu workers: in adaptive mode the baseline's set goes to the gpu queue as its own
   task; a set is attacked under a lease (worker, heartbeat), so the run waits for one another live
   worker holds and takes over one whose holder went quiet.
@@ -63,7 +68,7 @@ from registry.services.versions import model_version_backend, model_version_conf
 
 LANGUAGES = ("en", "zh", "mixed")
 EXAMPLES_SHOWN = 10
-ADVERSARIAL_SETUP = ("recipe", "seed", "samples_requested", "shortfall", "mode", "transfer_from")
+ADVERSARIAL_SETUP = ("recipe", "seed", "samples_requested", "shortfall", "mode", "access", "transfer_from")
 
 
 logger = logging.getLogger(__name__)
@@ -74,6 +79,12 @@ class AdversarialCode(StrEnum):
     NEEDS_CLASS_SCORES = "robustness.recipe_needs_class_scores"
     ADAPTIVE_SUMMARY = "robustness.adaptive_summary"
     TRANSFER_SUMMARY = "robustness.transfer_summary"
+    HARD_LABEL_SUMMARY = "robustness.hard_label_summary"
+    # Why a version's set was searched as it was (robustness_access).
+    SCORES_GIVEN = "robustness.search_scores_given"
+    LABELS_ONLY = "robustness.search_labels_only"
+    SCORES_ASKED = "robustness.search_scores_asked"
+    LABELS_ASKED = "robustness.search_labels_asked"
 
 
 wordings_register(
@@ -82,10 +93,11 @@ wordings_register(
             "robustness_transfer_from is 'baseline' but the run has no baseline"
         ),
         AdversarialCode.NEEDS_CLASS_SCORES: gettext_noop(
-            "{recipe} needs class scores, which backend '{backend}' of {ref} does not give: score it "
-            "in transfer mode (robustness_transfer_from: baseline, or a version with class scores), or, "
-            "for an endpoint that returns token log-probabilities, name the version's labels "
-            "(backend_config.labels) to attack it adaptively"
+            "{recipe} with robustness_access 'scores' needs class scores, which backend '{backend}' of "
+            "{ref} does not give: attack it on its answers' labels alone (robustness_access: auto or "
+            "labels, the hard-label search), score it in transfer mode (robustness_transfer_from: "
+            "baseline, or a version with class scores), or, for an endpoint that returns token "
+            "log-probabilities, name the version's labels (backend_config.labels)"
         ),
         AdversarialCode.ADAPTIVE_SUMMARY: gettext_noop(
             "adaptive {recipe}: accuracy {before:.3f} before, {after:.3f} under attack, success rate "
@@ -94,6 +106,21 @@ wordings_register(
         AdversarialCode.TRANSFER_SUMMARY: gettext_noop(
             "transfer {recipe}: accuracy {before:.3f} before, {after:.3f} under attack, success rate "
             "{rate:.3f}, {queries:.0f} queries per item"
+        ),
+        AdversarialCode.HARD_LABEL_SUMMARY: gettext_noop(
+            "{mode} {recipe}, hard-label search: accuracy {before:.3f} before, {after:.3f} under attack, "
+            "success rate {rate:.3f}, {queries:.0f} queries per item ({queries_max} at most)"
+        ),
+        AdversarialCode.SCORES_GIVEN: gettext_noop(
+            "{ref}: score-based search (backend '{backend}' gives class scores)"
+        ),
+        AdversarialCode.LABELS_ONLY: gettext_noop(
+            "{ref}: hard-label search on the answers' labels alone (backend '{backend}' gives no class "
+            "scores)"
+        ),
+        AdversarialCode.SCORES_ASKED: gettext_noop("{ref}: score-based search (robustness_access: scores)"),
+        AdversarialCode.LABELS_ASKED: gettext_noop(
+            "{ref}: hard-label search on the answers' labels alone (robustness_access: labels)"
         ),
     }
 )
@@ -112,28 +139,55 @@ def _reference(ctx: LayerContext, transfer_from: str | None) -> ModelVersion | R
     return model_version_get(ref=transfer_from)
 
 
+@dataclass(frozen=True)
+class _Access:
+    """How a version's set is searched: "scores" (score-based) or "labels" (hard-label), and why."""
+
+    access: str
+    why: Reason
+
+    @property
+    def search(self) -> str:
+        return "score-based" if self.access == "scores" else "hard-label"
+
+
+def version_access(*, version: ModelVersion, asked: str, recipe: str) -> _Access | Reason:
+    """How `version` is attacked under robustness_access `asked` (auto: scores where its backend gives
+    them, else labels), or why it cannot be (scores asked of a version without them)."""
+    scores = version_scores_classes(version=version)
+    params = {"ref": version.ref, "backend": version.backend_kind}
+    if asked == "labels":
+        return _Access("labels", reason(AdversarialCode.LABELS_ASKED, ref=version.ref))
+    if asked == "scores":
+        if not scores:
+            return reason(AdversarialCode.NEEDS_CLASS_SCORES, recipe=recipe, **params)
+        return _Access("scores", reason(AdversarialCode.SCORES_ASKED, ref=version.ref))
+    if scores:
+        return _Access("scores", reason(AdversarialCode.SCORES_GIVEN, **params))
+    return _Access("labels", reason(AdversarialCode.LABELS_ONLY, **params))
+
+
 def _attacked(
     ctx: LayerContext, recipe: str, transfer_from: str | None
-) -> tuple[ModelVersion | None, Reason | str | None]:
-    """The version transferred from (None: each is attacked itself), or why the recipe cannot run: no
-    version to transfer from, or an attacked one that gives no class scores. In transfer mode only the
-    version attacked must give them: the others answer its final texts."""
+) -> tuple[ModelVersion | None, dict[int, _Access], Reason | str | None]:
+    """The version transferred from (None: each is attacked itself) and how each attacked version is
+    searched, or why the recipe cannot run: no version to transfer from, or scores asked of an attacked
+    version that gives none. In transfer mode only the version attacked is searched: the others answer
+    its final texts."""
     try:
         reference = _reference(ctx, transfer_from)
     except ApplicationError as exc:  # `transfer_from` names no version
-        return None, exc.reason
+        return None, {}, exc.reason
     if isinstance(reference, Reason):
-        return None, reference
+        return None, {}, reference
+    asked = ctx.policy.section(RobustnessPolicy).robustness_access
+    access: dict[int, _Access] = {}
     for version in [reference] if reference else ctx.versions:
-        if not version_scores_classes(version=version):
-            why = reason(
-                AdversarialCode.NEEDS_CLASS_SCORES,
-                recipe=recipe,
-                backend=version.backend_kind,
-                ref=version.ref,
-            )
-            return None, why
-    return reference, None
+        found = version_access(version=version, asked=asked, recipe=recipe)
+        if isinstance(found, Reason):
+            return None, {}, found
+        access[version.pk] = found
+    return reference, access, None
 
 
 def version_scores_classes(*, version: ModelVersion) -> bool:
@@ -150,6 +204,28 @@ def _scorer(version: ModelVersion) -> tuple[list[str], Any]:
 
     backend = model_version_backend(version=version)
     return backend.labels, backend_scorer(backend.class_scores)  # type: ignore[attr-defined]
+
+
+def _labeler(version: ModelVersion, labels: list[str]) -> Any:
+    """A texts -> label index function from the version's answers (`predict`: the label alone, what an
+    endpoint without log-probabilities gives). A label not in `labels` is appended to it (an answer
+    with no label is ""); an answer that failed raises BackendError, as a failed score does."""
+    from engines.backends.base import BackendError
+
+    backend = model_version_backend(version=version)
+
+    def labeler(texts: list[str]) -> list[int]:
+        out = []
+        for prediction in backend.predict(list(texts)):
+            if prediction.error:
+                raise BackendError(prediction.error, transient=True)
+            label = prediction.label or ""
+            if label not in labels:
+                labels.append(label)
+            out.append(labels.index(label))
+        return out
+
+    return labeler
 
 
 def adversarial_set_claim(*, set_id: int, worker: str) -> bool:
@@ -209,19 +285,34 @@ def _chunk_attack(
     on_items: Callable[[int], None],
 ) -> None:
     """Attack one chunk of the set's items and store it."""
+    from engines.perturbation.hard_label import hard_label_attack_run
     from engines.perturbation.word_attack import word_attack_run
 
-    labels, scorer = _scorer(aset.version)
-    index = {label: i for i, label in enumerate(labels)}
     mark = time.perf_counter()
-    known = [i for i in chunk if by_id[i].label in index]
-    attacks, _ = word_attack_run(
-        scorer=scorer,
-        items=[(by_id[i].input, index[by_id[i].label]) for i in known],
-        recipe=aset.recipe,
-        query_budget=aset.query_budget,
-        on_done=on_items,
-    )
+    if aset.access == "labels":
+        # The truths first, in a fixed order; answers outside them are appended as they come.
+        labels = sorted({by_id[i].label for i in chunk})
+        index = {label: i for i, label in enumerate(labels)}
+        known = list(chunk)
+        attacks, _ = hard_label_attack_run(
+            labeler=_labeler(aset.version, labels),
+            items=[(by_id[i].input, index[by_id[i].label]) for i in known],
+            recipe=aset.recipe,
+            query_budget=aset.query_budget,
+            seed=aset.seed,
+            on_done=on_items,
+        )
+    else:
+        labels, scorer = _scorer(aset.version)
+        index = {label: i for i, label in enumerate(labels)}
+        known = [i for i in chunk if by_id[i].label in index]
+        attacks, _ = word_attack_run(
+            scorer=scorer,
+            items=[(by_id[i].input, index[by_id[i].label]) for i in known],
+            recipe=aset.recipe,
+            query_budget=aset.query_budget,
+            on_done=on_items,
+        )
     outcome = dict(zip(known, attacks, strict=True))
     for item_id in chunk:
         attack = outcome.get(item_id)
@@ -251,9 +342,10 @@ def _chunk_attack(
     on_items(len(chunk) - len(known))  # items with a label the model does not know: skipped
 
 
-def _set_get(*, ctx: LayerContext, version: ModelVersion, item_ids: list[str]) -> AdversarialSet:
+def _set_get(*, ctx: LayerContext, version: ModelVersion, access: str, item_ids: list[str]) -> AdversarialSet:
     section = ctx.policy.section(RobustnessPolicy)
     aset, _ = AdversarialSet.objects.get_or_create(
+        access=access,
         suite=ctx.run.suite,
         version=version,
         version_config_hash=model_version_config_hash(version=version),
@@ -313,7 +405,13 @@ def _helpers_ask(*, sets: list[AdversarialSet], chunk_size: int) -> None:
 
 
 def _report(
-    *, version: ModelVersion, mode: str, aset: AdversarialSet, cached: bool, correct: list[bool]
+    *,
+    version: ModelVersion,
+    mode: str,
+    aset: AdversarialSet,
+    access: _Access,
+    cached: bool,
+    correct: list[bool],
 ) -> AdversarialReport:
     examples = aset.examples
     n = len(examples)
@@ -332,6 +430,9 @@ def _report(
         accuracy_under_attack=sum(correct) / n if n else None,
         attack_success_rate=len(succeeded) / attacked if attacked else None,
         queries_per_item=sum(e["queries"] for e in examples) / attacked if attacked else None,
+        queries_max=max((e["queries"] for e in examples if e["status"] != "skipped"), default=None),
+        search=access.search,
+        search_reason=access.why.to_json(),
         budget_spent=sum(e["status"] == "failed" and e["queries"] >= aset.query_budget for e in examples),
         words_changed_per_success=(
             sum(e["words_changed"] for e in succeeded) / len(succeeded) if succeeded else None
@@ -356,9 +457,12 @@ def adversarial_run(*, layer: GateLayer[RobustnessDetails], ctx: LayerContext) -
         seed=section.robustness_seed,
         samples_requested=section.robustness_samples,
         mode="transfer" if section.robustness_transfer_from else "adaptive",
+        access=section.robustness_access,
         transfer_from=section.robustness_transfer_from,
     )
-    reference, unrunnable = _attacked(ctx, section.robustness_recipe, section.robustness_transfer_from)
+    reference, access, unrunnable = _attacked(
+        ctx, section.robustness_recipe, section.robustness_transfer_from
+    )
     if unrunnable is not None:
         return layer.store(
             run=ctx.run,
@@ -381,12 +485,12 @@ def adversarial_run(*, layer: GateLayer[RobustnessDetails], ctx: LayerContext) -
     work = ModelWork(phases=("attack", "inference", "storage"))
     # One stored set per attacked version: the reference's in transfer mode, each version's in adaptive.
     sets = {
-        v.pk: _set_get(ctx=ctx, version=v, item_ids=item_ids)
+        v.pk: _set_get(ctx=ctx, version=v, access=access[v.pk].access, item_ids=item_ids)
         for v in ([reference] if reference else ctx.versions)
     }
     if reference is None:
         _helpers_ask(sets=[sets[v.pk] for v in ctx.versions[1:]], chunk_size=section.robustness_chunk_size)
-    attack = _Attack(row=row, reference=reference, item_ids=item_ids, by_id=by_id, work=work)
+    attack = _Attack(row=row, reference=reference, access=access, item_ids=item_ids, by_id=by_id, work=work)
     answered = {
         v.pk: _version_answer(ctx=ctx, attack=attack, version=v, aset=sets[(reference or v).pk])
         for v in ctx.versions
@@ -401,6 +505,7 @@ class _Attack:
 
     row: LayerResult
     reference: ModelVersion | None
+    access: dict[int, _Access]  # how each attacked version's set is searched, and why
     item_ids: list[str]
     by_id: dict[str, EvalItem]
     work: ModelWork
@@ -436,7 +541,14 @@ def _version_answer(
     # after), or in transfer mode this version's answer to that final text.
     correct = [label == attack.by_id[e["item_id"]].label for e, label in zip(examples, labels, strict=True)]
     seconds = time.perf_counter() - mark
-    report = _report(version=version, mode=_mode(ctx), aset=aset, cached=cached, correct=correct)
+    report = _report(
+        version=version,
+        mode=_mode(ctx),
+        aset=aset,
+        access=attack.access[aset.version_id],
+        cached=cached,
+        correct=correct,
+    )
     with attack.work.phase("storage"):
         _samples_store(
             ctx=ctx,
@@ -601,7 +713,11 @@ def _judged_store(
         started=started,
         verdict=result.verdict,
         details=details,
-        reasons=[*result.reasons, *_attack_summary(report=candidate.report, ctx=ctx)],
+        reasons=[
+            *result.reasons,
+            *_attack_summary(report=candidate.report, ctx=ctx),
+            *(a.why for a in attack.access.values()),  # how each attacked version was searched, and why
+        ],
         threshold=section.robustness_min,
         estimate=result.candidate.rate,
         ci_low=result.candidate.ci_low,
@@ -614,6 +730,20 @@ def _attack_summary(*, report: AdversarialReport, ctx: LayerContext) -> list[Rea
     """The candidate's attack in one reason (none when nothing was attacked)."""
     if report.attack_success_rate is None:
         return []
+    recipe = ctx.policy.section(RobustnessPolicy).robustness_recipe
+    if report.search == "hard-label":
+        return [
+            reason(
+                AdversarialCode.HARD_LABEL_SUMMARY,
+                mode=_mode(ctx),
+                recipe=recipe,
+                before=report.accuracy_before,
+                after=report.accuracy_under_attack,
+                rate=report.attack_success_rate,
+                queries=report.queries_per_item,
+                queries_max=report.queries_max,
+            )
+        ]
     code = AdversarialCode.TRANSFER_SUMMARY if _mode(ctx) == "transfer" else AdversarialCode.ADAPTIVE_SUMMARY
     return [
         reason(

@@ -110,7 +110,7 @@ def test_transfer_scores_every_version_on_the_set_made_against_the_baseline(vers
     assert set(layer.samples.filter(version=candidate).values_list("input_text", flat=True)) == texts
 
 
-def test_a_model_without_class_scores_is_a_layer_error(suite):
+def test_scores_asked_of_a_model_without_class_scores_is_a_layer_error(suite):
     remote = model_version_register(
         family="fam",
         label="remote",
@@ -118,7 +118,7 @@ def test_a_model_without_class_scores_is_a_layer_error(suite):
         backend_config={"base_url": "http://127.0.0.1:9/v1", "model": "m"},
         actor=SYSTEM,
     )
-    layer = run_layer(remote, suite, run_baseline=False)
+    layer = run_layer(remote, suite, run_baseline=False, robustness_access="scores")
     assert layer.verdict == "error"
     assert layer.reasons == [
         {
@@ -128,6 +128,7 @@ def test_a_model_without_class_scores_is_a_layer_error(suite):
     ]
     words = reason_render(Reason(**layer.reasons[0]), words=ENGLISH)
     assert "robustness_transfer_from" in words and "backend_config.labels" in words
+    assert "robustness_access: auto or labels" in words  # the mode that does work on it
 
 
 @pytest.fixture
@@ -373,3 +374,57 @@ def test_a_runs_adversarial_examples_export_as_jsonl_by_api_and_command(versions
     call_command("export_adversarial", str(layer.gate_run_id), "--out", str(out))
     assert [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] == rows
     assert api.get("/api/v1/gate-runs/999999/adversarial.jsonl").status_code == 404
+
+
+def test_an_endpoint_without_class_scores_gets_the_hard_label_search_not_an_error(versions, suite, endpoint):
+    from engines.perturbation.hard_label import hard_label_attack_run
+
+    candidate, _ = versions
+    remote = model_version_register(
+        family="fam",
+        label="remote",
+        backend_kind="openai",
+        backend_config={"base_url": endpoint, "model": "bow"},  # no labels: the answer's label alone
+        actor=SYSTEM,
+    )
+    small = {"run_baseline": False, "robustness_samples": 10, "attack_query_budget": 60}
+    layer = run_layer(remote, suite, **small)
+    assert layer.verdict in ("pass", "fail") and layer.details["mode"] == "adaptive"
+    report = layer.details["adversarial"][remote.ref]
+    assert report["search"] == "hard-label"
+    why = {"code": AdversarialCode.LABELS_ONLY, "params": {"ref": remote.ref, "backend": "openai"}}
+    assert report["search_reason"] == why and why in layer.reasons
+    assert "gives no class scores" in reason_render(Reason(**why), words=ENGLISH)
+    aset = AdversarialSet.objects.get(version=remote)
+    assert aset.access == "labels" and aset.complete and len(aset.examples) == 10
+    attacked = [e for e in aset.examples if e["status"] != "skipped"]
+    queries = [e["queries"] for e in attacked]
+    assert report["queries_max"] == max(queries) <= 60
+    spent = sum(e["queries"] for e in aset.examples)  # a skipped item asked once too
+    assert report["queries_per_item"] == pytest.approx(spent / len(attacked))
+    assert report["succeeded"] > 0 and layer.estimate == pytest.approx(report["failed"] / 10)
+    summary = [r for r in layer.reasons if r["code"] == AdversarialCode.HARD_LABEL_SUMMARY]
+    assert summary and summary[0]["params"]["queries_max"] == max(queries)
+    cost = layer.details["costs"][0]
+    assert (cost["version"], cost["queries"]) == (remote.ref, spent)
+    # The same search as the engine's on the checkpoint behind the endpoint, label for label.
+    backend = model_version_backend(version=candidate)
+    by_id = {i.external_id: i for i in suite.items.all()}
+    labels = backend.labels
+    here, _ = hard_label_attack_run(
+        labeler=lambda texts: [labels.index(p.label) for p in backend.predict(list(texts))],
+        items=[(by_id[e["item_id"]].input, labels.index(by_id[e["item_id"]].label)) for e in aset.examples],
+        recipe="textfooler-v1",
+        query_budget=60,
+        seed=0,
+    )
+    assert [(a.status, a.perturbed, a.queries) for a in here] == [
+        (e["status"], e["perturbed"], e["queries"]) for e in aset.examples
+    ]
+    # A hard-label set is not a score-based one: forcing scores on the in-process model makes its own.
+    run_layer(candidate, suite, **small, robustness_access="labels")
+    run_layer(candidate, suite, **small)
+    assert sorted(AdversarialSet.objects.filter(version=candidate).values_list("access", flat=True)) == [
+        "labels",
+        "scores",
+    ]

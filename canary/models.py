@@ -394,8 +394,10 @@ class FollowUpReview(models.Model):
     # The reviewer's expected answer to the turn's question (the user turn two before it), optional: a
     # clause-type label of the family's suite and/or a reference text. A first label with one makes the
     # question a candidate item of a suite built from live questions (canary.services.live_suite).
-    expected_label = models.CharField(max_length=200, blank=True)
-    expected_reference = models.TextField(blank=True)
+    # A database default too: rows written without them (a release before this one during a rolling
+    # deploy, bulk SQL such as bench/review_queue.py's) are reviews without an expected answer.
+    expected_label = models.CharField(max_length=200, blank=True, db_default="")
+    expected_reference = models.TextField(blank=True, db_default="")
     reviewer = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="follow_up_reviews"
     )

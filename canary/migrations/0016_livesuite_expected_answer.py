@@ -13,11 +13,11 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='followupreview',
             name='expected_label',
-            field=models.CharField(blank=True, max_length=200),
+            field=models.CharField(blank=True, db_default='', max_length=200),
         ),
         migrations.AddField(
             model_name='followupreview',
             name='expected_reference',
-            field=models.TextField(blank=True),
+            field=models.TextField(blank=True, db_default=''),
         ),
     ]

@@ -7,8 +7,9 @@ verdicts, is unreadable (None): it never counts as correct.
 
 Before a judge may decide, its verdicts on answers people have labelled are compared with theirs
 (`agreement_measure`): raw agreement and Cohen's κ with its asymptotic standard error and a normal
-interval, from statsmodels (`statsmodels.stats.inter_rater.cohens_kappa`, Fleiss, Cohen & Everitt
-1969). An unreadable verdict is a third category the people never use, so it counts as a
+interval (Fleiss, Cohen & Everitt 1969: the formula of statsmodels'
+`statsmodels.stats.inter_rater.cohens_kappa`, which the tests check it against).
+An unreadable verdict is a third category the people never use, so it counts as a
 disagreement and leaves the chance agreement of the two real verdicts as it is.
 
     labelled = labelled_answers_parse(content=path.read_text())
@@ -21,9 +22,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 RUBRIC = """You grade an answer to a question about a contract against a reference answer.
 The answer is correct when it says what the reference says: the same meaning, in any words or \
@@ -124,13 +126,31 @@ class Agreement:
     table: tuple[tuple[int, int, int], tuple[int, int, int]]
 
 
+def _kappa_with_ase(table: list[list[int]]) -> tuple[float, float]:
+    """Cohen's kappa of a square table and its asymptotic standard error (Fleiss, Cohen & Everitt
+    1969): statsmodels' `cohens_kappa` formula (`kappa`, `std_kappa`), written out here because
+    statsmodels is a test-only dependency; tests/engines/scoring/test_judge.py checks the two agree."""
+    counts = np.asarray(table, dtype=float)
+    n = counts.sum()
+    probs = counts / n
+    rows, cols = counts.sum(1) / n, counts.sum(0) / n
+    expected = float((rows * cols).sum())
+    kappa = (float(np.trace(probs)) - expected) / (1 - expected)
+    term_a = float((np.diag(probs) * (1 - (rows + cols) * (1 - kappa)) ** 2).sum())
+    off = probs * (cols[:, None] + rows) ** 2
+    np.fill_diagonal(off, 0.0)
+    term_b = (1 - kappa) ** 2 * float(off.sum())
+    term_c = (kappa - expected * (1 - kappa)) ** 2
+    variance = (term_a + term_b - term_c) / (1 - expected) ** 2 / n
+    return kappa, math.sqrt(variance) if variance >= 0 else math.nan
+
+
 def agreement_measure(
     *, human: Sequence[bool], judged: Sequence[bool | None], confidence: float = 0.95
 ) -> Agreement:
     """Raw agreement and Cohen's κ of `judged` (None: unreadable) against `human`, with the κ's
     two-sided `confidence` interval: κ ± z·ASE, the asymptotic standard error statsmodels gives."""
     from scipy.stats import norm
-    from statsmodels.stats.inter_rater import cohens_kappa
 
     if len(human) != len(judged):
         raise ValueError(f"{len(human)} human verdicts but {len(judged)} judged")
@@ -146,10 +166,7 @@ def agreement_measure(
         square = [rows[0], rows[1], [0, 0, 0]]  # people never give "unreadable"
         expected = sum(sum(r[i] for r in square) * sum(square[i]) for i in range(3)) / n**2
         if expected < 1:
-            with warnings.catch_warnings():  # its test of kappa = 0 divides by 0 for a one-column table
-                warnings.simplefilter("ignore", RuntimeWarning)
-                result = cohens_kappa(square)
-            kappa, se = float(result.kappa), float(result.std_kappa)
+            kappa, se = _kappa_with_ase(square)
             z = float(norm.isf((1 - confidence) / 2))
             low, high = max(-1.0, kappa - z * se), min(1.0, kappa + z * se)
             if not all(math.isfinite(v) for v in (kappa, se)):

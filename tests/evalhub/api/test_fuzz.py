@@ -48,6 +48,8 @@ BEYOND_THE_SCHEMA = {
         "backend_config.label_regex",
         "serving_url",
     ),
+    # a review's expected label must be a clause type of the family's suite
+    "v1_canary_experiments_reviews_create": ("expected_label",),
     # URLs must pass the outbound policy; an openai version's must be its base_url
     "model_version_serving_set": ("serving_url",),
 }

@@ -276,6 +276,7 @@ NO_DECISION_HINTS = {
     EXIT_RUN_ERROR: "no decision: the run ended in error (the error above, and the run's page, say why); "
     "fix the cause and start a new run",
 }
+NO_DECISION_CANCELLED = "no decision: the run was cancelled (who and why above); start a new run when ready"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,7 +364,9 @@ def gate(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
         api.report_save(run["id"], args.report_md, err=err)
     print(json.dumps(run, indent=2) if args.json else summary_text(run), file=out, flush=True)
     code = exit_code(run)
-    if code in NO_DECISION_HINTS:
+    if run["status"] == "cancelled":
+        print(NO_DECISION_CANCELLED, file=err)
+    elif code in NO_DECISION_HINTS:
         print(NO_DECISION_HINTS[code], file=err)
     return code
 

@@ -469,3 +469,4 @@ def test_cancel_a_queued_run_then_attach_exits_as_no_decision(live_server, token
     attached = gate("--attach", str(run.pk), token=token, server=live_server.url)
     assert attached.returncode == cli.EXIT_RUN_ERROR
     assert "VERDICT: error (cancelled by ci-bot: wrong suite)" in attached.stdout
+    assert last_line(attached.stderr) == cli.NO_DECISION_CANCELLED

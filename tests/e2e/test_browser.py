@@ -103,9 +103,16 @@ def shot(driver, name: str, language: str) -> None:
 
 
 def wait_for(condition, *, timeout: float = WAIT, what: str = ""):
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        value = condition()
+        try:
+            value = condition()
+        except (NoSuchElementException, StaleElementReferenceException):
+            # The page refreshes its figures in place: an element read between its lookup and the
+            # swap is gone, not wrong. Look again.
+            value = None
         if value:
             return value
         time.sleep(0.2)

@@ -442,6 +442,48 @@ def noisy_reason(*, noisy: NoisyMixDetails) -> Reason | None:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ItemComparison:
+    """Candidate against baseline on the same items: the mean of the per-item differences in
+    correctness (each item's mean over its answers) with their t interval, and the exact McNemar
+    p-value on the items exactly one version got right (each item's first answer)."""
+
+    items: int
+    only_candidate_correct: int
+    only_baseline_correct: int
+    difference: float | None
+    ci_low: float
+    ci_high: float
+    mcnemar_p: float
+
+
+def items_compare(
+    *, candidate: Sequence[ItemOutcome], baseline: Sequence[ItemOutcome], confidence: float, repeats: int = 1
+) -> ItemComparison:
+    """Pairs the two versions' answers by item (both answered the same items, in the same order)."""
+    ours, theirs = _by_item(candidate, repeats > 1), _by_item(baseline, repeats > 1)
+    if [a[0].item_id for a in ours] != [a[0].item_id for a in theirs]:
+        raise ValueError("paired outcomes must cover the same items in the same order")
+    only_candidate = sum(c[0].correct and not b[0].correct for c, b in zip(ours, theirs, strict=True))
+    only_baseline = sum(b[0].correct and not c[0].correct for c, b in zip(ours, theirs, strict=True))
+    difference, low, high = paired_difference_interval(
+        differences=[
+            sum(o.correct for o in c) / len(c) - sum(o.correct for o in b) / len(b)
+            for c, b in zip(ours, theirs, strict=True)
+        ],
+        confidence=confidence,
+    )
+    return ItemComparison(
+        items=len(ours),
+        only_candidate_correct=only_candidate,
+        only_baseline_correct=only_baseline,
+        difference=None if math.isnan(difference) else difference,
+        ci_low=low,
+        ci_high=high,
+        mcnemar_p=mcnemar_exact(only_first=only_candidate, only_second=only_baseline),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class CleanAccuracyDetails:
     """What the layer stores (LayerResult.details) and the report, templates and dashboards read."""
 
@@ -450,6 +492,7 @@ class CleanAccuracyDetails:
     candidate: AccuracySide | None  # None: not asked (an answer judge that may not decide)
     baseline: AccuracySide | None = None
     difference: float | None = None
+    comparison: ItemComparison | None = None  # paired by item, when the baseline answered too
     costs: list[VersionCost] = field(default_factory=list)  # each version's model work, priced
     answer_judge: AnswerJudgeDetails | None = None  # None: the policy names no judge
     noisy: NoisyMixDetails | None = None  # policy clean_noise_share: the suite with noisy items mixed in

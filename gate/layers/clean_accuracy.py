@@ -35,6 +35,7 @@ from gate.judges.clean_accuracy import (
     NoisyMixDetails,
     NoisySide,
     clean_accuracy_judge,
+    items_compare,
     noisy_counts,
     noisy_reason,
     noisy_side_summarize,
@@ -180,6 +181,7 @@ def _details(
     *,
     ctx: LayerContext,
     result: CleanAccuracyResult,
+    outcomes: dict[int, list[ItemOutcome]],
     outputs: dict[int, VersionOutputs],
     judge: AnswerJudgeDetails | None,
     noisy: NoisyMixDetails | None,
@@ -215,6 +217,12 @@ def _details(
         details,
         baseline=_side(baseline, result.baseline, outputs[baseline.pk], repeats),
         difference=result.candidate.accuracy - result.baseline.accuracy,
+        comparison=items_compare(
+            candidate=outcomes[run.candidate_id],
+            baseline=outcomes[baseline.pk],
+            confidence=ctx.policy.general.confidence,
+            repeats=repeats,
+        ),
     )
 
 
@@ -456,6 +464,7 @@ class CleanAccuracyLayer(GateLayer[CleanAccuracyDetails]):
         details = _details(
             ctx=ctx,
             result=result,
+            outcomes=outcomes,
             outputs=outputs,
             judge=judge_details,
             noisy=noisy,

@@ -109,6 +109,7 @@ OWN_COMMANDS: dict[str, str] = {
     "suite_from_reviews": "run: builds a suite version from reviewed live questions (none here: refused)",
     "export_adversarial": "run: writes a file",
     "export_shift_examples": "run: writes a file",
+    "demo_v5": "run: registers contract-assistant:v5 through model_version_register (no demo here: refused)",
     "demo_setup": "run (test_demo_setup_declares_its_incumbent_through_two_release_managers): "
     "declares V3 through two release managers",
     "followup_train": "not run: trains the follow-up detector from files; no registry write",
@@ -408,6 +409,7 @@ def command_runs(tmp_path: Path) -> dict[str, Callable[[], object]]:
         "export_shift_examples": lambda: call_command(
             "export_shift_examples", "1", "--out", str(tmp_path / "shift.jsonl")
         ),
+        "demo_v5": lambda: call_command("demo_v5", "1", stdout=io.StringIO()),
     }
 
 

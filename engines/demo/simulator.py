@@ -31,6 +31,7 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 
 from engines.demo.dataset import demo_dataset_build
+from engines.demo.voice import voice_apply
 
 LABEL = re.compile(r"^\[(?P<label>[^\]]+)\]")
 FOLLOW_UPS = {
@@ -66,6 +67,7 @@ class SimulationConfig:
     hours_noise: float = 0.3
     seed: int = 0
     stream: bool = False  # ask for streamed answers (`stream: true`), as most chat UIs do
+    voice: str = "plain"  # how users write: the suite's text as it is, or "casual" (engines.demo.voice)
 
 
 @dataclass
@@ -170,7 +172,8 @@ class Simulation:
         for contract in range(rng.randint(*config.contracts_per_user)):
             item = rng.choice(self.bank)
             session_id = f"{user_id}-s{contract}"
-            messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": item.input}]
+            question = voice_apply(text=item.input, language=item.language, voice=config.voice, rng=rng)
+            messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": question}]
             reply = self._ask(user_id=user_id, session_id=session_id, messages=messages)
             if reply is None:
                 continue

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from canary.models import TurnEvent
 from canary.selectors.experiments import experiment_get
 from canary.services.telemetry import turn_stream_drain
+from engines.demo.voice import VOICES
 from registry.errors import NotFoundError
 from registry.roles import APP
 from registry.services.tokens import api_token_create, user_role_grant
@@ -31,6 +32,13 @@ class Command(BaseCommand):
         parser.add_argument("--follow-up-base", type=float, default=0.05)
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--stream", action="store_true", help="ask for streamed answers (stream: true)")
+        parser.add_argument(
+            "--voice",
+            choices=VOICES,
+            default="plain",
+            help="how users write: the suite's text as it is (plain), or as people type into a chat box "
+            "(casual: a colloquial request around the clause, typos, lower case)",
+        )
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def handle(self, *args, **options):
@@ -56,6 +64,7 @@ class Command(BaseCommand):
             follow_up_base=options["follow_up_base"],
             seed=options["seed"],
             stream=options["stream"],
+            voice=options["voice"],
         )
         before = TurnEvent.objects.filter(experiment=experiment, source=TurnEvent.Source.PROXY).count()
         report = traffic_simulate(config=config)

@@ -85,15 +85,12 @@ class LanguageShift:
     farthest: list[FarQuestion] = field(default_factory=list)
 
 
-def texts_by_language(
-    texts: Sequence[str], *, languages: Sequence[str] | None = None
-) -> dict[str, list[str]]:
-    """`texts` grouped by language: `languages[i]` where given and not blank, else the script's
-    (`engines.backends.base.language_of`: "zh" when CJK characters outnumber Latin letters)."""
+def texts_by_language(texts: Sequence[str]) -> dict[str, list[str]]:
+    """`texts` grouped by script (`engines.backends.base.language_of`: "zh" when CJK characters
+    outnumber Latin letters, else "en"), so that both sides of a comparison are grouped alike."""
     grouped: dict[str, list[str]] = {}
-    for index, text in enumerate(texts):
-        given = languages[index] if languages is not None else ""
-        grouped.setdefault(given or language_of(text), []).append(text)
+    for text in texts:
+        grouped.setdefault(language_of(text), []).append(text)
     return grouped
 
 

@@ -37,10 +37,12 @@ def suite_shift_measure(
         seed=section.suite_shift_seed,
         until=window.end,
     )
-    suite = texts_by_language([i.input for i in items], languages=[i.language for i in items])
+    # Both sides by the same rule, the script: live questions declare no language, so a suite item
+    # declared "mixed" (or anything but en/zh) would meet no live question, and a mixed live question
+    # would be held against the other suite items of its majority script only.
     figures = shift_measure(
         live=texts_by_language(live.texts),
-        suite=suite,
+        suite=texts_by_language([i.input for i in items]),
         sample=section.suite_shift_sample,
         seed=section.suite_shift_seed,
         confidence=policy.general.confidence,

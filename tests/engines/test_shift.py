@@ -72,7 +72,10 @@ def test_samples_are_bounded_and_seeded():
     assert (figures.live.n, figures.suite.n, figures.live_total) == (7, 7, 100)
 
 
-def test_languages_given_or_read_from_the_script():
-    grouped = texts_by_language(["hello", "你好", "hola"], languages=["", "", "es"])
-    assert grouped == {"en": ["hello"], "zh": ["你好"], "es": ["hola"]}
+def test_languages_read_from_the_script_alike_for_both_sides():
+    grouped = texts_by_language(["hello", "你好", "hola", "Clause 15. 如南京博远医药有限公司出现重大违约"])
+    assert grouped == {
+        "en": ["hello", "hola"],
+        "zh": ["你好", "Clause 15. 如南京博远医药有限公司出现重大违约"],
+    }
     assert {"period", "notice", "the"} <= shipped_vocabulary()

@@ -92,6 +92,24 @@ def test_live_questions_like_the_suite_pass(experiment, suite):
     assert layer.reasons[0]["code"] == ShiftCode.NEAR
 
 
+def test_a_suite_item_declared_mixed_meets_the_live_questions_of_its_script(experiment):
+    # The demo's mixed items: an English clause number and a Chinese clause. Grouped by the declared
+    # language, they sat in a "mixed" group no live question reached, and live copies of them measured
+    # 0.78 from unrelated English inputs.
+    mixed = (
+        "Clause 15. 如南京博远医药有限公司出现重大违约且在45天内未能补救，成都锦程建设有限公司可即刻终止。"
+    )
+    records = [{"id": "m", "input": mixed, "label": "termination", "language": "mixed"}] + [
+        {"id": str(k), "input": text, "label": "payment", "language": "en"} for k, text in enumerate(SUITE)
+    ]
+    suite = eval_suite_import(name="fam", items=suite_items_parse(records=records), actor=SYSTEM)[0]
+    questions(experiment, [mixed.replace("Clause", "clause")] * 20)
+    _, layer, details = run_shift(experiment, suite, suite_shift_min_live=20)
+    (chinese,) = [f for f in details.languages if f.live_total]
+    assert chinese.language == "zh" and chinese.suite_total == 1
+    assert chinese.live_to_suite == pytest.approx(1 / len(mixed)) and layer.verdict == "pass"
+
+
 def test_colloquial_mixed_traffic_fails_and_its_farthest_questions_are_listed(experiment, suite):
     live = [f"hey so wat abt {clause} lol??" for clause in CLAUSES] * 4 + [
         "这个合同的 renewal 条款是啥意思"

@@ -144,8 +144,14 @@ class RobustnessLayer(GateLayer[RobustnessDetails]):
     def units(self, *, policy: GatePolicyConfig, items: list[EvalItem], versions: list[ModelVersion]) -> int:
         """Perturbed samples, clean answers in consistency mode, attacked items in attack mode, per
         version."""
+        from engines.perturbation.word_attack import WORD_RECIPES
+
         section = policy.section(RobustnessPolicy)
         per_version = section.robustness_samples
+        if section.robustness_recipe in WORD_RECIPES:
+            # A word attack takes each labelled item once: a suite smaller than the sample size is all
+            # of the work, known before it starts (else the bar jumped and the ETA read seconds).
+            per_version = min(per_version, len({i.external_id for i in items if i.label}))
         if section.robustness_judge_by == "consistency":
             per_version += len(items)
         if section.attack_recipe:

@@ -481,7 +481,6 @@ def adversarial_run(*, layer: GateLayer[RobustnessDetails], ctx: LayerContext) -
     )
     setup = replace(setup, shortfall=shortfall)
     row, _ = layer.begin(run=ctx.run, setup=setup, same=ADVERSARIAL_SETUP, threshold=section.robustness_min)
-    ctx.progress.advance((section.robustness_samples - len(item_ids)) * len(ctx.versions))
     work = ModelWork(phases=("attack", "inference", "storage"))
     # One stored set per attacked version: the reference's in transfer mode, each version's in adaptive.
     sets = {

@@ -94,6 +94,18 @@ def test_an_unchanged_version_is_not_attacked_again_and_a_cut_attack_resumes(ver
     assert aset.examples == complete and resumed.estimate == first.estimate
 
 
+def test_a_suite_smaller_than_the_sample_size_is_the_whole_of_the_progress_from_the_start(versions, suite):
+    # 30 labelled items, 100 samples asked: the attack takes each item once. Budgeted at 100 a version,
+    # the bar jumped to 70 % when the attack began and the ETA read seconds for the whole attack.
+    candidate, _ = versions
+    run = gate_run_start(
+        candidate=candidate, suite=suite, actor=SYSTEM, policy_overrides={**ATTACK, "robustness_samples": 100}
+    )
+    gate_run_execute(gate_run_id=run.pk, worker="w")
+    run.refresh_from_db()
+    assert run.progress_detail["layers"]["robustness"] == {"done": 60, "total": 60}  # 30 items, 2 versions
+
+
 def test_transfer_scores_every_version_on_the_set_made_against_the_baseline(versions, suite):
     candidate, baseline = versions
     layer = run_layer(candidate, suite, robustness_transfer_from="baseline")

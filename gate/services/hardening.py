@@ -40,7 +40,9 @@ wordings_register(
         HardeningCode.NOT_FINISHED: gettext_noop(
             "gate run {id} is {status}: only a finished run's adversarial examples can be trained on"
         ),
-        HardeningCode.NO_ATTACK: gettext_noop("gate run {id} has no layer-1 examples of {version}"),
+        HardeningCode.NO_ATTACK: gettext_noop(
+            "gate run {id} has no layer-1 example that {version} answered wrongly: nothing to learn from"
+        ),
         HardeningCode.HELD_OUT_SUITE: gettext_noop(
             "gate run {id} attacked suite {suite}, the held-out suite the gate judges on: training on its "
             "perturbations would score the suite on what the model was taught (attack a suite of training "

@@ -138,6 +138,7 @@ urlpatterns = [
     path("", versions.version_list, name="home"),
     path("versions/<str:ref>/", versions.version_detail, name="version-detail"),
     path("versions/<str:ref>/decide/", versions.version_decide, name="version-decide"),
+    path("suites/<str:ref>/", versions.suite_detail, name="suite-detail"),
     path("gate-runs/<int:pk>/", gate_runs.gate_run_detail, name="gate-run-detail"),
     path("gate-runs/<int:pk>/cancel/", gate_runs.gate_run_cancel_page, name="gate-run-cancel"),
     # The work without curl (the same services as the API).

@@ -1,4 +1,4 @@
-"""Plain pages for people: versions, gate runs and release decisions (the canary pages are in
+"""Plain pages for people: versions, suites, gate runs and release decisions (the canary pages are in
 `evalhub.views.canary`)."""
 
 from django.contrib import messages
@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 
 from evalhub.permissions import error_text, reader_required, roles_required
 from evalhub.terms import term_label
+from gate.layers.suite_shift import suite_shift_latest
 from gate.selectors.costs import family_costs_by_month
 from gate.selectors.decisions import (
     decision_get,
@@ -20,6 +21,7 @@ from gate.selectors.gate_runs import gate_run_get, gate_run_list
 from gate.services.decisions import decision_record
 from registry.errors import ApplicationError
 from registry.roles import RELEASE_MANAGER, RELEASE_ROLES, user_roles
+from registry.selectors.suites import eval_suite_get, eval_suite_list, eval_suite_make_up
 from registry.selectors.versions import model_version_get, model_version_in_production, model_version_list
 
 
@@ -47,6 +49,21 @@ def version_detail(request, ref: str):
         "open_incumbent_request": incumbent_request_open(version=version),
     }
     return render(request, "evalhub/version_detail.html", context)
+
+
+@reader_required
+def suite_detail(request, ref: str):
+    """A suite version: what it holds (languages, tags, the live questions with their provenance), its
+    other versions, the gate runs on it and the latest suite-vs-live shift a run measured on it."""
+    suite = eval_suite_get(ref=ref)
+    context = {
+        "suite": suite,
+        "make_up": eval_suite_make_up(suite=suite),
+        "versions": eval_suite_list(name=suite.name).order_by("-version"),
+        "runs": gate_run_list(filters={"suite": suite})[:50],
+        "shift": suite_shift_latest(suite=suite),
+    }
+    return render(request, "evalhub/suite_detail.html", context)
 
 
 @roles_required(RELEASE_ROLES)

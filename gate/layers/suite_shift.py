@@ -21,7 +21,7 @@ from gate.layers.base import GateLayer, LayerContext, LayerKind, ReportPart, to_
 from gate.layers.traffic import no_experiment_reason, traffic_inputs
 from gate.models import GateRun, LayerResult
 from gate.policy import GatePolicyConfig
-from registry.models import EvalItem
+from registry.models import EvalItem, EvalSuite
 
 
 def suite_shift_measure(
@@ -129,12 +129,18 @@ class StoredShift:
     details: SuiteShiftDetails
 
 
-def suite_shift_latest(*, experiment: Experiment) -> StoredShift | None:
-    """The latest finished suite_shift result of a gate run on `experiment` (the experiment page's panel:
-    it shows what a run measured, and measures nothing itself)."""
+def suite_shift_latest(
+    *, experiment: Experiment | None = None, suite: EvalSuite | None = None
+) -> StoredShift | None:
+    """The latest finished suite_shift result of a gate run on `experiment`, or on `suite` (the
+    experiment's and the suite's page panels: they show what a run measured, and measure nothing)."""
     results = LayerResult.objects.select_related("gate_run", "gate_run__suite").filter(
-        gate_run__experiment=experiment, layer=SuiteShiftLayer.name
+        layer=SuiteShiftLayer.name
     )
+    if experiment is not None:
+        results = results.filter(gate_run__experiment=experiment)
+    if suite is not None:
+        results = results.filter(gate_run__suite=suite)
     for result in results.exclude(verdict=GateRun.Verdict.PENDING).order_by("-gate_run__created_at")[:5]:
         details = SuiteShiftLayer().details(result)
         if details is not None and details.inputs.experiment:

@@ -28,6 +28,8 @@ def gate_run_list(*, filters: dict | None = None) -> QuerySet[GateRun]:
     )
     if filters.get("candidate"):
         queryset = queryset.filter(candidate=filters["candidate"])
+    if filters.get("suite"):
+        queryset = queryset.filter(suite=filters["suite"])
     if filters.get("status"):
         queryset = queryset.filter(status=filters["status"])
     if filters.get("verdict"):

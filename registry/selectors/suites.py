@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
 from enum import StrEnum
 
 from django.db.models import QuerySet
@@ -7,7 +9,7 @@ from django.db.models import QuerySet
 from engines.input_checks import text_problem
 from engines.reasons import gettext_noop, reason, wordings_register
 from registry.errors import NotFoundError
-from registry.models import EvalSuite
+from registry.models import EvalItem, EvalSuite
 from registry.selectors import pk_like
 
 
@@ -58,3 +60,36 @@ def eval_suite_labels(*, suite: EvalSuite) -> list[str]:
 def eval_suite_latest(*, name: str) -> EvalSuite | None:
     """The latest version of suite `name`, or None."""
     return EvalSuite.objects.filter(name=name).order_by("-version").first()
+
+
+@dataclass(frozen=True)
+class SuiteMakeUp:
+    """What a suite holds, for its page: items per language and per tag, and its items from live
+    questions (tag `live`, with their provenance), the first `LIVE_SHOWN` of them."""
+
+    items: int
+    by_language: list[tuple[str, int]]
+    by_tag: list[tuple[str, int]]
+    live_count: int
+    live: list[EvalItem]
+
+
+LIVE_SHOWN = 50
+
+
+def eval_suite_make_up(*, suite: EvalSuite) -> SuiteMakeUp:
+    items = suite.items.all()
+    languages = Counter(items.values_list("language", flat=True))
+    tags: Counter[str] = Counter(
+        tag for item_tags in items.values_list("tags", flat=True) for tag in item_tags or ()
+    )
+    live = items.filter(metadata__provenance__source="live").order_by("position")
+    return SuiteMakeUp(
+        items=suite.item_count,
+        by_language=sorted(
+            ((language or "—", n) for language, n in languages.items()), key=lambda kv: (-kv[1], kv[0])
+        ),
+        by_tag=sorted(tags.items(), key=lambda kv: (-kv[1], kv[0])),
+        live_count=live.count(),
+        live=list(live[:LIVE_SHOWN]),
+    )

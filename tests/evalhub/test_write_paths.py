@@ -92,6 +92,7 @@ URL_WRITES: dict[str, str] = {
     # Pages that only read (they answer a POST as a GET, or 405): attacked all the same.
     "home": "reads",
     "version-detail": "reads",
+    "suite-detail": "reads",
     "gate-run-detail": "reads",
     "canary:experiment-list": "reads",
     "canary:experiment-detail": "reads",

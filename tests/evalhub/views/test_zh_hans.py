@@ -194,6 +194,7 @@ def test_every_page_in_chinese_has_no_untranslated_text(world):
         ("/versions/fam:v4/", manager, 200),
         ("/versions/fam:v3/", manager, 200),
         (f"/gate-runs/{world['run'].pk}/", manager, 200),
+        ("/suites/fam/", manager, 200),
         ("/canary/", manager, 200),
         ("/canary/exp/", manager, 200),
         ("/review/", manager, 200),

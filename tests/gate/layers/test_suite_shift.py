@@ -200,3 +200,25 @@ def test_no_policy_requires_it_unless_it_says_so():
     assert gate_policy_parse({}).general.required_layers == LAYERS_BEFORE_EXPLICIT
     saved = gate_policy_save(name="plain", config={"clean_accuracy_min": 0.9}, actor=SYSTEM)
     assert saved.config["required_layers"] == list(LAYERS_BEFORE_EXPLICIT)
+
+
+def test_the_suite_page_shows_the_latest_shift_measured_on_it_and_what_it_holds(
+    experiment, suite, admin_client
+):
+    from tests.pages import page_text
+
+    page = page_text(admin_client.get("/suites/fam/"))
+    assert "No gate run on this suite has measured it yet" in page
+    questions(experiment, [f"hey so wat abt {clause} lol??" for clause in CLAUSES] * 5)
+    run, _, _ = run_shift(experiment, suite, suite_shift_min_live=20)
+    response = admin_client.get("/suites/fam@1/")
+    assert response.status_code == 200
+    page = page_text(response)
+    assert (
+        f"As measured by gate run {run.pk}" in page
+        and "Live questions least like anything in the suite" in page
+    )
+    assert "hey so wat abt" in page  # the farthest live questions
+    assert '<td translate="no">en</td><td>6</td>' in response.content.decode()  # six English items
+    assert 'href="/suites/fam@1/"' in admin_client.get(f"/gate-runs/{run.pk}/").content.decode()
+    assert admin_client.get("/suites/nope/").status_code == 404

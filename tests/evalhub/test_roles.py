@@ -76,6 +76,7 @@ TABLE: dict[str, dict[str, frozenset[str]]] = {
     "api-redoc": {"GET": READERS},
     "home": {"GET": READERS},
     "version-detail": {"GET": READERS},
+    "suite-detail": {"GET": READERS},
     "version-decide": {"POST": RELEASE},
     "gate-run-detail": {"GET": READERS},
     "gate-run-cancel": {"POST": RELEASE},  # and the run's starter, as the API's

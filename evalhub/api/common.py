@@ -33,7 +33,13 @@ class StrictSerializer(serializers.Serializer):
 
     def to_internal_value(self, data: Any) -> Any:
         unknown = sorted(set(data.keys()) - set(self.fields)) if hasattr(data, "keys") else []
-        errors = {key: ["Unknown field."] for key in unknown}
+        errors: dict[str, list[str]] = {key: ["Unknown field."] for key in unknown}
+        # DRF's CharField turns a number into its text; the schema says string, so a number is refused
+        # (the fuzz sent {"reason": -8.9e-42} and it was accepted).
+        for name, field in self.fields.items():
+            given = data.get(name) if hasattr(data, "get") else None
+            if isinstance(field, serializers.CharField) and given is not None and not isinstance(given, str):
+                errors[name] = ["Not a valid string."]
         try:
             value = super().to_internal_value(data)
         except serializers.ValidationError as exc:

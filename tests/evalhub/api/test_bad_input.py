@@ -413,3 +413,10 @@ class TestPages:
     def test_nul_in_a_name(self, browser, experiment):
         assert browser.get("/canary/exp%00/").status_code == 404
         assert browser.get("/versions/ca:v4%00/").status_code == 404
+
+
+@pytest.mark.parametrize("reason", [-8.899190956655835e-42, 7, True, ["why"], {"why": 1}])
+def test_a_text_field_given_anything_but_text_is_a_400_naming_it(manager, experiment, reason):
+    # DRF's CharField reads a number as its text; the schema says string (found by the fuzz).
+    response = manager.post("/api/v1/canary/experiments/exp/plan/", {"reason": reason}, format="json")
+    assert response.status_code == 400 and "reason" in response.json()["error"]["fields"], response.json()

@@ -65,7 +65,7 @@ def eval_suite_latest(*, name: str) -> EvalSuite | None:
 @dataclass(frozen=True)
 class SuiteMakeUp:
     """What a suite holds, for its page: items per language and per tag, and its items from live
-    questions (tag `live`, with their provenance), the first `LIVE_SHOWN` of them."""
+    questions (those whose `metadata.provenance.source` is "live"), the first `LIVE_SHOWN` of them."""
 
     items: int
     by_language: list[tuple[str, int]]

@@ -14,6 +14,14 @@ from evalhub.views import forms as work
 NAME = r"(?P<name>[-a-zA-Z0-9_.]+)"
 api_v1 = (
     [
+        # The chat apps' routes first: Django keeps every pattern it tried on the request, which a
+        # stream holds for its whole answer.
+        re_path(
+            rf"^canary/{NAME}/v1/chat/completions/?$",
+            canary_apis.ChatCompletionsProxyApi.as_view(),
+            name="canary-proxy",
+        ),
+        re_path(rf"^canary/{NAME}/v1/models/?$", canary_apis.ModelsProxyApi.as_view(), name="canary-models"),
         path("model-versions/", registry_apis.ModelVersionListApi.as_view(), name="model-version-list"),
         path(
             "model-versions/<str:ref>/",
@@ -105,12 +113,6 @@ api_v1 = (
             name="experiment-reviews-export",
         ),
         re_path(rf"^canary/{NAME}/assign/?$", canary_apis.AssignApi.as_view(), name="canary-assign"),
-        re_path(
-            rf"^canary/{NAME}/v1/chat/completions/?$",
-            canary_apis.ChatCompletionsProxyApi.as_view(),
-            name="canary-proxy",
-        ),
-        re_path(rf"^canary/{NAME}/v1/models/?$", canary_apis.ModelsProxyApi.as_view(), name="canary-models"),
         re_path(r"^events/?$", canary_apis.EventsApi.as_view(), name="events"),
         re_path(r"^[\s\S]*$", common.ApiNotFound.as_view(), name="not-found"),
     ],
@@ -135,6 +137,7 @@ canary_pages = (
 )
 
 urlpatterns = [
+    path("api/v1/", include(api_v1)),  # first, as its chat routes (above)
     path("", versions.version_list, name="home"),
     path("versions/<str:ref>/", versions.version_detail, name="version-detail"),
     path("versions/<str:ref>/decide/", versions.version_decide, name="version-decide"),
@@ -159,5 +162,4 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
-    path("api/v1/", include(api_v1)),
 ]

@@ -46,13 +46,41 @@ class ProxyStream:
     chunks: Iterator[bytes]  # the server-sent events, as the response's body
 
 
+def _events_read(response: httpx.Response, *, ref: str) -> Iterator[tuple[str, dict]]:
+    """Each event's data (the JSON text) and the chunk it holds. After `[DONE]` the body is read to
+    its end, so the connection goes back to the pool rather than being closed half-read."""
+    try:
+        lines = response.iter_lines()
+        for line in lines:
+            if not line.startswith("data:"):
+                continue  # blank lines between events, comments, `event:` fields
+            data = line[5:].strip()
+            if data == "[DONE]":
+                for _ in lines:
+                    pass
+                return
+            chunk = json.loads(data)
+            if not isinstance(chunk, dict):
+                raise UpstreamError(f"{ref} sent a chunk that is not an object")
+            if chunk.get("error"):
+                raise UpstreamError(f"{ref} failed mid-stream: {chunk['error']}")
+            yield data, chunk
+    except httpx.TimeoutException:
+        raise UpstreamError(f"{ref} timed out mid-stream") from None
+    except httpx.HTTPError as exc:
+        raise UpstreamError(f"{ref} broke off: {type(exc).__name__}") from None
+    except ValueError:
+        raise UpstreamError(f"{ref} sent a chunk that is not JSON") from None
+
+
 class _Open:
-    """An arm's open stream, its first event already read: `events()` yields every event's data (the
-    JSON text) and the chunk it holds, the first one first."""
+    """An arm's open stream, its first event already read: `events()` yields every event's data and
+    chunk, the first one first. (The reader is a function of the response, not a method: a generator
+    holding `self` would make a cycle, left to the garbage collector with the response's buffers.)"""
 
     def __init__(self, *, response: httpx.Response, version: ModelVersion):
         self.response, self.version = response, version
-        self._events = self._read()
+        self._events = _events_read(response, ref=version.ref)
         try:
             self._first = next(self._events)
         except StopIteration:
@@ -61,27 +89,6 @@ class _Open:
         except Exception:
             self.close()
             raise
-
-    def _read(self) -> Iterator[tuple[str, dict]]:
-        try:
-            for line in self.response.iter_lines():
-                if not line.startswith("data:"):
-                    continue  # blank lines between events, comments, `event:` fields
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    return
-                chunk = json.loads(data)
-                if not isinstance(chunk, dict):
-                    raise UpstreamError(f"{self.version.ref} sent a chunk that is not an object")
-                if chunk.get("error"):
-                    raise UpstreamError(f"{self.version.ref} failed mid-stream: {chunk['error']}")
-                yield data, chunk
-        except httpx.TimeoutException:
-            raise UpstreamError(f"{self.version.ref} timed out mid-stream") from None
-        except httpx.HTTPError as exc:
-            raise UpstreamError(f"{self.version.ref} broke off: {type(exc).__name__}") from None
-        except ValueError:
-            raise UpstreamError(f"{self.version.ref} sent a chunk that is not JSON") from None
 
     def events(self) -> Iterator[tuple[str, dict]]:
         yield self._first

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
@@ -529,7 +530,9 @@ class ChatCompletionsProxyApi(APIView):
         body = request.data
         if isinstance(body, dict) and body.get("stream") is True:
             stream = chat_completion_stream(experiment=experiment, body=body, **who)
-            response = StreamingHttpResponse(stream.chunks, content_type="text/event-stream")
+            response = StreamingHttpResponse(
+                _cycle_free(stream.chunks, request=request), content_type="text/event-stream"
+            )
             response["Cache-Control"] = "no-cache"
             response["X-Accel-Buffering"] = "no"  # a proxy in front must not hold the chunks back
             for header, value in _answer_headers(stream).items():
@@ -537,6 +540,17 @@ class ChatCompletionsProxyApi(APIView):
             return response
         answer = chat_completion_proxy(experiment=experiment, body=body, **who)
         return Response(answer.body, headers=_answer_headers(answer))
+
+
+def _cycle_free(chunks: Iterator[bytes], *, request: Request) -> Iterator[bytes]:
+    """The stream's chunks; at its end, DRF's request is cut from its parser context (which holds the
+    request and the view, each holding it): a stream keeps the request alive past the collector's
+    young generations, and the cycle would be freed only by a full collection, which stops every
+    stream of the worker while it runs."""
+    try:
+        yield from chunks
+    finally:
+        request.parser_context = None
 
 
 def _answer_headers(answer: ProxyAnswer | ProxyStream) -> dict[str, str]:

@@ -264,3 +264,32 @@ def test_chunks_arrive_through_the_proxy_when_they_arrive_direct(live_server, se
     # Not buffered: the text chunks come a token delay apart through the proxy too.
     assert sorted(gaps)[len(gaps) // 2] >= 0.8 * DELAY * 1000
     assert proxied[-1] - proxied[1] >= 0.8 * (straight[-1] - straight[1])
+
+
+def test_streams_one_after_another_reuse_the_connection_to_the_upstream(
+    live_server, served, serve_versions, token
+):
+    """The proxy reads each stream's body to its end after `[DONE]`, so its connection to the arm goes
+    back to the pool: no new connection (over TLS, a new handshake) before each answer's first chunk."""
+    experiment = running(served)
+    user = user_on(experiment, "baseline", "regular")
+    server, accepted = serve_versions.servers["v3"], []
+    accept = server.get_request
+
+    def counted():
+        accepted.append(1)
+        return accept()
+
+    server.get_request = counted
+    client = client_for(live_server, token)
+
+    def ask() -> str:
+        stream = client.chat.completions.create(
+            model="exp", messages=[{"role": "user", "content": QUESTION}], user=user, stream=True
+        )
+        return "".join(chunk.choices[0].delta.content or "" for chunk in stream)
+
+    first = ask()  # the first call also checks what model the baseline's address serves
+    after_first = len(accepted)
+    assert [ask(), ask(), ask()] == [first] * 3
+    assert len(accepted) == after_first

@@ -267,6 +267,10 @@ class AdversarialSet(models.Model):
     item_ids = models.JSONField(default=list)
     examples = models.JSONField(default=list)
     seconds = models.FloatField(default=0.0)
+    # The tokens the attack's queries spent, as its endpoint counted them; None for a model run here,
+    # and for a set begun before they were counted.
+    tokens_in = models.PositiveBigIntegerField(null=True, blank=True)
+    tokens_out = models.PositiveBigIntegerField(null=True, blank=True)
     # The lease of the worker attacking it now ("" when none): a gate run's other versions are attacked
     # by other gpu workers at the same time, and a worker that stops beating loses the lease.
     worker = models.CharField(max_length=300, blank=True, default="")

@@ -7,6 +7,7 @@ A failure of the whole backend (server down, checkpoint missing) raises `Backend
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -74,6 +75,21 @@ def usage_of(*, predictions: Sequence[Prediction], device_seconds: float | None)
         tokens_out=None if None in tokens_out else sum(t or 0 for t in tokens_out),
         device_seconds=device_seconds,
     )
+
+
+class TokenTally:
+    """The tokens a run of queries spent, summed as the answers come (an endpoint is asked from
+    several threads at once); each None once an answer did not say it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.tokens_in: int | None = 0
+        self.tokens_out: int | None = 0
+
+    def add(self, *, tokens_in: int | None, tokens_out: int | None) -> None:
+        with self._lock:
+            self.tokens_in = _plus(self.tokens_in, tokens_in)
+            self.tokens_out = _plus(self.tokens_out, tokens_out)
 
 
 class BackendError(Exception):

@@ -32,7 +32,7 @@ import httpx
 from engines.outbound import OutboundPolicy, OutboundRefusedError, outbound_client
 from engines.reasons import reason
 
-from .base import BackendCode, BackendError, Prediction
+from .base import BackendCode, BackendError, Prediction, TokenTally
 from .config import (
     DEFAULT_API_KEY_ENV_PREFIX,
     DEFAULT_TOP_LOGPROBS,
@@ -136,17 +136,21 @@ class OpenAIBackend:
             raise BackendError(reason(BackendCode.UNREACHABLE, url=self.url, why=why), transient=True)
         return predictions
 
-    def class_scores(self, inputs: Sequence[str]) -> list[list[float]]:
+    # The endpoint says what each answer cost (`usage`): an attack's `class_scores` calls pass a tally.
+    counts_tokens = True
+
+    def class_scores(self, inputs: Sequence[str], *, tally: TokenTally | None = None) -> list[list[float]]:
         """Class probabilities per input, in the order of `labels` (the config's), read from the
-        answer's token log-probabilities at its label (`engines.backends.logprobs`). All or nothing:
-        an input without scores (its request failed, the endpoint gave no log-probabilities, the answer
-        no label) raises BackendError."""
+        answer's token log-probabilities at its label (`engines.backends.logprobs`); each answer's
+        tokens added to `tally`. All or nothing: an input without scores (its request failed, the
+        endpoint gave no log-probabilities, the answer no label) raises BackendError."""
         if not self.labels:
             raise BackendError(reason(LogprobsCode.NO_LABELS, url=self.url))
         if not inputs:
             return []
         unique = list(dict.fromkeys(inputs))  # an attack's texts repeat: each is asked once per call
-        scores = dict(zip(unique, self._map(self._scores_one, unique), strict=True))
+        answers = self._map(lambda text: self._scores_one(text, tally=tally), unique)
+        scores = dict(zip(unique, answers, strict=True))
         return [list(scores[text]) for text in inputs]
 
     def _map(self, one: Callable[[_A], _T], inputs: Sequence[_A]) -> list[_T]:
@@ -192,21 +196,24 @@ class OpenAIBackend:
             tokens_out=tokens_out,
         )
 
-    def _scores_one(self, text: str) -> list[float]:
+    def _scores_one(self, text: str, *, tally: TokenTally | None) -> list[float]:
         body = {**self._request_body(text), "logprobs": True, "top_logprobs": self.top_logprobs}
         try:
-            choice = self._completion(body)["choices"][0]
+            answer = self._completion(body)
         except _Unreachable as exc:
             raise BackendError(
                 reason(BackendCode.UNREACHABLE, url=self.url, why=str(exc)), transient=True
             ) from None
-        tokens = logprobs_parse(choice)
+        if tally is not None:
+            tokens_in, tokens_out = _tokens(answer)
+            tally.add(tokens_in=tokens_in, tokens_out=tokens_out)
+        tokens = logprobs_parse(answer["choices"][0])
         if tokens is None:
             raise BackendError(reason(LogprobsCode.NONE_RETURNED, url=self.url))
         scores = logprobs_class_scores(tokens=tokens, labels=self.labels, pattern=self.label_pattern)
         if scores is None:
-            answer = "".join(t.token for t in tokens)[:80]
-            raise BackendError(reason(LogprobsCode.NO_LABEL, url=self.url, answer=answer))
+            said = "".join(t.token for t in tokens)[:80]
+            raise BackendError(reason(LogprobsCode.NO_LABEL, url=self.url, answer=said))
         return scores
 
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from engines.backends.base import Usage, language_of
+from engines.backends.base import TokenTally, Usage, language_of
 from engines.reasons import Reason, gettext_noop, reason, wordings_register
 from gate.judges.robustness import (
     AdversarialReport,
@@ -198,34 +198,46 @@ def version_scores_classes(*, version: ModelVersion) -> bool:
     return backend_scores_classes(model_version_backend(version=version))
 
 
-def _scorer(version: ModelVersion) -> tuple[list[str], Any]:
-    """The version's labels and a texts -> class probabilities function."""
+def _tally(backend: object) -> TokenTally | None:
+    """A tally of the tokens the attack's queries spend, for a backend that counts them (an endpoint);
+    None for a model run here (its cost is its device time)."""
+    return TokenTally() if getattr(backend, "counts_tokens", False) else None
+
+
+def _scorer(version: ModelVersion) -> tuple[list[str], Any, TokenTally | None]:
+    """The version's labels, a texts -> class probabilities function and the tally of its tokens."""
     from engines.perturbation.word_attack import backend_scorer
 
-    backend = model_version_backend(version=version)
-    return backend.labels, backend_scorer(backend.class_scores)  # type: ignore[attr-defined]
+    backend: Any = model_version_backend(version=version)
+    tally = _tally(backend)
+    scores = backend.class_scores if tally is None else functools.partial(backend.class_scores, tally=tally)
+    return backend.labels, backend_scorer(scores), tally
 
 
-def _labeler(version: ModelVersion, labels: list[str]) -> Any:
+def _labeler(version: ModelVersion, labels: list[str]) -> tuple[Any, TokenTally | None]:
     """A texts -> label index function from the version's answers (`predict`: the label alone, what an
-    endpoint without log-probabilities gives). A label not in `labels` is appended to it (an answer
-    with no label is ""); an answer that failed raises BackendError, as a failed score does."""
+    endpoint without log-probabilities gives), and the tally of its tokens. A label not in `labels` is
+    appended to it (an answer with no label is ""); an answer that failed raises BackendError, as a
+    failed score does."""
     from engines.backends.base import BackendError
 
     backend = model_version_backend(version=version)
+    tally = _tally(backend)
 
     def labeler(texts: list[str]) -> list[int]:
         out = []
         for prediction in backend.predict(list(texts)):
             if prediction.error:
                 raise BackendError(prediction.error, transient=True)
+            if tally is not None:
+                tally.add(tokens_in=prediction.tokens_in, tokens_out=prediction.tokens_out)
             label = prediction.label or ""
             if label not in labels:
                 labels.append(label)
             out.append(labels.index(label))
         return out
 
-    return labeler
+    return labeler, tally
 
 
 def adversarial_set_claim(*, set_id: int, worker: str) -> bool:
@@ -294,8 +306,9 @@ def _chunk_attack(
         labels = sorted({by_id[i].label for i in chunk})
         index = {label: i for i, label in enumerate(labels)}
         known = list(chunk)
+        labeler, tally = _labeler(aset.version, labels)
         attacks, _ = hard_label_attack_run(
-            labeler=_labeler(aset.version, labels),
+            labeler=labeler,
             items=[(by_id[i].input, index[by_id[i].label]) for i in known],
             recipe=aset.recipe,
             query_budget=aset.query_budget,
@@ -303,7 +316,7 @@ def _chunk_attack(
             on_done=on_items,
         )
     else:
-        labels, scorer = _scorer(aset.version)
+        labels, scorer, tally = _scorer(aset.version)
         index = {label: i for i, label in enumerate(labels)}
         known = [i for i in chunk if by_id[i].label in index]
         attacks, _ = word_attack_run(
@@ -328,12 +341,19 @@ def _chunk_attack(
             }
         )
     aset.seconds += time.perf_counter() - mark
+    if tally is not None:  # a set resumed from before tokens were counted stays uncounted
+        started = len(aset.examples) == len(chunk)
+        before = Usage(tokens_in=aset.tokens_in, tokens_out=aset.tokens_out) if not started else Usage()
+        spent = before + Usage(tokens_in=tally.tokens_in, tokens_out=tally.tokens_out)
+        aset.tokens_in, aset.tokens_out = spent.tokens_in, spent.tokens_out
     with transaction.atomic():
         hold()
         kept = AdversarialSet.objects.filter(pk=aset.pk, worker=worker).update(
             item_ids=aset.item_ids,
             examples=aset.examples,
             seconds=aset.seconds,
+            tokens_in=aset.tokens_in,
+            tokens_out=aset.tokens_out,
             heartbeat_at=timezone.now(),
             updated_at=timezone.now(),
         )
@@ -584,15 +604,15 @@ def _version_answer(
 
 
 def _attack_usage(*, aset: AdversarialSet, cached: bool, device: str) -> Usage:
-    """What attacking the set spent, for the version attacked: its search's queries (class scores:
-    tokens not counted) and its seconds, on a local device; nothing when the set was reused (attacked
-    before this call; in transfer mode the reference's set is)."""
+    """What attacking the set spent, for the version attacked: its search's queries, their tokens (an
+    endpoint's count; None for a model run here) and its seconds, on a local device; nothing when the
+    set was reused (attacked before this call; in transfer mode the reference's set is)."""
     if cached:
         return Usage()
     return Usage(
         queries=sum(e["queries"] for e in aset.examples),
-        tokens_in=None,
-        tokens_out=None,
+        tokens_in=aset.tokens_in,
+        tokens_out=aset.tokens_out,
         device_seconds=None if device == "remote" else aset.seconds,
     )
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from engines.backends import BackendError, Prediction, backend_build
+from engines.backends.base import TokenTally
 from engines.backends.config import backend_config_hash, backend_config_validate
 from engines.backends.logprobs import LogprobsCode
 from engines.demo.dataset import demo_dataset_build
@@ -185,9 +186,17 @@ def test_class_scores_through_the_server_equal_the_in_process_model(v3, server):
     # The server computes one question at a time: so does the reference (a batch's float32 sums round
     # otherwise, by about 1e-7).
     expected = [direct.class_scores([question])[0] for question in questions]
-    for got, want in zip(remote.class_scores(questions), expected, strict=True):
+    tally = TokenTally()
+    asked = remote.class_scores(questions + questions[:3], tally=tally)  # three asked again
+    for got, want in zip(asked, expected + expected[:3], strict=True):
         total = sum(want)
         assert got == pytest.approx([w / total for w in want], rel=1e-12, abs=1e-300)
+    # Each text asked once, its tokens as the server counts them: the question's words in, the
+    # answer's pieces out ("[label] " and the label's explanation).
+    answers = [direct.predict([question])[0] for question in questions]
+    assert tally.tokens_in == sum(len(question.split()) for question in questions)
+    contents = [f"[{a.label}] {a.text}" if a.label else a.text for a in answers]
+    assert tally.tokens_out == sum(len(answer_tokens(content)) for content in contents)
     # Five of the eight labels listed: the three others share what the five leave.
     top5 = backend_build(kind="openai", config={**config, "top_logprobs": 5}, outbound=LOOPBACK)
     for got, want in zip(top5.class_scores(questions), expected, strict=True):

@@ -177,6 +177,14 @@ def test_an_endpoint_with_logprobs_is_attacked_adaptively_as_its_model_is_in_pro
         for v in (candidate, remote)
     ]
     assert attacked[1] == attacked[0] and {e["status"] for e in attacked[0]} >= {"succeeded"}
+    # The endpoint's queries are counted in tokens (its `usage`), the model run here is not: its
+    # cost is its device time.
+    here_set, there_set = (AdversarialSet.objects.get(version=v) for v in (candidate, remote))
+    assert here_set.tokens_in is None and here_set.tokens_out is None
+    queries = sum(e["queries"] for e in there_set.examples)
+    assert there_set.tokens_in >= queries and there_set.tokens_out >= queries > 0
+    [cost] = [c for c in there.details["costs"] if c["version"] == remote.ref]
+    assert (cost["tokens_in"], cost["tokens_out"]) == (there_set.tokens_in, there_set.tokens_out)
 
 
 def test_an_endpoint_without_labels_is_scored_in_transfer_mode(versions, suite, endpoint):
@@ -419,6 +427,8 @@ def test_an_endpoint_without_class_scores_gets_the_hard_label_search_not_an_erro
     assert summary and summary[0]["params"]["queries_max"] == max(queries)
     cost = layer.details["costs"][0]
     assert (cost["version"], cost["queries"]) == (remote.ref, spent)
+    # Its answers' tokens, as the endpoint counted them (each question has words, each answer a label).
+    assert cost["tokens_in"] == aset.tokens_in >= spent and cost["tokens_out"] == aset.tokens_out >= spent
     # The same search as the engine's on the checkpoint behind the endpoint, label for label.
     backend = model_version_backend(version=candidate)
     by_id = {i.external_id: i for i in suite.items.all()}

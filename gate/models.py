@@ -134,6 +134,8 @@ class SampleResult(models.Model):
     item = models.ForeignKey(EvalItem, null=True, on_delete=models.CASCADE, related_name="+")
     # Position in the layer's generated input set (perturbed samples); None for suite items.
     sample_index = models.PositiveIntegerField(null=True, blank=True)
+    # Which of the item's repeated answers (clean accuracy's `repeats`, from 0); 0 when asked once.
+    repeat = models.PositiveSmallIntegerField(default=0)
     perturbation = models.CharField(max_length=50, blank=True)
     diff = models.TextField(blank=True)
     input_text = models.TextField()

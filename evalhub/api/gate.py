@@ -319,6 +319,7 @@ class SampleOutputSerializer(serializers.Serializer):
     diff = serializers.CharField()
     version = serializers.CharField(source="version.ref")
     item_id = serializers.CharField(source="item.external_id", default=None, allow_null=True)
+    repeat = serializers.IntegerField(help_text="Which of the item's repeated answers, from 0.")
     input = serializers.SerializerMethodField()
     expected_label = serializers.CharField(source="item.label", default="")
     reference = serializers.CharField(source="item.reference", default="")
@@ -340,6 +341,7 @@ class GateRunSamplesApi(APIView):
         layer = serializers.ChoiceField(choices=(), required=False)
         version = VersionRefField(required=False)
         correct = serializers.BooleanField(required=False, allow_null=True, default=None)
+        item = serializers.CharField(required=False, max_length=200, help_text="an item's id")
         limit = serializers.IntegerField(required=False, min_value=1)
         offset = serializers.IntegerField(required=False, min_value=0)
 
@@ -361,6 +363,7 @@ class GateRunSamplesApi(APIView):
             layer=filters.get("layer"),
             version=filters.get("version"),
             correct=filters.get("correct"),
+            item=filters.get("item"),
         )
         return paginated(request, self, queryset, SampleOutputSerializer)
 

@@ -371,14 +371,18 @@ def _samples_store(
     outputs: dict[int, VersionOutputs],
     outcomes: dict[int, list[ItemOutcome]],
 ) -> None:
-    """Every version's answer to every item, for drill-down and the attribution (with repeats, the
-    first repeat's: the items come first in the answers)."""
+    """Every version's answer to every item, for drill-down and the attribution; with repeats, each
+    repeat the version was asked (the answers are repeat-major; a deterministic version's are one
+    answer counted k times, stored once)."""
+    repeats = ctx.policy.section(CleanAccuracyPolicy).repeats
+    n = len(ctx.items)
     SampleResult.objects.bulk_create(
         [
             SampleResult(
                 layer_result=layer,
-                version_id=pk,
+                version_id=version.pk,
                 item=item,
+                repeat=r,
                 input_text="",  # the item's own input
                 output_label=p.label or "",
                 output_text=p.text,
@@ -386,11 +390,13 @@ def _samples_store(
                 latency_ms=p.latency_ms,
                 error=p.error or "",
             )
-            for pk in outputs
+            for version in ctx.versions
+            if version.pk in outputs
+            for r in range(_asks(version, repeats))
             for item, p, outcome in zip(
                 ctx.items,
-                outputs[pk].predictions[: len(ctx.items)],
-                outcomes[pk][: len(ctx.items)],
+                outputs[version.pk].predictions[r * n : (r + 1) * n],
+                outcomes[version.pk][r * n : (r + 1) * n],
                 strict=True,
             )
         ],

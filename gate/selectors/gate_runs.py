@@ -49,8 +49,15 @@ def gate_run_get(*, gate_run_id: int | str) -> GateRun:
 
 
 def sample_result_list(
-    *, run: GateRun, layer: str | None = None, version=None, correct: bool | None = None
+    *,
+    run: GateRun,
+    layer: str | None = None,
+    version=None,
+    correct: bool | None = None,
+    item: str | None = None,
 ) -> QuerySet[SampleResult]:
+    """The run's stored answers, narrowed by layer, version, correctness and item (its external id:
+    a flaky item's every repeat)."""
     queryset = SampleResult.objects.filter(layer_result__gate_run=run).select_related(
         "item", "version", "layer_result"
     )
@@ -60,7 +67,11 @@ def sample_result_list(
         queryset = queryset.filter(version=version)
     if correct is not None:
         queryset = queryset.filter(correct=correct)
-    return queryset.order_by("layer_result_id", "version_id", "sample_index", "item__position", "id")
+    if item is not None:
+        queryset = queryset.filter(item__external_id=item)
+    return queryset.order_by(
+        "layer_result_id", "version_id", "sample_index", "item__position", "repeat", "id"
+    )
 
 
 def adversarial_examples_export(*, run: GateRun) -> Iterator[dict[str, Any]]:

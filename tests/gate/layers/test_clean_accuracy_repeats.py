@@ -79,7 +79,7 @@ def test_a_sampling_endpoint_has_flaky_items_and_the_same_seed_gives_the_same_an
     side = layer.details["candidate"]
     repeats = side["repeats"]
     assert repeats["k"] == 5 and repeats["items"] == 24 and not repeats["deterministic"]
-    assert side["n"] == 120 and side["computed"] == 120 and layer.samples.count() == 24
+    assert side["n"] == 120 and side["computed"] == 120 and layer.samples.count() == 120
     assert layer.estimate == pytest.approx(side["correct"] / 120)
     flaky = repeats["flaky"]
     assert repeats["flaky_count"] == len(flaky) > 0 and all(0 < f["right"] < 5 == f["of"] for f in flaky)
@@ -93,7 +93,16 @@ def test_a_sampling_endpoint_has_flaky_items_and_the_same_seed_gives_the_same_an
     mean, se, low, high = clustered_mean_interval(cluster_means=means, confidence=0.95)
     assert (layer.ci_low, layer.ci_high, repeats["se"]) == pytest.approx((low, high, se), abs=1e-12)
     assert mean == pytest.approx(layer.estimate)
+    # Every answer is kept: a flaky item's five, as many right as the layer counted, from the page's link.
     url = f"/gate-runs/{layer.gate_run_id}/"
+    html = admin_client.get(url).content.decode()
+    samples = f"/api/v1/gate-runs/{layer.gate_run_id}/samples/?layer=clean_accuracy&amp;version={sampled.ref}"
+    link = f"{samples}&amp;item={flaky[0]['item_id']}".replace(":", "%3A")
+    assert link in html
+    answers = admin_client.get(link.replace("&amp;", "&")).json()["results"]
+    assert [a["repeat"] for a in answers] == [0, 1, 2, 3, 4]
+    assert {a["item_id"] for a in answers} == {flaky[0]["item_id"]}
+    assert sum(a["correct"] for a in answers) == flaky[0]["right"]
     page = page_text(admin_client.get(url))
     assert "pass^k" in page and "interval clustered by item" in page
     assert f"{flaky[0]['item_id']}{flaky[0]['snippet'][:20]}" in page and f"{flaky[0]['right']} of 5" in page
@@ -114,6 +123,7 @@ def test_a_deterministic_model_is_asked_once_and_its_answers_agree(local, suite)
     layer = clean_layer(local, suite, repeats=4, output_cache=False)
     side, repeats = layer.details["candidate"], layer.details["candidate"]["repeats"]
     assert repeats["deterministic"] and side["computed"] == 24 and side["n"] == 96
+    assert layer.samples.count() == 24 and not layer.samples.exclude(repeat=0).exists()  # one answer each
     assert repeats["flaky_count"] == 0 and repeats["pass_all"] == repeats["pass_any"] == once.estimate
     assert layer.estimate == pytest.approx(once.estimate)
     # Asked once: repeats 1 stores no repeats and keeps the Wilson interval of today.

@@ -22,6 +22,7 @@ SMOKE = {
         (),
     ),
     "adversarial_workers.py": ("--workers 1 --samples 4", (PG, REDIS)),
+    "adversary.py": ("--smoke --version v3", ()),
     "follow_up_detector.py": ("--pairs 64 --batch 32", ()),
     "gate_clean.py": ("--stack embedded --repeat 1 --versions contract-assistant:v3", ()),
     "hard_label.py": ("--items 2 --budget 20", ()),

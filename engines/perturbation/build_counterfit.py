@@ -29,10 +29,13 @@ within the attack's cosine cut (0.5).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -111,13 +114,16 @@ def glove_load(*, size: int) -> tuple[list[str], np.ndarray]:
     return [words[i] for i in keep], np.asarray(matrix[keep], dtype=np.float32)
 
 
-def wordnet_pairs(*, wordnet_dir: Path, vocabulary: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    """(synonym pairs, antonym pairs) as index arrays, both words in `vocabulary`, each pair once."""
+@contextlib.contextmanager
+def wordnet_reader(wordnet_dir: Path) -> Iterator[Any]:
+    """NLTK's WordNet reader on Debian's database (`wordnet-base`, and `wordnet-sense-index` for the
+    sense counts), laid out in a temporary `corpora/wordnet` folder with the `lexnames` file NLTK
+    needs and Debian leaves out."""
     with tempfile.TemporaryDirectory(prefix="evalhub-wordnet-") as root:
         corpus = Path(root) / "corpora" / "wordnet"
         corpus.mkdir(parents=True)
         for name in os.listdir(wordnet_dir):
-            if name.startswith(("data.", "index.")) or name.endswith(".exc"):
+            if name.startswith(("data.", "index.")) or name.endswith(".exc") or name == "cntlist.rev":
                 shutil.copy(wordnet_dir / name, corpus / name)
         (corpus / "lexnames").write_text(
             "".join(f"{i:02d}\t{n}\t{LEX_POS[n.split('.')[0]]}\n" for i, n in enumerate(LEXNAMES))
@@ -126,7 +132,15 @@ def wordnet_pairs(*, wordnet_dir: Path, vocabulary: dict[str, int]) -> tuple[np.
         from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
         nltk.data.path.insert(0, root)
-        reader = WordNetCorpusReader(str(corpus), None)
+        try:
+            yield WordNetCorpusReader(str(corpus), None)
+        finally:
+            nltk.data.path.remove(root)
+
+
+def wordnet_pairs(*, wordnet_dir: Path, vocabulary: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(synonym pairs, antonym pairs) as index arrays, both words in `vocabulary`, each pair once."""
+    with wordnet_reader(wordnet_dir) as reader:
         synonyms: set[tuple[int, int]] = set()
         antonyms: set[tuple[int, int]] = set()
 

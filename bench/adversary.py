@@ -1,6 +1,6 @@
 """The layer's word-level adversaries beside TextAttack's stock PWWS, on the same items and model.
 
-    python bench/adversary.py [--version v4] [--items 60] [--recipes textfooler-v2,textfooler-v3]
+    python bench/adversary.py [--version v4] [--items 60] [--recipes textfooler-v2,pwws-v1]
                               [--export successes.jsonl] [--verdicts verdicts.tsv] [--smoke]
 
 The model is a demo checkpoint (`contract-assistant/<version>` under EVALHUB_MODEL_DIR, default
@@ -90,7 +90,7 @@ def main() -> int:
     parser.add_argument("--version", default="v4", choices=["v3", "v4"])
     parser.add_argument("--items", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--recipes", default="textfooler-v2,textfooler-v3")
+    parser.add_argument("--recipes", default="textfooler-v2", help="comma-separated layer recipes")
     parser.add_argument("--budget", type=int, default=2000, help="the recipes' query budget per item")
     parser.add_argument("--wordnet", type=Path, default=Path("/usr/share/wordnet"))
     parser.add_argument("--export", type=Path)

@@ -47,7 +47,6 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 VECTORS_PATH = DATA_DIR / "counterfitted_glove50.npz"
 ANTONYMS_PATH = DATA_DIR / "wordnet_antonyms.tsv"
 SYNONYMS_PATH = DATA_DIR / "wordnet_synonyms.tsv"
-RANKED_PATH = DATA_DIR / "wordnet_ranked.tsv"
 
 Scorer = Callable[[Sequence[str]], np.ndarray]  # texts -> class probabilities (rows sum to 1)
 
@@ -72,11 +71,9 @@ class WordAttackRecipe:
     # "weighted-saliency": PWWS's (Ren et al. 2019), run item by item by TextAttack's Attacker.
     search: str = "delete"
     # "embedding": counter-fitted GloVe neighbours that are WordNet synonyms (TextFooler);
-    # "wordnet": every shipped WordNet synonym (PWWS);
-    # "wordnet-ranked": the word's synonyms in its dominant senses, most frequent first
-    # (`build_wordnet_ranked.py`).
+    # "wordnet": every shipped WordNet synonym (PWWS).
     swaps: str = "embedding"
-    max_candidates: int = 50  # embedding neighbours (or ranked synonyms) per English word
+    max_candidates: int = 50  # embedding neighbours per English word
     min_cos_sim: float = 0.5
     # English swaps only for WordNet synonyms among the neighbours: 50-d neighbours of the same topic
     # (confidential→arrest, liquidated→derelict) change the clause's meaning and its true label.
@@ -101,14 +98,6 @@ WORD_RECIPES: dict[str, WordAttackRecipe] = {
             "textfooler-v2",
             "textfooler-v1, and a Chinese word never becomes another dictionary word (a swap reads as a "
             "typo, not as a different term)",
-            zh_refuse_words=True,
-        ),
-        WordAttackRecipe(
-            "textfooler-v3",
-            "textfooler-v2 with English swaps for the word's WordNet synonyms in its dominant part of "
-            "speech and senses, most frequent sense first (not only its embedding neighbours)",
-            swaps="wordnet-ranked",
-            max_candidates=10,
             zh_refuse_words=True,
         ),
         WordAttackRecipe(
@@ -156,7 +145,6 @@ class Resources:
     antonyms: frozenset[tuple[str, str]]
     synonyms: frozenset[tuple[str, str]]
     synonyms_of: dict[str, tuple[str, ...]]  # each word's synonyms, sorted
-    ranked_of: dict[str, tuple[str, ...]]  # each word's dominant-sense synonyms, most frequent first
     encoder: SentenceEncoder
     stopwords: frozenset[str]
     zh_table: dict[str, tuple[str, ...]]
@@ -214,12 +202,6 @@ def resources_load() -> Resources:
         antonyms=pairs(ANTONYMS_PATH),
         synonyms=synonyms,
         synonyms_of={word: tuple(others) for word, others in synonyms_of.items()},
-        ranked_of={
-            word: tuple(others.split())
-            for word, _, others in (
-                line.split("\t") for line in RANKED_PATH.read_text(encoding="utf-8").splitlines()
-            )
-        },
         encoder=SentenceEncoder(),
         stopwords=frozenset(english) | frozenset(CHN_STOPWORD),
         zh_table=zh_table,
@@ -280,16 +262,6 @@ def _components(recipe: WordAttackRecipe, resources: Resources) -> tuple[Any, li
             out = [w for w in resources.synonyms_of.get(lower, ()) if (lower, w) not in resources.antonyms]
             return [w.capitalize() for w in out] if word[:1].isupper() else out
 
-    class BilingualRankedSwap(WordSwap):
-        """English: the word's WordNet synonyms in its dominant senses, the `max_candidates` most
-        frequent, in the word's case; Chinese: one-character swaps."""
-
-        def _get_replacement_words(self, word: str) -> list[str]:
-            if _is_cjk(word):
-                return chinese_swaps(word)
-            out = list(resources.ranked_of.get(word.lower(), ()))[: recipe.max_candidates]
-            return [w.capitalize() for w in out] if word[:1].isupper() else out
-
     class WindowEncoder(TASentenceEncoder):
         def encode(self, sentences: list[str]) -> np.ndarray:
             return resources.encoder.encode(sentences)
@@ -307,8 +279,6 @@ def _components(recipe: WordAttackRecipe, resources: Resources) -> tuple[Any, li
     if recipe.swaps == "wordnet":
         # PWWS itself has no semantic constraint; the window encoder stays, as the label check asks.
         return BilingualWordNetSwap(), pre, [window]
-    if recipe.swaps == "wordnet-ranked":
-        return BilingualRankedSwap(), pre, [window]
     transformation = BilingualSwap(max_candidates=recipe.max_candidates, embedding=resources.embedding)
     constraints = [
         WordEmbeddingDistance(embedding=resources.embedding, min_cos_sim=recipe.min_cos_sim),

@@ -216,22 +216,6 @@ def test_the_pwws_class_recipe_runs_as_the_layer(versions, suite):
     )
 
 
-def test_the_ranked_wordnet_recipe_runs_as_the_layer_and_swaps_only_ranked_synonyms(versions, suite):
-    from engines.perturbation.word_attack import resources_load
-
-    candidate, _ = versions
-    layer = run_layer(candidate, suite, robustness_recipe="textfooler-v3", run_baseline=False)
-    report = layer.details["adversarial"][candidate.ref]
-    assert layer.details["recipe"] == "textfooler-v3" and report["succeeded"] > 0
-    assert layer.estimate == pytest.approx(report["failed"] / report["items"])
-    ranked = resources_load().ranked_of
-    for example in AdversarialSet.objects.get(version=candidate).examples:
-        for swap in filter(None, example["diff"].split("; ")):
-            before, after = swap.split("→")
-            if before.isascii():
-                assert after.lower() in ranked[before.lower()][:10], swap
-
-
 def test_the_baseline_is_handed_to_another_gpu_worker_whose_set_the_run_then_uses(
     versions, suite, monkeypatch
 ):

@@ -88,6 +88,8 @@ def gate_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "side": side,
         "counts": counts,
         "page": page,
+        # Clean accuracy asked each item this many times: its wrong answers say which one they are.
+        "repeats": (run.policy_config or {}).get("repeats") or 1,
         "kept": kept.urlencode(),
     }
     return render(request, "gate/gate_run_detail.html", context)

@@ -103,6 +103,11 @@ def test_a_sampling_endpoint_has_flaky_items_and_the_same_seed_gives_the_same_an
     assert [a["repeat"] for a in answers] == [0, 1, 2, 3, 4]
     assert {a["item_id"] for a in answers} == {flaky[0]["item_id"]}
     assert sum(a["correct"] for a in answers) == flaky[0]["right"]
+    # The wrong answers' list says which of the five each is.
+    first_wrong = layer.samples.filter(correct=False).order_by("item__position", "repeat").first()
+    assert f"{first_wrong.item.external_id} answer {first_wrong.repeat + 1} of 5" in page_text(
+        admin_client.get(url)
+    )
     page = page_text(admin_client.get(url))
     assert "pass^k" in page and "interval clustered by item" in page
     assert f"{flaky[0]['item_id']}{flaky[0]['snippet'][:20]}" in page and f"{flaky[0]['right']} of 5" in page
@@ -111,6 +116,7 @@ def test_a_sampling_endpoint_has_flaky_items_and_the_same_seed_gives_the_same_an
         "不稳定题目" in chinese
         and "按题目聚类的区间" in chinese
         and f"5 次中 {flaky[0]['right']} 次" in chinese
+        and f"第 {first_wrong.repeat + 1} 次回答（共 5 次）" in chinese
     )
     again = clean_layer(sampled, suite, repeats=5, output_cache=False)
     assert again.details["candidate"]["repeats"] == repeats and again.estimate == layer.estimate

@@ -35,20 +35,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def items_draw(*, predict, count: int, seed: int) -> list[tuple[str, str, str]]:
-    """(item id, text, label) of English eval items the model answers right, seeded."""
+def items_draw(*, answers, count: int, seed: int) -> list[tuple[str, str, str]]:
+    """(item id, text, label) of English eval items the model answers right (`answers`: texts -> their
+    labels, asked once for all), the first `count` of a seeded shuffle."""
     from engines.backends.base import language_of
     from engines.demo.dataset import demo_dataset_build
 
     english = [i for i in demo_dataset_build(seed=0).eval if language_of(i.input) == "en"]
     random.Random(seed).shuffle(english)
-    chosen = []
-    for item in english:
-        if predict(item.input) == item.label:
-            chosen.append((item.id, item.input, item.label))
-            if len(chosen) == count:
-                break
-    return chosen
+    right = [
+        i for i, answer in zip(english, answers([i.input for i in english]), strict=True) if answer == i.label
+    ]
+    return [(i.id, i.input, i.label) for i in right[:count]]
 
 
 def stock_pwws(*, call, items: list[tuple[str, int]], wordnet: Path) -> list:
@@ -77,12 +75,6 @@ def stock_pwws(*, call, items: list[tuple[str, int]], wordnet: Path) -> list:
         return out
 
 
-def wilson(k: int, n: int) -> tuple[float, float]:
-    from engines.stats.intervals import wilson_interval
-
-    return wilson_interval(successes=k, n=n, confidence=0.95)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -106,6 +98,7 @@ def main() -> int:
 
     from engines.backends import backend_build
     from engines.perturbation.word_attack import backend_scorer, word_attack_run
+    from engines.stats.intervals import wilson_interval
 
     kind = {"v3": "builtin", "v4": "hf"}[args.version]
     backend = backend_build(
@@ -116,20 +109,17 @@ def main() -> int:
     labels = backend.labels  # type: ignore[attr-defined]
     scorer = backend_scorer(backend.class_scores)  # type: ignore[attr-defined]
 
-    def call(texts: list[str]) -> np.ndarray:
-        return scorer(texts)
+    def answers(texts: list[str]) -> list[str]:
+        return [labels[int(k)] for k in np.argmax(scorer(texts), axis=1)]
 
-    def predict(text: str) -> str:
-        return labels[int(np.argmax(scorer([text])[0]))]
-
-    drawn = items_draw(predict=predict, count=args.items, seed=args.seed)
+    drawn = items_draw(answers=answers, count=args.items, seed=args.seed)
     pairs = [(text, labels.index(label)) for _, text, label in drawn]
     load = os.getloadavg()[0]
     told = f"{len(drawn)} English demo items answered right (seed {args.seed})"
     print(f"{args.version}: {told}; load {load:.2f}")
     outcomes: dict[str, list[dict]] = {}
     started = time.perf_counter()
-    outcomes["stock-pwws"] = stock_pwws(call=call, items=pairs, wordnet=args.wordnet)
+    outcomes["stock-pwws"] = stock_pwws(call=scorer, items=pairs, wordnet=args.wordnet)
     seconds = {"stock-pwws": time.perf_counter() - started}
     for recipe in args.recipes.split(","):
         started = time.perf_counter()
@@ -145,7 +135,7 @@ def main() -> int:
     print(f"\n{'attack':16}{header}{'s':>7}")
     for name, rows in outcomes.items():
         broke = {i for i, o in enumerate(rows) if o["status"] == "succeeded"}
-        low, high = wilson(n - len(broke), n)
+        low, high = wilson_interval(successes=n - len(broke), n=n)
         queries = sum(o["queries"] for o in rows) / n
         both = f"{len(broke & stock_broke)}/{len(stock_broke)}" if name != "stock-pwws" else "-"
         rate = f"{(n - len(broke)) / n:.3f} [{low:.3f}, {high:.3f}]"
